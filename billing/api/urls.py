@@ -1,0 +1,2 @@
+"""billing API routes."""
+urlpatterns: list = []

@@ -1,0 +1,245 @@
+"""Base settings: every value comes from the environment, with embedded development defaults."""
+from datetime import timedelta
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(environ.Env().str("CARDMIX_VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
+
+CARDMIX_ENV = env.str("CARDMIX_ENV", default="development")
+DEBUG = env.bool("DEBUG", default=CARDMIX_ENV == "development")
+SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-cardmix-secret-key-change-me-0123456789abcdef")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "django_celery_beat",
+    "axes",
+    # Cardmix apps, in dependency order (a lower app never imports a higher one).
+    "core",
+    "tenancy",
+    "inventory",
+    "billing",
+    "provisioning",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "core.middleware.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "tenancy.middleware.CurrentOrganizationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "tenancy.context_processors.current_organization",
+            ],
+        },
+    }
+]
+
+# --- Database -------------------------------------------------------------------------------
+# Default: an SQLite file in WAL mode with immediate transactions and a busy timeout, so web,
+# worker and beat can share it with no server. DATABASE_URL=postgres://… switches to PostgreSQL.
+DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'cardmix.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+        }
+    )
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"]["TEST"] = {"NAME": env.str("CARDMIX_TEST_DB_NAME", default=None)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USING_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
+
+AUTH_USER_MODEL = "tenancy.User"
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:dashboard"
+LOGOUT_REDIRECT_URL = "console:landing"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="Asia/Shanghai")
+
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "staticfiles")))
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Cardmix <noreply@cardmix.local>")
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000")
+
+# --- Celery ---------------------------------------------------------------------------------
+# Default broker: kombu's filesystem transport under var/, which needs no server and works for
+# worker and beat. REDIS_URL=redis://… switches to Redis.
+REDIS_URL = env.str("REDIS_URL", default="")
+BROKER_DIR = VAR_DIR / "broker"
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+else:
+    for sub in ("in", "processed"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "in"),
+        "data_folder_out": str(BROKER_DIR / "in"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env.str("CARDMIX_TASK_QUEUE", default="cardmix")
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Periodic tasks register themselves here by name (apps add entries in their own modules).
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# --- REST API conventions (SPEC §5) ---------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenancy.authentication.BearerTokenAuthentication",
+        "tenancy.authentication.CsrfSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.LimitOffsetEnvelopePagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "core.exceptions.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env.str("THROTTLE_TOKEN", default="6000/min"),
+        "anon": env.str("THROTTLE_ANON", default="600/min"),
+        "signup": env.str("THROTTLE_SIGNUP", default="20/hour"),
+        "login": env.str("THROTTLE_LOGIN", default="60/hour"),
+    },
+    "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Cardmix API",
+    "DESCRIPTION": "Multi-tenant GPU cloud: card mixes, readiness-checked instances, per-second billing.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "ENUM_NAME_OVERRIDES": {},
+}
+IDEMPOTENCY_TTL = timedelta(hours=env.int("IDEMPOTENCY_TTL_HOURS", default=24))
+
+# --- Login protection (django-axes) ---------------------------------------------------------
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+
+# --- Product settings (SPEC) ----------------------------------------------------------------
+TRIAL_CREDIT_UCNY = env.int("TRIAL_CREDIT_UCNY", default=10_000_000)
+TRIAL_DAYS = env.int("TRIAL_DAYS", default=30)
+DEFAULT_CARD_QUOTA = env.int("DEFAULT_CARD_QUOTA", default=16)
+FUNDS_MIN_MINUTES = env.int("FUNDS_MIN_MINUTES", default=10)
+METER_TICK_SECONDS = env.int("METER_TICK_SECONDS", default=60)
+LOW_BALANCE_WARNING_SECONDS = env.int("LOW_BALANCE_WARNING_SECONDS", default=3600)
+SLA_SECONDS = env.int("SLA_SECONDS", default=15 * 60)
+WAITLIST_EXPIRY_HOURS = env.int("WAITLIST_EXPIRY_HOURS", default=24)
+STOPPED_RETENTION_DAYS = env.int("STOPPED_RETENTION_DAYS", default=15)
+MONTHLY_DISCOUNT = env.float("MONTHLY_DISCOUNT", default=0.65)
+SIMULATOR_PROFILE = env.str("SIMULATOR_PROFILE", default="dev")
+PROVISIONING_DRIVER = env.str("PROVISIONING_DRIVER", default="simulated")
+REFUSED_EMAIL_DOMAINS = env.list("REFUSED_EMAIL_DOMAINS", default=[])
+
+STRIPE_API_KEY = env.str("STRIPE_API_KEY", default="sk_test_cardmix_dev")
+STRIPE_PUBLISHABLE_KEY = env.str("STRIPE_PUBLISHABLE_KEY", default="pk_test_cardmix_dev")
+STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="whsec_cardmix_dev")
+STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
+STRIPE_JS_URL = env.str("STRIPE_JS_URL", default="https://js.stripe.com/v3/")
+TOPUP_MIN_UCNY = env.int("TOPUP_MIN_UCNY", default=10_000_000)
+TOPUP_MAX_UCNY = env.int("TOPUP_MAX_UCNY", default=100_000_000_000)
+
+# --- Logging: one JSON object per line, with the request id --------------------------------
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "core.logging.RequestIdFilter"}},
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["request_id"]}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+}

@@ -1,0 +1,26 @@
+"""Production settings: refuse to start without a real SECRET_KEY; hardened HTTP."""
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+if not os.environ.get("SECRET_KEY"):
+    raise ImproperlyConfigured(
+        "CARDMIX_ENV=production needs SECRET_KEY in the environment (e.g. `python -c "
+        "'import secrets; print(secrets.token_urlsafe(50))'`)."
+    )
+
+from .base import *  # noqa: E402,F401,F403
+from .base import env  # noqa: E402
+
+DEBUG = False
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost"])
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True

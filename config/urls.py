@@ -1,0 +1,26 @@
+"""Root URLconf: the API under /api/v1/, the admin, health, and the console at the root."""
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from core import views as core_views
+
+api_v1 = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("", include("tenancy.api.urls")),
+    path("", include("inventory.api.urls")),
+    path("", include("billing.api.urls")),
+    path("", include("provisioning.api.urls")),
+    path("<path:unknown>", core_views.api_not_found, name="not-found"),
+]
+
+urlpatterns = [
+    path("healthz", core_views.healthz, name="healthz"),
+    path("api/v1/", include((api_v1, "api"), namespace="api")),
+    path("admin/", admin.site.urls),
+    path("", include("console.urls")),
+]
+
+handler404 = "core.views.page_not_found"
+handler500 = "core.views.server_error"

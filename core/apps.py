@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    """Cross-cutting API conventions: errors, pagination, money, idempotency, health, failpoints."""
+
+    name = "core"
+    default_auto_field = "django.db.models.BigAutoField"

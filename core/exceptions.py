@@ -1,0 +1,75 @@
+"""One exception handler so every API error reads {"error": {"code", "message", "details"}} (SPEC §5)."""
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import Http404
+from kombu.exceptions import OperationalError as BrokerOperationalError
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from .errors import ServiceError
+
+logger = logging.getLogger("cardmix.api")
+
+_DRF_CODES = [
+    (drf.NotAuthenticated, "not_authenticated"),
+    (drf.AuthenticationFailed, "token_invalid"),
+    (drf.PermissionDenied, "permission_denied"),
+    (drf.NotFound, "not_found"),
+    (drf.MethodNotAllowed, "method_not_allowed"),
+    (drf.Throttled, "throttled"),
+    (drf.ParseError, "validation_error"),
+    (drf.UnsupportedMediaType, "validation_error"),
+    (drf.NotAcceptable, "validation_error"),
+    (drf.ValidationError, "validation_error"),
+]
+
+
+def error_body(code: str, message: str, details=None) -> dict:
+    """The single error envelope of SPEC §5."""
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _validation_details(detail) -> dict:
+    if isinstance(detail, dict):
+        return {k: [str(m) for m in (v if isinstance(v, list) else [v])] for k, v in detail.items()}
+    if isinstance(detail, list):
+        return {"non_field_errors": [str(m) for m in detail]}
+    return {"non_field_errors": [str(detail)]}
+
+
+def api_exception_handler(exc, context):
+    """DRF EXCEPTION_HANDLER: map every exception, including unexpected ones, to the envelope."""
+    headers = {}
+    if isinstance(exc, ServiceError):
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, Http404):
+        exc = drf.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = drf.PermissionDenied()
+    if isinstance(exc, drf.APIException):
+        code = next((c for cls, c in _DRF_CODES if isinstance(exc, cls)), "error")
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if isinstance(exc, drf.Throttled) and exc.wait is not None:
+            headers["Retry-After"] = str(int(exc.wait) + 1)
+        if code == "validation_error":
+            details = _validation_details(exc.detail)
+            message = "The request is invalid."
+        else:
+            details = {}
+            message = str(exc.detail)
+        return Response(error_body(code, message, details), status=exc.status_code, headers=headers)
+    if isinstance(exc, (OperationalError, InterfaceError, BrokerOperationalError)):
+        logger.warning("service unavailable", exc_info=exc)
+        return Response(
+            error_body("service_unavailable", "A backing service is unavailable; retry shortly."),
+            status=503,
+            headers={"Retry-After": "5"},
+        )
+    if isinstance(exc, DatabaseError):
+        logger.exception("database error", exc_info=exc)
+    else:
+        logger.exception("unhandled API error", exc_info=exc)
+    return Response(error_body("internal_error", "An unexpected error occurred."), status=500)

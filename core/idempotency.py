@@ -1,0 +1,119 @@
+"""Idempotency-Key for creating POSTs (SPEC §5).
+
+Scope is (organization, credential, method, path); bodies are compared as canonical JSON.
+Same key + same body → the original status and body; a different body → 422
+`idempotency_key_reused`; a duplicate still running → 409 `idempotency_in_progress`. The record is
+claimed by a unique insert in its own transaction, so concurrent duplicates create one object.
+"""
+import functools
+import hashlib
+import json
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from rest_framework.response import Response
+
+from .errors import ServiceError
+from .models import IdempotencyRecord
+
+
+class IdempotencyKeyReused(ServiceError):
+    status, code = 422, "idempotency_key_reused"
+
+
+class IdempotencyInProgress(ServiceError):
+    status, code = 409, "idempotency_in_progress"
+
+
+def canonical_hash(data) -> str:
+    """sha256 of the body as canonical JSON (sorted keys, no whitespace)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def credential_of(request) -> str:
+    """Which credential made the request: an API token id, else the session's user."""
+    auth = getattr(request, "auth", None)
+    if auth is not None and getattr(auth, "pk", None) is not None:
+        return f"token:{auth.pk}"
+    user = getattr(request, "user", None)
+    return f"user:{getattr(user, 'pk', None)}"
+
+
+def _claim(scope: dict, body_hash: str) -> tuple[IdempotencyRecord, bool]:
+    """Insert the in-progress record, or return the existing live one (created=False)."""
+    for _ in range(3):
+        try:
+            with transaction.atomic():
+                return IdempotencyRecord.objects.create(**scope, body_hash=body_hash), True
+        except IntegrityError:
+            existing = IdempotencyRecord.objects.filter(**scope).first()
+            if existing is None:
+                continue
+            if existing.created_at < timezone.now() - settings.IDEMPOTENCY_TTL:
+                existing.delete()  # expired: the key may be used afresh
+                continue
+            return existing, False
+    raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
+
+
+def idempotent(redact: tuple[str, ...] = ()):
+    """Decorate a DRF view method (self, request, ...) that creates something.
+
+    `redact` names response fields stored as null (secrets are never stored: a replayed token
+    creation answers `"token": null`).
+    """
+
+    def decorator(view_method):
+        @functools.wraps(view_method)
+        def wrapper(self, request, *args, **kwargs):
+            key = request.headers.get("Idempotency-Key")
+            if not key:
+                return view_method(self, request, *args, **kwargs)
+            if len(key) > 255:
+                raise ServiceError("Idempotency-Key is longer than 255 characters.", details={"Idempotency-Key": ["Too long."]})
+            org = getattr(request, "org", None)
+            scope = {
+                "organization_id": str(getattr(org, "pk", "") or ""),
+                "credential": credential_of(request),
+                "method": request.method,
+                "path": request.path,
+                "key": key,
+            }
+            body_hash = canonical_hash(request.data)
+            record, created = _claim(scope, body_hash)
+            if not created:
+                if record.body_hash != body_hash:
+                    raise IdempotencyKeyReused("This Idempotency-Key was used with a different request body.")
+                if record.state == IdempotencyRecord.State.IN_PROGRESS:
+                    raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
+                response = Response(record.response_body, status=record.status_code)
+                response["Idempotent-Replayed"] = "true"
+                return response
+            try:
+                response = view_method(self, request, *args, **kwargs)
+            except Exception:
+                record.delete()  # nothing was created: let the client retry with the same key
+                raise
+            if response.status_code >= 500:
+                record.delete()
+                return response
+            body = response.data
+            if isinstance(body, dict) and redact:
+                body = {k: (None if k in redact else v) for k, v in body.items()}
+            record.state = IdempotencyRecord.State.DONE
+            record.status_code = response.status_code
+            record.response_body = json.loads(json.dumps(body, default=str))
+            record.save(update_fields=["state", "status_code", "response_body"])
+            return response
+
+        return wrapper
+
+    return decorator
+
+
+def purge_expired() -> int:
+    """Delete records older than the TTL; returns how many."""
+    cutoff = timezone.now() - settings.IDEMPOTENCY_TTL
+    return IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()[0]

@@ -1,0 +1,34 @@
+"""Rows the API conventions need: stored responses for Idempotency-Key replays."""
+import uuid
+
+from django.db import models
+
+
+class IdempotencyRecord(models.Model):
+    """One creating request's key and its stored response, kept IDEMPOTENCY_TTL (SPEC §5)."""
+
+    class State(models.TextChoices):
+        IN_PROGRESS = "in_progress"
+        DONE = "done"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Scope (SPEC §5): organization, credential, method, path. The organization is an id, not a
+    # foreign key, so core stays below tenancy; "" when there is none.
+    organization_id = models.CharField(max_length=36, blank=True, default="")
+    credential = models.CharField(max_length=80)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=300)
+    key = models.CharField(max_length=255)
+    body_hash = models.CharField(max_length=64)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_PROGRESS)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization_id", "credential", "method", "path", "key"],
+                name="idempotency_scope_unique",
+            )
+        ]

@@ -1,0 +1,68 @@
+"""Health check and the error pages that keep the SPEC §5 envelope under /api/."""
+import logging
+
+from django.db import connection
+from django.http import JsonResponse
+from django.shortcuts import render
+from drf_spectacular.utils import extend_schema
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
+from rest_framework.exceptions import NotFound
+
+from config.celery import app as celery_app
+
+from .exceptions import error_body
+
+logger = logging.getLogger("cardmix.health")
+
+
+def _check_database() -> str:
+    try:
+        with connection.cursor() as cur:
+            cur.execute("SELECT 1")
+            cur.fetchone()
+        return "ok"
+    except Exception as exc:  # report, never raise: this is the health page
+        logger.warning("healthz database check failed: %s", exc)
+        return "error"
+
+
+def _check_broker() -> str:
+    try:
+        with celery_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return "ok"
+    except Exception as exc:
+        logger.warning("healthz broker check failed: %s", exc)
+        return "error"
+
+
+def healthz(request):
+    """200 when the database and the broker answer, 503 otherwise."""
+    checks = {"database": _check_database(), "broker": _check_broker()}
+    ok = all(v == "ok" for v in checks.values())
+    return JsonResponse({"status": "ok" if ok else "error", **checks}, status=200 if ok else 503)
+
+
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+@authentication_classes([])
+@permission_classes([])
+def api_not_found(request, unknown=""):
+    """Any unknown path under /api/v1/ answers 404 in the error format."""
+    raise NotFound("No such API endpoint.")
+
+
+def _is_api(request) -> bool:
+    return request.path.startswith("/api/")
+
+
+def page_not_found(request, exception=None):
+    if _is_api(request):
+        return JsonResponse(error_body("not_found", "Not found."), status=404)
+    return render(request, "404.html", status=404)
+
+
+def server_error(request):
+    if _is_api(request):
+        return JsonResponse(error_body("internal_error", "An unexpected error occurred."), status=500)
+    return render(request, "500.html", status=500)

@@ -1,0 +1,2 @@
+"""inventory API routes."""
+urlpatterns: list = []

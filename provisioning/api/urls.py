@@ -1,0 +1,2 @@
+"""provisioning API routes."""
+urlpatterns: list = []

@@ -1,0 +1,2 @@
+"""Tenancy API routes (filled by the tenancy issue)."""
+urlpatterns: list = []

@@ -1,0 +1,22 @@
+"""Resolves the console session's current organization onto request.org / request.membership."""
+from .selectors import membership_for_session
+
+SESSION_ORG_KEY = "current_org_id"
+
+
+class CurrentOrganizationMiddleware:
+    """The API's token authentication overrides request.org with the token's organization."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request.org = None
+        request.membership = None
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            membership = membership_for_session(user=user, org_id=request.session.get(SESSION_ORG_KEY))
+            if membership is not None:
+                request.membership = membership
+                request.org = membership.organization
+        return self.get_response(request)

@@ -1,0 +1,91 @@
+"""Users log in by email; an Organization is the tenant; a Membership gives a user a role in one."""
+import uuid
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
+from django.db import models
+from django.utils import timezone
+
+from .choices import Role
+
+
+def normalize_email(email: str) -> str:
+    """Emails are compared case-insensitively and without surrounding space."""
+    return (email or "").strip().lower()
+
+
+class UserManager(BaseUserManager):
+    """Creates users keyed by normalised email."""
+
+    use_in_migrations = True
+
+    def create_user(self, email, password=None, **extra):
+        if not email:
+            raise ValueError("An email address is required.")
+        user = self.model(email=normalize_email(email), **extra)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_superuser(self, email, password=None, **extra):
+        extra.setdefault("is_staff", True)
+        extra.setdefault("is_superuser", True)
+        extra.setdefault("email_verified_at", timezone.now())
+        return self.create_user(email, password, **extra)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    """A person; logs in with email + password."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    email = models.EmailField(unique=True)
+    name = models.CharField(max_length=150, blank=True)
+    is_staff = models.BooleanField(default=False)
+    is_active = models.BooleanField(default=True)
+    email_verified_at = models.DateTimeField(null=True, blank=True)
+    date_joined = models.DateTimeField(default=timezone.now)
+
+    objects = UserManager()
+
+    USERNAME_FIELD = "email"
+    EMAIL_FIELD = "email"
+    REQUIRED_FIELDS: list[str] = []
+
+    def save(self, *args, **kwargs):
+        self.email = normalize_email(self.email)
+        super().save(*args, **kwargs)
+
+    def __str__(self):
+        return self.email
+
+
+class Organization(models.Model):
+    """The tenant: everything a customer owns belongs to exactly one organization."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=150)
+    slug = models.SlugField(max_length=80, unique=True)
+    is_personal = models.BooleanField(default=False)
+    # Maximum concurrently allocated cards (SPEC §2); only staff change it.
+    card_quota = models.PositiveIntegerField(default=16)
+    created_at = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="organizations")
+
+    def __str__(self):
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's role in one organization."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "user"], name="membership_unique")]
+
+    def __str__(self):
+        return f"{self.user} in {self.organization} ({self.role})"
