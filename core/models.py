@@ -32,3 +32,14 @@ class IdempotencyRecord(models.Model):
                 name="idempotency_scope_unique",
             )
         ]
+
+
+class WorkerHeartbeat(models.Model):
+    """Last time each Celery worker process ran the heartbeat task (shown by /healthz)."""
+
+    hostname = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    seen_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hostname", "pid"], name="worker_heartbeat_unique")]

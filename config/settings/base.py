@@ -118,6 +118,7 @@ BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="Asia/Shanghai")
 
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "staticfiles")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -159,7 +160,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Periodic tasks register themselves here by name (apps add entries in their own modules).
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "worker-heartbeat": {"task": "core.worker_heartbeat", "schedule": 60.0},
+    "purge-idempotency-records": {"task": "core.purge_idempotency_records", "schedule": 3600.0},
+}
 
 # --- REST API conventions (SPEC §5) ---------------------------------------------------------
 REST_FRAMEWORK = {
@@ -216,6 +220,9 @@ WAITLIST_EXPIRY_HOURS = env.int("WAITLIST_EXPIRY_HOURS", default=24)
 STOPPED_RETENTION_DAYS = env.int("STOPPED_RETENTION_DAYS", default=15)
 MONTHLY_DISCOUNT = env.float("MONTHLY_DISCOUNT", default=0.65)
 SIMULATOR_PROFILE = env.str("SIMULATOR_PROFILE", default="dev")
+# Multiplies every simulated delay (0 = no sleeping: tests and benchmarks).
+SIMULATOR_DELAY_SCALE = env.float("SIMULATOR_DELAY_SCALE", default=1.0)
+SIMULATOR_FAILURE_SCALE = env.float("SIMULATOR_FAILURE_SCALE", default=1.0)
 PROVISIONING_DRIVER = env.str("PROVISIONING_DRIVER", default="simulated")
 REFUSED_EMAIL_DOMAINS = env.list("REFUSED_EMAIL_DOMAINS", default=[])
 

@@ -1,0 +1,19 @@
+# Production image: gunicorn web, Celery worker and beat share it (docker-compose.yml).
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 CARDMIX_ENV=production
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY config ./config
+COPY core ./core
+COPY tenancy ./tenancy
+COPY inventory ./inventory
+COPY billing ./billing
+COPY provisioning ./provisioning
+COPY console ./console
+RUN pip install --no-cache-dir .
+COPY . .
+RUN SECRET_KEY=build-only-not-secret python manage.py collectstatic --noinput
+RUN useradd --system --home /app cardmix && chown -R cardmix /app
+USER cardmix
+EXPOSE 8000
+CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]

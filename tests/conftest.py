@@ -1,0 +1,244 @@
+"""Test infrastructure: service detection, marker enforcement, per-run database and queue names,
+API clients, and a real Celery worker running as a separate OS process."""
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from hypothesis import HealthCheck, settings as hyp_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_ID = os.getpid()
+MARKED = ("pg", "redis", "worker", "browser", "slurm")
+
+hyp_settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hyp_settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+if os.environ.get("CELERY_TASK_ALWAYS_EAGER", "").lower() in ("1", "true", "yes"):
+    # Integration tests must prove tasks run in a worker process, never inline.
+    raise pytest.UsageError("CELERY_TASK_ALWAYS_EAGER is set: the integration suite refuses to run eagerly.")
+
+
+def _answers(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _available() -> dict[str, str | None]:
+    """Why each marker's requirement is missing (None when it is met)."""
+    from django.conf import settings
+
+    why: dict[str, str | None] = {}
+    why["pg"] = None if settings.USING_POSTGRES else "PostgreSQL not configured (DATABASE_URL)"
+    redis_url = settings.REDIS_URL
+    why["redis"] = None if redis_url and _answers(redis_url, 6379) else "Redis not reachable (REDIS_URL)"
+    why["worker"] = why["pg"] or why["redis"]
+    chromium = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None)
+    why["browser"] = None if chromium else "Debian chromium not installed"
+    why["slurm"] = None if Path("/usr/sbin/slurmctld").exists() else "slurmctld not installed"
+    return why
+
+
+_skipped_marked: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items):
+    why = _available()
+    for item in items:
+        for mark in MARKED:
+            if item.get_closest_marker(mark) and why[mark]:
+                item.add_marker(pytest.mark.skip(reason=f"[{mark}] {why[mark]}"))
+                break
+    # Fault tests start and stop servers: run them last.
+    items.sort(key=lambda it: 1 if it.get_closest_marker("faults") else 0)
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and any(m in report.keywords for m in MARKED):
+        _skipped_marked.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _skipped_marked:
+        tr = terminalreporter
+        tr.section("SKIPPED FOR LACK OF SERVICES", sep="!", red=True, bold=True)
+        for nodeid in _skipped_marked:
+            tr.write_line(f"SKIPPED: {nodeid}", red=True)
+        tr.write_line(f"{len(_skipped_marked)} tests needing PostgreSQL/Redis/worker/browser/slurm did not run.", red=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _skipped_marked and os.environ.get("CARDMIX_REQUIRE_MARKED") == "1":
+        session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """A test database of this run's own, so concurrent runs on one server never collide."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.sqlite3":
+        db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{RUN_ID}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _task_queue():
+    """This run's own Celery queue: workers of other runs never take our tasks."""
+    from config.celery import app
+
+    queue = f"cardmix-test-{RUN_ID}"
+    app.conf.task_default_queue = queue
+    yield queue
+
+
+# --- API clients ------------------------------------------------------------------------------
+
+@pytest.fixture
+def api_client():
+    from rest_framework.test import APIClient
+
+    return APIClient()
+
+
+@pytest.fixture
+def member_factory(db):
+    """make(role=..., org=None) → a Membership (user + organization)."""
+    from tests.factories.tenancy import MembershipFactory
+
+    def make(role="owner", org=None, **kwargs):
+        if org is not None:
+            kwargs["organization"] = org
+        return MembershipFactory(role=role, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def session_client_for(db):
+    """client_for(membership) → an APIClient logged in by session with that organization current."""
+    from rest_framework.test import APIClient
+
+    from tenancy.middleware import SESSION_ORG_KEY
+
+    def make(membership):
+        client = APIClient()
+        client.force_login(membership.user)
+        session = client.session
+        session[SESSION_ORG_KEY] = str(membership.organization_id)
+        session.save()
+        return client
+
+    return make
+
+
+# --- A real Celery worker process ------------------------------------------------------------
+
+def _worker_env(queue: str) -> dict:
+    from django.db import connection
+
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(
+        DATABASE_URL=url,
+        CARDMIX_TASK_QUEUE=queue,
+        CONN_MAX_AGE="0",
+        SIMULATOR_DELAY_SCALE=os.environ.get("SIMULATOR_DELAY_SCALE", "0"),
+        PYTHONUNBUFFERED="1",
+    )
+    env.pop("CELERY_TASK_ALWAYS_EAGER", None)
+    return env
+
+
+class WorkerProcess:
+    """A `celery worker` OS process against this run's test database and queue."""
+
+    def __init__(self, queue: str, extra_env: dict | None = None, log_path: Path | None = None):
+        self.queue = queue
+        self.env = {**_worker_env(queue), **(extra_env or {})}
+        self.log_path = log_path or ROOT / "var" / f"worker-{RUN_ID}-{time.time_ns()}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, wait: bool = True) -> "WorkerProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info", "-c", "1",
+               "-Q", self.queue, "-n", f"test-{RUN_ID}-{time.time_ns()}@%h", "--without-gossip",
+               "--without-mingle", "--without-heartbeat"]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> int:
+        """Send a heartbeat task and wait until this process has run it; returns the task's pid."""
+        from core.models import WorkerHeartbeat
+        from core.tasks import worker_heartbeat
+
+        deadline = time.time() + timeout
+        seen = set(WorkerHeartbeat.objects.values_list("pk", "seen_at"))
+        worker_heartbeat.apply_async(queue=self.queue)
+        while time.time() < deadline:
+            fresh = [hb for hb in WorkerHeartbeat.objects.all() if (hb.pk, hb.seen_at) not in seen]
+            if fresh:
+                return fresh[0].pid
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode}; log: {self.log_tail()}")
+            time.sleep(0.2)
+        raise TimeoutError(f"worker not ready; log: {self.log_tail()}")
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def kill(self, sig: int = 9) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(timeout=10)
+        if getattr(self, "_log", None):
+            self._log.close()
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, _task_queue):
+    """A real worker process for one test (the test's data is committed, so the worker sees it)."""
+    worker = WorkerProcess(_task_queue).start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def start_worker(transactional_db, _task_queue):
+    """start(extra_env=...) → a WorkerProcess; every one started is stopped at the end."""
+    started: list[WorkerProcess] = []
+
+    def start(extra_env: dict | None = None, wait: bool = True) -> WorkerProcess:
+        worker = WorkerProcess(_task_queue, extra_env).start(wait=wait)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()

@@ -1,0 +1,1 @@
+"""factory_boy factories, one module per app (tests/factories/<app>.py)."""
