@@ -1,0 +1,42 @@
+"""Vendors, node states and allocation holders of the fleet."""
+from django.db import models
+
+
+class Vendor(models.TextChoices):
+    NVIDIA = "nvidia"
+    HUAWEI = "huawei"
+    MOORE_THREADS = "moore_threads"
+    ILUVATAR = "iluvatar"
+
+
+class Collective(models.TextChoices):
+    NCCL = "nccl"
+    HCCL = "hccl"
+    MCCL = "mccl"
+    IXCCL = "ixccl"
+
+
+class NodeState(models.TextChoices):
+    AVAILABLE = "available"
+    DRAINING = "draining"
+    MAINTENANCE = "maintenance"
+    QUARANTINED = "quarantined"
+    CLEANING = "cleaning"
+    UNREACHABLE = "unreachable"
+    RETIRED = "retired"
+
+
+class CardHealth(models.TextChoices):
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+
+
+class FabricKind(models.TextChoices):
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+
+
+class HolderKind(models.TextChoices):
+    INSTANCE = "instance"
+    MAINTENANCE = "maintenance"

@@ -1,0 +1,143 @@
+"""The catalog (accelerators, prices, images) and the fleet (zones, nodes, cards, allocations)."""
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from .choices import CardHealth, Collective, FabricKind, HolderKind, NodeState, Vendor
+
+
+class Accelerator(models.Model):
+    """An accelerator type; data, never an enum in code (SPEC §1)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=40, unique=True)
+    name = models.CharField(max_length=100)
+    vendor = models.CharField(max_length=20, choices=Vendor.choices)
+    domestic = models.BooleanField(default=False)
+    memory_gb = models.PositiveIntegerField()
+    collective = models.CharField(max_length=10, choices=Collective.choices)
+    # all_reduce bus bandwidth at the largest size a node group must reach (GB/s).
+    readiness_floor_gbps = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
+    orderable = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.name
+
+
+class Price(models.Model):
+    """µCNY per card-hour from `effective_from`; an instance locks the rate at create/start time."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    accelerator = models.ForeignKey(Accelerator, on_delete=models.PROTECT, related_name="prices")
+    on_demand_per_card_hour = models.BigIntegerField()
+    # None → floor(on-demand × MONTHLY_DISCOUNT), computed where it is read.
+    monthly_per_card_hour = models.BigIntegerField(null=True, blank=True)
+    effective_from = models.DateTimeField()
+
+    class Meta:
+        ordering = ["accelerator", "-effective_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["accelerator", "effective_from"], name="price_unique_start"),
+            models.CheckConstraint(condition=Q(on_demand_per_card_hour__gt=0), name="price_positive"),
+        ]
+
+
+class Image(models.Model):
+    """A machine image and the vendors it runs on."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    vendors = models.JSONField(default=list)  # e.g. ["nvidia"]
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.slug
+
+
+class Zone(models.Model):
+    """One RoCE v2 / InfiniBand fabric; multi-node clusters and hybrids stay inside one."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=40, unique=True)
+    name = models.CharField(max_length=100)
+    fabric_kind = models.CharField(max_length=12, choices=FabricKind.choices, default=FabricKind.ROCE)
+    fabric_gbps = models.PositiveIntegerField(default=200)
+    # Inter-node all_reduce bus bandwidth floor for multi-node groups (GB/s).
+    inter_node_floor_gbps = models.DecimalField(max_digits=7, decimal_places=2, default=20)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.slug
+
+
+class Node(models.Model):
+    """A host with cards of one accelerator type."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    hostname = models.CharField(max_length=200, unique=True)
+    zone = models.ForeignKey(Zone, on_delete=models.PROTECT, related_name="nodes")
+    accelerator = models.ForeignKey(Accelerator, on_delete=models.PROTECT, related_name="nodes")
+    card_count = models.PositiveSmallIntegerField(default=8)
+    state = models.CharField(max_length=12, choices=NodeState.choices, default=NodeState.AVAILABLE, db_index=True)
+    state_reason = models.CharField(max_length=500, blank=True)
+    state_changed_at = models.DateTimeField(auto_now_add=True)
+    driver = models.CharField(max_length=20, default="simulated")
+    ssh_host = models.CharField(max_length=200, blank=True)
+    ssh_port = models.PositiveIntegerField(default=22)
+    bmc_address = models.CharField(max_length=300, blank=True)
+    # A reference to where the BMC credentials are kept; never the secret itself.
+    bmc_credentials_ref = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["hostname"]
+        indexes = [models.Index(fields=["accelerator", "zone", "state"])]
+
+    def __str__(self):
+        return self.hostname
+
+
+class Card(models.Model):
+    """One accelerator card in a node."""
+
+    id = models.BigAutoField(primary_key=True)
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="cards")
+    index = models.PositiveSmallIntegerField()
+    health = models.CharField(max_length=10, choices=CardHealth.choices, default=CardHealth.OK)
+
+    class Meta:
+        ordering = ["node", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="card_unique_index")]
+
+    def __str__(self):
+        return f"{self.node.hostname}#{self.index}"
+
+
+class CardAllocation(models.Model):
+    """Card → holder. At most one live allocation per card (unique while released_at is null);
+    provisioning writes these, stock reads them."""
+
+    id = models.BigAutoField(primary_key=True)
+    card = models.ForeignKey(Card, on_delete=models.PROTECT, related_name="allocations")
+    holder_kind = models.CharField(max_length=12, choices=HolderKind.choices, default=HolderKind.INSTANCE)
+    holder_id = models.UUIDField(db_index=True)
+    allocated_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["card"], condition=Q(released_at__isnull=True), name="card_one_live_allocation")
+        ]
+        indexes = [models.Index(fields=["holder_kind", "holder_id"], condition=Q(released_at__isnull=True),
+                                name="live_alloc_by_holder")]
