@@ -89,3 +89,25 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} in {self.organization} ({self.role})"
+
+
+class AuditEvent(models.Model):
+    """Append-only: who did what to which object, in which organization, from where (SPEC §2)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="audit_events")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    action = models.CharField(max_length=80)  # e.g. "instance.create", "node.drain"
+    target_type = models.CharField(max_length=60, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["organization", "-created_at"])]

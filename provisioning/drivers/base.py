@@ -1,0 +1,91 @@
+"""The driver interface: what the platform asks a node to do and what the node printed."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """A driver's view of one node (plain data, no Django objects)."""
+
+    id: str
+    hostname: str
+    accelerator: str  # catalog slug, e.g. "h100-sxm-80g"
+    vendor: str  # "nvidia" | "huawei" | ...
+    collective: str  # "nccl" | "hccl"
+    card_count: int = 8
+    zone: str = ""
+    fabric: str = ""  # e.g. "roce-200g", "ib-400g": the zone's inter-node network
+    ssh_host: str = ""
+    ssh_port: int = 22
+
+
+@dataclass
+class DriverOutput:
+    """What a node printed for one operation. Never a verdict: the platform parses and decides."""
+
+    text: str
+    exit_code: int
+    duration_s: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """The command exited 0 (a fact about the process, not a readiness verdict)."""
+        return self.exit_code == 0
+
+
+class Driver(abc.ABC):
+    """Provision, test and release nodes; every method returns DriverOutput."""
+
+    name: str = ""
+
+    @abc.abstractmethod
+    def prepare(
+        self,
+        node: NodeRef,
+        cards: Sequence[int],
+        *,
+        kind: str,
+        image: str,
+        ssh_keys: Sequence[str],
+        env: Mapping[str, str],
+        instance_id: str,
+    ) -> DriverOutput:
+        """Start a container on `cards` (kind="container") or deploy the whole node (kind="bare_metal")."""
+
+    @abc.abstractmethod
+    def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
+        """Run the intra-node all_reduce test over `cards`; meta carries command, tool and ranks."""
+
+    @abc.abstractmethod
+    def health_check(self, node: NodeRef, card: int) -> DriverOutput:
+        """Device health report for a one-card group (no collective to test)."""
+
+    @abc.abstractmethod
+    def inter_node(self, nodes: Sequence[NodeRef], cards_per_node: int) -> DriverOutput:
+        """Multi-node all_reduce across `nodes` (nccl-tests / hccl_test format)."""
+
+    @abc.abstractmethod
+    def topology(self, node: NodeRef) -> DriverOutput:
+        """Intra-node topology as the node reports it (nvidia-smi topo -m / npu-smi info -t topo)."""
+
+    @abc.abstractmethod
+    def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
+        """Stop the instance's container or power the node down; the data disk is not touched."""
+
+    @abc.abstractmethod
+    def wipe(self, node: NodeRef) -> DriverOutput:
+        """Erase a node's local disks before it is handed to another tenant."""
+
+
+# Commands per SPEC §3; kept here so every driver (simulated, agent, redfish) runs the same test.
+def readiness_command(collective: str, n_cards: int) -> tuple[str, str]:
+    """(command line, tool name) of the intra-node readiness test for `n_cards` cards."""
+    if collective == "hccl":
+        return f"all_reduce_test -b 8G -e 8G -p {n_cards}", "hccl_test"
+    return f"all_reduce_perf -b 8G -e 8G -f 2 -g {n_cards} -c 1", "nccl-tests"
