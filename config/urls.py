@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import views as core_views
+from core.metrics_view import metrics
 
 api_v1 = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -17,6 +18,7 @@ api_v1 = [
 
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
     path("", include("console.urls")),

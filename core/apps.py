@@ -6,3 +6,6 @@ class CoreConfig(AppConfig):
 
     name = "core"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import signals  # noqa: F401  (connects the task-failure handler)

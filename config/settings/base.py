@@ -178,6 +178,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # tenancy: per-token rate limit for token-authenticated calls (sessions are not throttled by it).
+    "DEFAULT_THROTTLE_CLASSES": ["tenancy.throttles.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "token": env.str("THROTTLE_TOKEN", default="6000/min"),
         "anon": env.str("THROTTLE_ANON", default="600/min"),
@@ -225,6 +227,7 @@ SIMULATOR_DELAY_SCALE = env.float("SIMULATOR_DELAY_SCALE", default=1.0)
 SIMULATOR_FAILURE_SCALE = env.float("SIMULATOR_FAILURE_SCALE", default=1.0)
 PROVISIONING_DRIVER = env.str("PROVISIONING_DRIVER", default="simulated")
 REFUSED_EMAIL_DOMAINS = env.list("REFUSED_EMAIL_DOMAINS", default=[])
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 STRIPE_API_KEY = env.str("STRIPE_API_KEY", default="sk_test_cardmix_dev")
 STRIPE_PUBLISHABLE_KEY = env.str("STRIPE_PUBLISHABLE_KEY", default="pk_test_cardmix_dev")
@@ -233,6 +236,19 @@ STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
 STRIPE_JS_URL = env.str("STRIPE_JS_URL", default="https://js.stripe.com/v3/")
 TOPUP_MIN_UCNY = env.int("TOPUP_MIN_UCNY", default=10_000_000)
 TOPUP_MAX_UCNY = env.int("TOPUP_MAX_UCNY", default=100_000_000_000)
+# --- Payments (billing/payments) -----------------------------------------------------------
+# Extra Stripe payment method types besides card, e.g. "alipay,wechat_pay" (only where the
+# Stripe account supports them); the console shows their buttons when listed.
+STRIPE_EXTRA_PAYMENT_METHODS = env.list("STRIPE_EXTRA_PAYMENT_METHODS", default=[])
+STRIPE_WEBHOOK_TOLERANCE_SECONDS = env.int("STRIPE_WEBHOOK_TOLERANCE_SECONDS", default=300)
+# Reconciliation looks at PaymentIntents created in the last N hours, at most M of them per run.
+STRIPE_RECONCILE_HOURS = env.int("STRIPE_RECONCILE_HOURS", default=72)
+STRIPE_RECONCILE_MAX_INTENTS = env.int("STRIPE_RECONCILE_MAX_INTENTS", default=2000)
+CELERY_BEAT_SCHEDULE["payments-reconcile"] = {
+    "task": "billing.payments_reconcile",
+    "schedule": env.float("STRIPE_RECONCILE_SECONDS", default=600.0),
+}
+# --- end payments ---------------------------------------------------------------------------
 
 # --- Logging: one JSON object per line, with the request id --------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
