@@ -8,4 +8,4 @@ class CoreConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import signals  # noqa: F401  (connects the task-failure handler)
+        from . import schema, signals  # noqa: F401  (schema extensions; the task-failure handler)
