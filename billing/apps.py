@@ -6,3 +6,13 @@ class BillingConfig(AppConfig):
 
     name = "billing"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import tasks  # noqa: F401  (register Celery tasks)
+        from .credits import trial_grant
+
+        try:  # tenancy calls it when an organization is created
+            from tenancy.hooks import register_trial_grant
+        except ImportError:  # pragma: no cover - tenancy's hook registry not there yet
+            return
+        register_trial_grant(trial_grant)

@@ -11,6 +11,7 @@ api_v1 = [
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("", include("tenancy.api.urls")),
     path("", include("inventory.api.urls")),
+    path("", include("hardware.api.urls")),
     path("", include("billing.api.urls")),
     path("", include("provisioning.api.urls")),
     path("<path:unknown>", core_views.api_not_found, name="not-found"),

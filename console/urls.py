@@ -2,13 +2,38 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from .views import pages
+from .views import account, pages
 
 app_name = "console"
 
 urlpatterns = [
     path("", pages.landing, name="landing"),
-    path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
+    path("login/", account.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("dashboard/", pages.dashboard, name="dashboard"),
+    # --- tenancy: account pages ---
+    path("signup/", account.signup, name="signup"),
+    path("signup/check-email/", account.check_email, name="check_email"),
+    path("verify-email/<str:token>/", account.verify_email, name="verify_email"),
+    path("password-reset/", account.PasswordResetView.as_view(), name="password_reset"),
+    path("password-reset/sent/", account.password_reset_done, name="password_reset_done"),
+    path("password-reset/<uidb64>/<token>/", account.PasswordResetConfirmView.as_view(),
+         name="password_reset_confirm"),
+    path("password-reset/complete/", account.password_reset_complete, name="password_reset_complete"),
+    path("account/organizations/", account.organizations, name="organizations"),
+    path("account/organizations/switch/", account.organization_switch, name="organization_switch"),
+    path("account/members/", account.members, name="members"),
+    path("account/members/<uuid:id>/", account.member_update, name="member_update"),
+    path("account/tokens/", account.tokens, name="tokens"),
+    path("account/tokens/<uuid:id>/revoke/", account.token_revoke, name="token_revoke"),
+    path("account/ssh-keys/", account.ssh_keys, name="ssh_keys"),
+    path("account/ssh-keys/<uuid:id>/delete/", account.ssh_key_delete, name="ssh_key_delete"),
+]
+
+# --- billing: top-up (payments) ---
+from .views import billing_topup  # noqa: E402
+
+urlpatterns += [
+    path("billing/topup/", billing_topup.billing_topup, name="billing_topup"),
+    path("billing/topup/<uuid:id>/status/", billing_topup.billing_topup_status, name="billing_topup_status"),
 ]

@@ -45,6 +45,9 @@ class Price(models.Model):
             models.CheckConstraint(condition=Q(on_demand_per_card_hour__gt=0), name="price_positive"),
         ]
 
+    def __str__(self):
+        return f"{self.on_demand_per_card_hour} µCNY/card-hour from {self.effective_from:%Y-%m-%d %H:%M}"
+
 
 class Image(models.Model):
     """A machine image and the vendors it runs on."""
@@ -141,3 +144,6 @@ class CardAllocation(models.Model):
         ]
         indexes = [models.Index(fields=["holder_kind", "holder_id"], condition=Q(released_at__isnull=True),
                                 name="live_alloc_by_holder")]
+
+    def __str__(self):
+        return f"card {self.card_id} → {self.holder_kind} {self.holder_id}"

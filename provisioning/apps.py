@@ -1,4 +1,22 @@
+import logging
+
 from django.apps import AppConfig
+
+logger = logging.getLogger("cardmix.provisioning")
+
+
+def _on_capacity(**_kwargs):
+    """inventory freed capacity: wake waitlisted instances in the worker (never in the caller's request)."""
+    from .tasks import waitlist_wake
+
+    waitlist_wake.delay()
+
+
+def _on_autostop(*, org_id, at, reason):
+    """billing says the organization's funds run out at `at`: stop its on-demand instances."""
+    from .services.instances import instances_autostop
+
+    instances_autostop(org_id=org_id, at=at, reason=reason)
 
 
 class ProvisioningConfig(AppConfig):
@@ -6,3 +24,14 @@ class ProvisioningConfig(AppConfig):
 
     name = "provisioning"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from inventory.hooks import register_capacity_listener
+
+        register_capacity_listener(_on_capacity)
+        try:
+            from billing.hooks import register_autostop
+        except ImportError:  # billing's hook module is still being built
+            logger.warning("billing.hooks.register_autostop is not available; auto-stop is not wired")
+        else:
+            register_autostop(_on_autostop)

@@ -1,8 +1,9 @@
-"""Operators' admin for users and organizations."""
+"""Operators' admin for users, organizations (quota), tokens, SSH keys and the audit log."""
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
-from .models import Membership, Organization, User
+from .audit import audit_record
+from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, TrialClaim, User
 
 
 @admin.register(User)
@@ -29,3 +30,52 @@ class OrganizationAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "card_quota", "is_personal", "created_at"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline]
+
+    def save_model(self, request, obj, form, change):
+        """Quota changes are staff-only (this admin) and audited."""
+        super().save_model(request, obj, form, change)
+        if change and "card_quota" in form.changed_data:
+            audit_record(action="organization.quota_set", org=obj, actor=request.user, target=obj, request=request,
+                         details={"old": form.initial.get("card_quota"), "new": obj.card_quota})
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "user", "organization", "scope", "created_at", "expires_at", "last_used_at",
+                    "revoked_at"]
+    list_select_related = ["user", "organization"]
+    search_fields = ["prefix", "name", "user__email", "organization__slug"]
+    readonly_fields = ["prefix", "token_hash", "user", "organization", "created_at", "last_used_at"]
+
+
+@admin.register(SshKey)
+class SshKeyAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "key_type", "fingerprint", "created_at"]
+    list_select_related = ["user"]
+    search_fields = ["name", "user__email", "fingerprint"]
+    readonly_fields = ["key_type", "fingerprint", "public_key", "user", "created_at"]
+
+
+@admin.register(TrialClaim)
+class TrialClaimAdmin(admin.ModelAdmin):
+    list_display = ["email", "user", "organization", "claimed_at"]
+    search_fields = ["email"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Append-only: read, never edit."""
+
+    list_display = ["created_at", "action", "organization", "actor", "target_type", "target_id", "ip"]
+    list_filter = ["action"]
+    list_select_related = ["organization", "actor"]
+    search_fields = ["action", "target_id", "actor__email", "organization__slug", "request_id"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,17 +1,44 @@
-"""DRF authentication: bearer API tokens (tenancy issue) and the console session with CSRF."""
-from rest_framework.authentication import BaseAuthentication, SessionAuthentication
+"""DRF authentication: bearer API tokens and the console session with CSRF."""
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+
+from .credentials import token_touch
+from .selectors import token_authenticate
+from .token_secrets import TOKEN_PREFIX, token_hash
+
+INVALID = "The API token is invalid, expired or revoked."
 
 
 class BearerTokenAuthentication(BaseAuthentication):
-    """`Authorization: Bearer cmx_…` → (user, token) and request.org = the token's organization.
+    """`Authorization: Bearer cmx_…` → (user, token) and request.org / request.membership from the token.
 
-    Filled in by the tenancy issue; until then it declines every request.
+    Membership is checked on every request: a token of a user who left the organization stops working.
     """
 
     keyword = "Bearer"
 
     def authenticate(self, request):
-        return None
+        header = get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None  # no bearer credential: the session (or nothing) decides
+        if len(header) != 2:
+            raise AuthenticationFailed(INVALID)
+        try:
+            secret = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed(INVALID) from None
+        if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
+            raise AuthenticationFailed(INVALID)
+        found = token_authenticate(token_hash=token_hash(secret))
+        if found is None:
+            raise AuthenticationFailed(INVALID)
+        token, membership = found
+        token_touch(token=token)
+        # DRF's Request proxies attribute reads to the Django request; views and permissions read these.
+        django_request = getattr(request, "_request", request)
+        django_request.org = membership.organization
+        django_request.membership = membership
+        return token.user, token
 
     def authenticate_header(self, request):
         return self.keyword

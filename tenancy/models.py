@@ -14,6 +14,11 @@ def normalize_email(email: str) -> str:
     return (email or "").strip().lower()
 
 
+def default_card_quota() -> int:
+    """settings.DEFAULT_CARD_QUOTA, read when an organization is created."""
+    return settings.DEFAULT_CARD_QUOTA
+
+
 class UserManager(BaseUserManager):
     """Creates users keyed by normalised email."""
 
@@ -67,7 +72,7 @@ class Organization(models.Model):
     slug = models.SlugField(max_length=80, unique=True)
     is_personal = models.BooleanField(default=False)
     # Maximum concurrently allocated cards (SPEC §2); only staff change it.
-    card_quota = models.PositiveIntegerField(default=16)
+    card_quota = models.PositiveIntegerField(default=default_card_quota)
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="organizations")
 
@@ -111,3 +116,67 @@ class AuditEvent(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["organization", "-created_at"])]
+
+    def __str__(self):
+        return f"{self.action} {self.target_type}:{self.target_id}"
+
+
+class TokenScope(models.TextChoices):
+    READ = "read"
+    WRITE = "write"
+
+
+class ApiToken(models.Model):
+    """A user's API credential within one organization; only the sha256 of the secret is stored."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=5, choices=TokenScope.choices, default=TokenScope.WRITE)
+    prefix = models.CharField(max_length=16)  # the first characters of the secret, for display
+    token_hash = models.CharField(max_length=64, unique=True)  # hex sha256 of the whole secret
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["organization", "user", "-created_at"])]
+
+    def __str__(self):
+        return f"{self.prefix}… ({self.name})"
+
+
+class SshKey(models.Model):
+    """A user's SSH public key, usable in every organization the user is in."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys")
+    name = models.CharField(max_length=100)
+    key_type = models.CharField(max_length=40)  # e.g. ssh-ed25519
+    public_key = models.TextField()  # one line, "type base64 [comment]"
+    fingerprint = models.CharField(max_length=60)  # "SHA256:…" like ssh-keygen -l
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["user", "fingerprint"], name="sshkey_unique_per_user")]
+
+    def __str__(self):
+        return f"{self.name} {self.fingerprint}"
+
+
+class TrialClaim(models.Model):
+    """One trial credit per verified email address, ever: survives deleting the account."""
+
+    email = models.EmailField(primary_key=True)  # normalised
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    organization = models.ForeignKey(Organization, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    claimed_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.email

@@ -17,7 +17,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from .choices import Role
 
-O, A, M, B, V = Role.OWNER, Role.ADMIN, Role.MEMBER, Role.BILLING, Role.VIEWER
+O, A, M, B, V = Role.OWNER, Role.ADMIN, Role.MEMBER, Role.BILLING, Role.VIEWER  # noqa: E741
 
 CAPABILITIES: dict[str, frozenset[str]] = {
     "catalog": frozenset({O, A, M, B, V}),

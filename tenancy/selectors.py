@@ -1,5 +1,9 @@
-"""Reads for tenancy; every organization-owned object is fetched with its organization."""
-from .models import Membership
+"""Reads for tenancy; every organization-owned object is fetched with its organization (404 otherwise)."""
+from django.db.models import Q
+from django.db.models.functions import Now
+from django.http import Http404
+
+from .models import ApiToken, AuditEvent, Membership, Organization, SshKey
 
 
 def membership_for_session(*, user, org_id=None):
@@ -10,3 +14,92 @@ def membership_for_session(*, user, org_id=None):
         if chosen is not None:
             return chosen
     return qs.order_by("created_at").first()
+
+
+def memberships_of_user(*, user):
+    """Every organization the user belongs to (for the switcher), oldest first."""
+    return Membership.objects.select_related("organization").filter(user=user).order_by("created_at")
+
+
+def membership_get_for_user(*, user, org_id) -> Membership:
+    """The user's membership in one organization, else 404."""
+    membership = Membership.objects.select_related("organization").filter(user=user, organization_id=org_id).first()
+    if membership is None:
+        raise Http404("No such organization.")
+    return membership
+
+
+def member_list(*, org):
+    """The organization's memberships with their users, owners first."""
+    return Membership.objects.select_related("user").filter(organization=org).order_by("role", "created_at", "id")
+
+
+def member_get(*, org, id) -> Membership:
+    """One membership of this organization, else 404."""
+    membership = Membership.objects.select_related("user").filter(organization=org, pk=id).first()
+    if membership is None:
+        raise Http404("No such member.")
+    return membership
+
+
+def token_list(*, org, user):
+    """The user's live (not revoked) tokens in this organization, newest first."""
+    return ApiToken.objects.filter(organization=org, user=user, revoked_at__isnull=True).order_by("-created_at", "id")
+
+
+def token_get(*, org, user, id) -> ApiToken:
+    """One of the user's live tokens in this organization, else 404."""
+    token = token_list(org=org, user=user).filter(pk=id).first()
+    if token is None:
+        raise Http404("No such token.")
+    return token
+
+
+def token_authenticate(*, token_hash: str) -> tuple[ApiToken, Membership] | None:
+    """The live token with this hash and its user's current membership in the token's organization.
+
+    Expiry is compared with the database clock; a token whose user left the organization
+    (no membership) or was deactivated does not authenticate.
+    """
+    token = (ApiToken.objects.select_related("user", "organization")
+             .filter(token_hash=token_hash, revoked_at__isnull=True)
+             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=Now()))
+             .first())
+    if token is None or not token.user.is_active:
+        return None
+    membership = Membership.objects.filter(organization_id=token.organization_id, user_id=token.user_id).first()
+    if membership is None:
+        return None
+    membership.user = token.user  # already loaded: no further queries
+    membership.organization = token.organization
+    return token, membership
+
+
+def ssh_key_list(*, user):
+    """The user's SSH keys, newest first."""
+    return SshKey.objects.filter(user=user).order_by("-created_at", "id")
+
+
+def ssh_key_get(*, user, id) -> SshKey:
+    """One of the user's SSH keys, else 404."""
+    key = SshKey.objects.filter(user=user, pk=id).first()
+    if key is None:
+        raise Http404("No such SSH key.")
+    return key
+
+
+def ssh_keys_by_ids(*, user, ids) -> list[SshKey]:
+    """The user's keys among `ids` (for instance creation); unknown or foreign ids are left out."""
+    return list(SshKey.objects.filter(user=user, pk__in=list(ids)).order_by("created_at", "id"))
+
+
+def audit_event_list(*, org):
+    """The organization's audit log, newest first."""
+    return AuditEvent.objects.select_related("actor").filter(organization=org).order_by("-created_at", "-id")
+
+
+def organization_get_by_slug(*, slug) -> Organization:
+    org = Organization.objects.filter(slug=slug).first()
+    if org is None:
+        raise Http404("No such organization.")
+    return org

@@ -242,3 +242,37 @@ def start_worker(transactional_db, _task_queue):
     yield start
     for worker in started:
         worker.stop()
+
+
+# --- tenancy: API clients authenticated by bearer token --------------------------------------------
+
+@pytest.fixture
+def token_client_for(db):
+    """client_for(membership, scope="write") → an APIClient sending `Authorization: Bearer cmx_…`.
+
+    The client's `.token` is the ApiToken row and `.secret` the bearer secret.
+    """
+    from rest_framework.test import APIClient
+
+    from tests.factories.tenancy import make_token
+
+    def make(membership, scope="write"):
+        token, secret = make_token(membership, scope=scope)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+        client.token, client.secret = token, secret
+        return client
+
+    return make
+
+
+# --- inventory: the SPEC §1 catalog (added by the inventory issue) ---------------------------
+
+@pytest.fixture
+def catalog(db):
+    """{slug: Accelerator} of the seeded catalog; re-seeds it if a transactional test flushed it."""
+    from inventory.catalog_seed import seed_catalog
+    from inventory.models import Accelerator
+
+    seed_catalog()
+    return {a.slug: a for a in Accelerator.objects.all()}

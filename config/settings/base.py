@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "core",
     "tenancy",
     "inventory",
+    "hardware",
     "billing",
     "provisioning",
     "console",
@@ -249,6 +250,37 @@ CELERY_BEAT_SCHEDULE["payments-reconcile"] = {
     "schedule": env.float("STRIPE_RECONCILE_SECONDS", default=600.0),
 }
 # --- end payments ---------------------------------------------------------------------------
+# --- Ledger (billing) ----------------------------------------------------------------------
+CELERY_BEAT_SCHEDULE["billing-meter-tick"] = {"task": "billing.meter_tick", "schedule": float(METER_TICK_SECONDS)}
+CELERY_BEAT_SCHEDULE["billing-trial-expiry"] = {"task": "billing.trial_expiry", "schedule": 300.0}
+CELERY_BEAT_SCHEDULE["billing-verify-ledger"] = {
+    "task": "billing.verify_ledger", "schedule": env.float("LEDGER_VERIFY_SECONDS", default=3600.0)}
+# --- end ledger ----------------------------------------------------------------------------
+# --- Billing products (packages, invoices) -------------------------------------------------
+CELERY_BEAT_SCHEDULE["billing-package-renewals"] = {"task": "billing.package_renewals", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["billing-invoices-issue"] = {"task": "billing.invoices_issue", "schedule": 3600.0}
+CELERY_BEAT_SCHEDULE["billing-invoices-settle"] = {"task": "billing.invoices_settle", "schedule": 300.0}
+# --- end billing products ------------------------------------------------------------------
+
+# --- Hardware (hardware/: node agents, Redfish, node cleaning, Slurm) ----------------------
+# Agents are told to beat every AGENT_HEARTBEAT_SECONDS; no beat for AGENT_HEARTBEAT_TIMEOUT_SECONDS → unreachable.
+AGENT_HEARTBEAT_SECONDS = env.float("AGENT_HEARTBEAT_SECONDS", default=15.0)
+AGENT_HEARTBEAT_TIMEOUT_SECONDS = env.float("AGENT_HEARTBEAT_TIMEOUT_SECONDS", default=90.0)
+# How long the agent driver waits for a command's result, and how often it looks (DB polling).
+AGENT_COMMAND_TIMEOUT_SECONDS = env.float("AGENT_COMMAND_TIMEOUT_SECONDS", default=1800.0)
+AGENT_COMMAND_POLL_SECONDS = env.float("AGENT_COMMAND_POLL_SECONDS", default=1.0)
+# Fernet key (urlsafe base64, 32 bytes) for BMC passwords at rest; required in production.
+BMC_CREDENTIALS_KEY = env.str("BMC_CREDENTIALS_KEY", default="")
+REDFISH_BOOT_TARGET = env.str("REDFISH_BOOT_TARGET", default="Pxe")  # "Pxe", or "Cd" for virtual media
+REDFISH_POWER_TIMEOUT_SECONDS = env.float("REDFISH_POWER_TIMEOUT_SECONDS", default=300.0)
+REDFISH_AGENT_TIMEOUT_SECONDS = env.float("REDFISH_AGENT_TIMEOUT_SECONDS", default=1800.0)
+REDFISH_HTTP_TIMEOUT_SECONDS = env.float("REDFISH_HTTP_TIMEOUT_SECONDS", default=30.0)
+# Slurm hybrid partitions: the scontrol command prefix, e.g. "ssh slurm@ctl scontrol"; empty = disabled.
+SLURM_SCONTROL = env.str("SLURM_SCONTROL", default="")
+SLURM_COMMAND_TIMEOUT_SECONDS = env.float("SLURM_COMMAND_TIMEOUT_SECONDS", default=30.0)
+CELERY_BEAT_SCHEDULE["hardware-agent-heartbeats"] = {
+    "task": "hardware.heartbeats_check", "schedule": env.float("AGENT_HEARTBEAT_CHECK_SECONDS", default=30.0)}
+# --- end hardware ---------------------------------------------------------------------------
 
 # --- Logging: one JSON object per line, with the request id --------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -1,2 +1,17 @@
-"""provisioning API routes."""
-urlpatterns: list = []
+"""provisioning API routes (SPEC §5)."""
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("instances/", views.InstanceListCreateView.as_view(), name="instance-list"),
+    path("instances/<str:instance_id>/", views.InstanceDetailView.as_view(), name="instance-detail"),
+    path("instances/<str:instance_id>/stop/", views.InstanceActionView.as_view(action="stop"),
+         name="instance-stop"),
+    path("instances/<str:instance_id>/start/", views.InstanceActionView.as_view(action="start"),
+         name="instance-start"),
+    path("instances/<str:instance_id>/events/", views.InstanceEventsView.as_view(), name="instance-events"),
+    path("instances/<str:instance_id>/readiness/", views.InstanceReadinessView.as_view(),
+         name="instance-readiness"),
+    path("quotes/", views.QuoteView.as_view(), name="quote"),
+]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from .base import Driver
 
 _DRIVERS: dict[str, type[Driver]] = {}
+# Drivers that need Django (agent, redfish) register on first use, so importing this package stays pure.
+_LAZY = {"agent": "provisioning.drivers.agent", "redfish": "provisioning.drivers.redfish"}
 
 
 def register_driver(name: str) -> Callable[[type[Driver]], type[Driver]]:
@@ -23,6 +26,8 @@ def register_driver(name: str) -> Callable[[type[Driver]], type[Driver]]:
 
 def get_driver(name: str, **options: Any) -> Driver:
     """A new driver instance; options go to its constructor (taken from settings by the caller)."""
+    if name not in _DRIVERS and name in _LAZY:
+        importlib.import_module(_LAZY[name])
     try:
         cls = _DRIVERS[name]
     except KeyError:
@@ -32,4 +37,4 @@ def get_driver(name: str, **options: Any) -> Driver:
 
 def driver_names() -> list[str]:
     """Names of the registered drivers."""
-    return sorted(_DRIVERS)
+    return sorted(set(_DRIVERS) | set(_LAZY))

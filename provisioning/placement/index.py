@@ -26,6 +26,7 @@ class FreeIndex:
         self.keys_by_acc: dict[str, set[Key]] = {}
         self.sizes_by_acc: dict[str, set[int]] = {}
         self.capacity: dict[str, int] = {}  # cards of available nodes per accelerator
+        self.zone_set: set[str] = set()
         for node in nodes:
             self._add_node(node)
 
@@ -40,6 +41,7 @@ class FreeIndex:
         self.ids.append(node.id)
         self.ordinal[node.id] = n
         self.zone.append(node.zone)
+        self.zone_set.add(node.zone)
         self.acc.append(node.accelerator)
         self.size.append(node.card_count)
         self.state.append(node.state)

@@ -14,8 +14,13 @@ _HEADER = re.compile(r"data_size\s*\(Bytes\)\s*:", re.IGNORECASE)
 _ERROR_LINE = re.compile(r"error|fail|time(?:d)? ?out|\bE[EIJLZ]\d{4}\b", re.IGNORECASE)
 _CHECK_VALUES = {"success": "success", "failed": "failed", "null": "NULL"}
 # Column names as printed; the binary spells "aveg_time(us):", the docs "avg_time(us):".
-_COLUMN_KEYS = {"data_size": "size", "avg_time": "time", "aveg_time": "time",
-                "alg_bandwidth": "alg", "check_result": "check"}
+_COLUMN_KEYS = {
+    "data_size": "size",
+    "avg_time": "time",
+    "aveg_time": "time",
+    "alg_bandwidth": "alg",
+    "check_result": "check",
+}
 
 
 def _columns(line: str) -> dict[str, int] | None:
@@ -80,22 +85,24 @@ def _parse_row(result: ReadinessResult, line: str, columns: dict[str, int], rank
     if check is None:
         return f"unknown check_result {check_s!r}"
     wrong = {"success": 0, "failed": 1, "NULL": None}[check]
-    result.rows.append({
-        "size_bytes": int(size),
-        "count": None,
-        "type": None,
-        "redop": None,
-        "root": None,
-        # hccl_test has no in-place pass; its one measurement is stored as out-of-place.
-        "out_of_place": {
-            "time_us": time_us,
-            "algbw_gbps": algbw,
-            "busbw_gbps": round(allreduce_busbw(algbw, ranks), 4),
-            "wrong": wrong,
-        },
-        "in_place": None,
-        "check": check,
-    })
+    result.rows.append(
+        {
+            "size_bytes": int(size),
+            "count": None,
+            "type": None,
+            "redop": None,
+            "root": None,
+            # hccl_test has no in-place pass; its one measurement is stored as out-of-place.
+            "out_of_place": {
+                "time_us": time_us,
+                "algbw_gbps": algbw,
+                "busbw_gbps": round(allreduce_busbw(algbw, ranks), 4),
+                "wrong": wrong,
+            },
+            "in_place": None,
+            "check": check,
+        }
+    )
     result.data_errors += wrong or 0
     return None
 

@@ -15,7 +15,9 @@ def evaluate(result: ReadinessResult, floor_gbps: float, exit_code: int) -> Verd
     if exit_code != 0:
         reasons.append(f"exit_code: {exit_code}")
     if result.error_lines:
-        reasons.append(f"error_lines: {len(result.error_lines)} line(s), first: {result.error_lines[0][:200]}")
+        reasons.append(
+            f"error_lines: {len(result.error_lines)} line(s), first: {result.error_lines[0][:200]}"
+        )
     if result.data_errors > 0:
         reasons.append(f"data_errors: {result.data_errors} wrong result(s)")
     if result.out_of_bounds:
@@ -27,5 +29,7 @@ def evaluate(result: ReadinessResult, floor_gbps: float, exit_code: int) -> Verd
         if result.rows:
             reasons.append("below_floor: no bus bandwidth at the largest size")
     elif busbw < floor_gbps:
-        reasons.append(f"below_floor: {busbw:.2f} GB/s < {floor_gbps:g} GB/s at {result.largest_size_bytes} B")
+        reasons.append(
+            f"below_floor: {busbw:.2f} GB/s < {floor_gbps:g} GB/s at {result.largest_size_bytes} B"
+        )
     return Verdict(passed=not reasons, reasons=tuple(reasons), busbw_gbps=busbw, floor_gbps=floor_gbps)

@@ -39,3 +39,45 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     organization = factory.SubFactory(OrganizationFactory)
     user = factory.SubFactory(UserFactory)
     role = Role.OWNER
+
+
+# --- API tokens and SSH keys (tenancy issue) ----------------------------------------------------
+
+def make_token(membership, scope="write", *, name="test token", expires_at=None, revoked_at=None):
+    """→ (ApiToken, secret) for the membership's user in its organization (no audit row)."""
+    from tenancy.models import ApiToken
+    from tenancy.token_secrets import token_display_prefix, token_generate, token_hash
+
+    secret = token_generate()
+    token = ApiToken.objects.create(organization=membership.organization, user=membership.user, name=name,
+                                    scope=scope, prefix=token_display_prefix(secret), token_hash=token_hash(secret),
+                                    expires_at=expires_at, revoked_at=revoked_at)
+    return token, secret
+
+
+def ed25519_public_key(comment: str = "test@cardmix") -> str:
+    """A fresh, valid OpenSSH ed25519 public key line."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    line = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return f"{line} {comment}"
+
+
+class SshKeyFactory(factory.django.DjangoModelFactory):
+    """A valid ed25519 key of a user."""
+
+    class Meta:
+        model = "tenancy.SshKey"
+
+    user = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"key {n}")
+    key_type = "ssh-ed25519"
+    public_key = factory.LazyFunction(ed25519_public_key)
+
+    @factory.lazy_attribute
+    def fingerprint(self):
+        from tenancy.ssh_keys import ssh_key_parse
+
+        return ssh_key_parse(self.public_key).fingerprint

@@ -2,10 +2,10 @@
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from django.utils import timezone
 
 from tenancy.choices import Role
 from tenancy.models import Membership, Organization, User
+from tenancy.services import user_create_verified
 
 DEMO_EMAIL, DEMO_PASSWORD = "demo@cardmix.local", "cardmix-demo-2026"
 ADMIN_EMAIL, ADMIN_PASSWORD = "admin@cardmix.local", "cardmix-admin-2026"
@@ -20,10 +20,12 @@ class Command(BaseCommand):
                 User.objects.create_superuser(ADMIN_EMAIL, ADMIN_PASSWORD, name="Cardmix Operator")
             demo = User.objects.filter(email=DEMO_EMAIL).first()
             if demo is None:
-                demo = User.objects.create_user(DEMO_EMAIL, DEMO_PASSWORD, name="Demo User",
-                                                email_verified_at=timezone.now())
-                org = Organization.objects.create(name="Demo Lab", slug="demo-lab", is_personal=True)
-                Membership.objects.create(organization=org, user=demo, role=Role.OWNER)
+                # Through the tenancy services, exactly like signup + verification (trial hook included).
+                demo = user_create_verified(email=DEMO_EMAIL, password=DEMO_PASSWORD, name="Demo User")
+                org = Membership.objects.get(user=demo, role=Role.OWNER).organization
+                if not Organization.objects.filter(slug="demo-lab").exists():
+                    org.name, org.slug = "Demo Lab", "demo-lab"
+                    org.save(update_fields=["name", "slug"])
         if "seed_demo_fleet" in get_commands():
             call_command("seed_demo_fleet")
         self.stdout.write(self.style.SUCCESS(f"Demo login: {DEMO_EMAIL} / {DEMO_PASSWORD}"))

@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""cardmix-agent: the node agent of a Cardmix GPU/NPU host (Python standard library only).
+
+It authenticates with the node token (`cmxn_…`), sends heartbeats with what it sees
+(nvidia-smi / npu-smi), polls commands from /api/v1/agent/commands/, runs them and posts back
+what the node printed (text + exit code) — never a verdict; the platform parses and decides.
+
+Runtimes: `docker` (containers with NVIDIA --gpus or Ascend /dev/davinci* devices) and `process`
+(a local process stands in for the container: tests and demos).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+VERSION = "1.0.0"
+OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
+NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
+# Ascend device nodes every NPU container needs besides its /dev/davinciN cards.
+ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+# Driver files the Ascend runtime expects inside the container (read-only bind mounts, when present).
+ASCEND_MOUNTS = ("/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/npu-smi",
+                 "/etc/ascend_install.info", "/usr/local/Ascend/add-ons")
+EXIT_TIMEOUT = 124
+EXIT_NOT_FOUND = 127
+
+log = logging.getLogger("cardmix-agent")
+
+
+# -- running programs --------------------------------------------------------------------------
+
+def clip(text: str) -> str:
+    """Keep the head and the tail of a long output (the table and the footer matter most)."""
+    if len(text) <= OUTPUT_HEAD + OUTPUT_TAIL:
+        return text
+    cut = len(text) - OUTPUT_HEAD - OUTPUT_TAIL
+    return f"{text[:OUTPUT_HEAD]}\n[cardmix-agent: {cut} characters omitted]\n{text[-OUTPUT_TAIL:]}"
+
+
+def run(argv: list[str], *, timeout: float, env: dict | None = None) -> tuple[str, int]:
+    """Run a program; (stdout+stderr, exit code). Timeout → 124, missing program → 127."""
+    full_env = {**os.environ, **(env or {})}
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
+                                start_new_session=True)
+    except FileNotFoundError:
+        return f"cardmix-agent: {argv[0]}: command not found\n", EXIT_NOT_FOUND
+    except PermissionError as exc:
+        return f"cardmix-agent: {argv[0]}: {exc}\n", 126
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return out.decode(errors="replace"), proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        text = out.decode(errors="replace")
+        return text + f"\ncardmix-agent: killed after {timeout:g} s (timeout)\n", EXIT_TIMEOUT
+
+
+# -- what the host looks like -------------------------------------------------------------------
+
+def _int(value: str):
+    value = value.strip().split(" ")[0]
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+def parse_nvidia_query(text: str) -> list[dict]:
+    """Rows of `nvidia-smi --query-gpu=… --format=csv,noheader` as dicts."""
+    devices = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < 7 or not cells[0].isdigit():
+            continue
+        devices.append({"index": int(cells[0]), "name": cells[1], "uuid": cells[2],
+                        "memory_total_mib": _int(cells[3]), "driver_version": cells[4],
+                        "temperature_c": _int(cells[5]), "utilization_pct": _int(cells[6])})
+    return devices
+
+
+def parse_npu_info(text: str) -> list[dict]:
+    """NPU rows of `npu-smi info` (`| 0     910B3     | OK  | …`) as dicts (best effort)."""
+    devices = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not cells or not cells[0]:
+            continue
+        first = cells[0].split()
+        if len(first) >= 2 and first[0].isdigit() and not first[1].isdigit():
+            devices.append({"index": int(first[0]), "name": " ".join(first[1:]), "uuid": "",
+                            "memory_total_mib": None, "driver_version": "", "temperature_c": None,
+                            "utilization_pct": None})
+    return devices
+
+
+class Agent:
+    """Heartbeats in one thread, commands in the other."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.server = args.server.rstrip("/")
+        self.token = args.token
+        self.state_dir = Path(args.state_dir)
+        (self.state_dir / "instances").mkdir(parents=True, exist_ok=True)
+        self.stop = threading.Event()
+        self.heartbeat_interval = args.heartbeat_interval or 15.0
+        self.vendor = args.vendor
+        self.ssl_context = ssl.create_default_context(cafile=args.ca_file) if args.ca_file else None
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.server}/api/v1/agent/{path}", data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
+            "User-Agent": f"cardmix-agent/{VERSION}"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.args.http_timeout, context=self.ssl_context) as resp:
+                return resp.status, json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            try:
+                payload = json.loads(exc.read() or b"{}")
+            except ValueError:
+                payload = {}
+            return exc.code, payload
+
+    # -- heartbeats ------------------------------------------------------------------------------
+
+    def detect_vendor(self) -> str:
+        if self.vendor != "auto":
+            return self.vendor
+        if shutil.which(self.args.nvidia_smi) or os.path.exists(self.args.nvidia_smi):
+            return "nvidia"
+        if shutil.which(self.args.npu_smi) or os.path.exists(self.args.npu_smi):
+            return "huawei"
+        return "nvidia"
+
+    def report(self) -> dict:
+        vendor = self.detect_vendor()
+        errors: list[str] = []
+        if vendor == "huawei":
+            text, code = run([self.args.npu_smi, "info"], timeout=30)
+            devices = parse_npu_info(text) if code == 0 else []
+            versions = {"npu_driver": next((ln.split(":")[-1].strip().strip("|").strip() for ln in text.splitlines()
+                                            if "Version" in ln), "")}
+        else:
+            text, code = run([self.args.nvidia_smi, f"--query-gpu={NVIDIA_QUERY}", "--format=csv,noheader"],
+                             timeout=30)
+            devices = parse_nvidia_query(text) if code == 0 else []
+            versions = {"nvidia": devices[0]["driver_version"] if devices else ""}
+        if code != 0:
+            errors.append(f"{vendor} smi exit {code}: {text.strip()[-500:]}")
+        return {"agent_version": VERSION, "hostname": self.args.hostname or socket.gethostname(),
+                "runtime": self.args.runtime, "vendor": vendor, "devices": devices, "driver_versions": versions,
+                "health": "ok" if code == 0 else "degraded", "smi_output": text[-60000:],
+                "containers": self.instances(), "errors": errors}
+
+    def heartbeat(self) -> bool:
+        try:
+            status, body = self.call("POST", "heartbeat/", self.report())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            log.warning("heartbeat failed: %s", exc)
+            return False
+        if status == 401:
+            log.error("the platform refused the node token (401); rotate it in the admin")
+            return False
+        if status != 200:
+            log.warning("heartbeat answered %s: %s", status, body)
+            return False
+        if not self.args.heartbeat_interval:
+            self.heartbeat_interval = float(body.get("heartbeat_interval_s") or 15.0)
+        return True
+
+    def heartbeat_loop(self) -> None:
+        while not self.stop.is_set():
+            self.heartbeat()
+            self.stop.wait(self.heartbeat_interval)
+
+    # -- commands --------------------------------------------------------------------------------
+
+    def command_loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                status, body = self.call("GET", "commands/")
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                log.warning("poll failed: %s", exc)
+                self.stop.wait(min(10.0, self.args.poll_interval * 5))
+                continue
+            for command in body.get("results", []) if status == 200 else []:
+                self.execute(command)
+            self.stop.wait(self.args.poll_interval)
+
+    def execute(self, command: dict) -> None:
+        kind, payload = command["kind"], command.get("payload") or {}
+        started = time.monotonic()
+        handler = getattr(self, f"do_{kind}", None)
+        try:
+            text, code, meta = handler(payload) if handler else (f"cardmix-agent: unknown command {kind}\n", 2, {})
+        except Exception as exc:  # report, never die: the platform decides what to do
+            log.exception("command %s failed", kind)
+            text, code, meta = f"cardmix-agent: {kind} failed: {type(exc).__name__}: {exc}\n", 1, {}
+        result = {"exit_code": max(-255, min(255, int(code))), "output": clip(text),
+                  "duration_s": round(time.monotonic() - started, 3), "meta": meta}
+        for attempt in range(5):
+            try:
+                status, body = self.call("POST", f"commands/{command['id']}/result/", result)
+                if status in (200, 404, 409):  # stored, not ours, or the platform stopped waiting
+                    return
+                log.warning("result of %s answered %s: %s", command["id"], status, body)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                log.warning("posting result of %s failed: %s", command["id"], exc)
+            time.sleep(min(30, 2 ** attempt))
+
+    # -- instances (containers or stand-in processes) --------------------------------------------
+
+    def instance_dir(self, instance_id: str) -> Path:
+        safe = "".join(ch for ch in instance_id if ch.isalnum() or ch == "-")[:64] or "unnamed"
+        return self.state_dir / "instances" / safe
+
+    def instances(self) -> list[str]:
+        return sorted(p.name for p in (self.state_dir / "instances").iterdir() if p.is_dir())
+
+    def write_keys(self, target: Path, keys: list[str]) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("".join(k.strip() + "\n" for k in keys))
+        target.chmod(0o600)
+
+    def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
+        """`docker run` for an instance: the cards, the image, SSH keys and environment."""
+        cards = [int(c) for c in payload.get("cards", [])]
+        argv = [self.args.docker, "run", "-d", "--name", f"cardmix-{payload['instance_id']}",
+                "--label", f"cardmix.instance={payload['instance_id']}", "--restart", "unless-stopped",
+                "--network", "host", "--ipc", "host", "--shm-size", self.args.shm_size,
+                "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
+        if payload.get("collective") == "hccl" or payload.get("vendor") == "huawei":
+            for card in cards:
+                argv += ["--device", f"/dev/davinci{card}"]
+            for device in ASCEND_CONTROL_DEVICES:
+                argv += ["--device", device]
+            for mount in ASCEND_MOUNTS:
+                if os.path.exists(mount):
+                    argv += ["-v", f"{mount}:{mount}:ro"]
+        elif cards:
+            argv += ["--gpus", '"device=' + ",".join(str(c) for c in cards) + '"']
+        for key, value in sorted((payload.get("env") or {}).items()):
+            argv += ["-e", f"{key}={value}"]
+        argv.append(payload["image"])
+        return argv
+
+    def do_prepare(self, payload: dict):
+        instance_id = payload["instance_id"]
+        where = self.instance_dir(instance_id)
+        where.mkdir(parents=True, exist_ok=True)
+        keys = list(payload.get("ssh_keys") or [])
+        cards = ",".join(str(c) for c in payload.get("cards", []))
+        if payload.get("kind") == "bare_metal":
+            target = Path(self.args.authorized_keys) if self.args.runtime == "docker" else where / "authorized_keys"
+            self.write_keys(target, keys)
+            (where / "environment").write_text("".join(f"{k}={v}\n" for k, v in sorted(payload["env"].items())))
+            return (f"bare metal ready for {instance_id}: {len(keys)} ssh key(s) in {target}, "
+                    f"{len(payload.get('env') or {})} environment variable(s)\n", 0, {"kind": "bare_metal"})
+        self.write_keys(where / "authorized_keys", keys)
+        if self.args.runtime == "docker":
+            text, code = run(self.docker_run_argv(payload, where / "authorized_keys"), timeout=self.args.prepare_timeout)
+            return text, code, {"container": f"cardmix-{instance_id}"}
+        # process runtime: a local process stands in for the container, with the instance's environment
+        env = {**os.environ, **{str(k): str(v) for k, v in (payload.get("env") or {}).items()},
+               "CARDMIX_IMAGE": payload.get("image", "")}
+        argv = shlex.split(self.args.process_command) if self.args.process_command else [
+            sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, cwd=where)
+        (where / "pid").write_text(str(proc.pid))
+        return (f"{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
+                f"(devices {cards}, {len(keys)} ssh key(s))\n", 0, {"pid": proc.pid})
+
+    def do_release(self, payload: dict):
+        instance_id = payload["instance_id"]
+        where = self.instance_dir(instance_id)
+        if self.args.runtime == "docker":
+            text, code = run([self.args.docker, "rm", "-f", f"cardmix-{instance_id}"], timeout=120)
+            if "No such container" in text:
+                text, code = text + "already removed\n", 0
+        else:
+            text, code = self.stop_process(where), 0
+        shutil.rmtree(where, ignore_errors=True)
+        return text, code, {}
+
+    def stop_process(self, where: Path) -> str:
+        pid_file = where / "pid"
+        if not pid_file.exists():
+            return f"no process for {where.name}\n"
+        pid = int(pid_file.read_text())
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return f"process {pid} already gone\n"
+        for _ in range(50):
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return f"process {pid} stopped\n"
+            time.sleep(0.1)
+        os.killpg(pid, signal.SIGKILL)
+        return f"process {pid} killed\n"
+
+    # -- tests -----------------------------------------------------------------------------------
+
+    def tool_path(self, name: str) -> str:
+        """The readiness binary: --readiness-bin is the program itself or a directory holding it."""
+        configured = self.args.readiness_bin
+        if configured and os.path.isdir(configured):
+            return os.path.join(configured, name)
+        return configured or name
+
+    def do_readiness(self, payload: dict):
+        argv = shlex.split(payload["command"])
+        argv[0] = self.tool_path(argv[0])
+        devices = ",".join(str(c) for c in payload.get("cards", []))
+        visible = "ASCEND_RT_VISIBLE_DEVICES" if payload.get("collective") == "hccl" else "CUDA_VISIBLE_DEVICES"
+        text, code = run(argv, timeout=self.args.readiness_timeout, env={visible: devices})
+        return text, code, {"argv": argv}
+
+    def do_inter_node(self, payload: dict):
+        per_node, hosts = int(payload["cards_per_node"]), payload["hosts"]
+        ranks = per_node * len(hosts)
+        host_list = ",".join(f"{h}:{per_node}" for h in hosts)
+        if payload.get("collective") == "hccl":
+            argv = [self.args.mpirun, "-n", str(ranks), "-hosts", host_list, self.tool_path("all_reduce_test"),
+                    "-b", "8G", "-e", "8G", "-p", str(per_node)]
+        else:
+            argv = [self.args.mpirun, "-np", str(ranks), "-H", host_list, self.tool_path("all_reduce_perf"),
+                    "-b", "8G", "-e", "8G", "-f", "2", "-g", "1", "-c", "1"]
+        text, code = run(argv, timeout=self.args.readiness_timeout)
+        return text, code, {"argv": argv}
+
+    def do_health_check(self, payload: dict):
+        card = str(int(payload["card"]))
+        if payload.get("collective") == "hccl":
+            argv = [self.args.npu_smi, "info", "-t", "health", "-i", card]
+        else:
+            argv = [self.args.nvidia_smi, "-q", "-i", card, "-d", "ECC,ROW_REMAPPER"]
+        text, code = run(argv, timeout=60)
+        return text, code, {"argv": argv}
+
+    def do_topology(self, payload: dict):
+        argv = ([self.args.npu_smi, "info", "-t", "topo"] if payload.get("collective") == "hccl"
+                else [self.args.nvidia_smi, "topo", "-m"])
+        text, code = run(argv, timeout=60)
+        return text, code, {"argv": argv}
+
+    def do_wipe(self, payload: dict):
+        """Remove every instance, discard the configured scratch disks, reset the accelerators."""
+        lines, worst = [], 0
+        for where in sorted((self.state_dir / "instances").iterdir()):
+            if self.args.runtime == "docker":
+                text, _ = run([self.args.docker, "rm", "-f", f"cardmix-{where.name}"], timeout=120)
+            else:
+                text = self.stop_process(where)
+            lines.append(text.strip())
+            shutil.rmtree(where, ignore_errors=True)
+        mounted = Path("/proc/mounts").read_text() if Path("/proc/mounts").exists() else ""
+        for disk in self.args.wipe_disk:
+            if any(line.split()[0].startswith(disk) for line in mounted.splitlines() if line.strip()):
+                lines.append(f"refusing to wipe {disk}: it is mounted")
+                worst = worst or 1
+                continue
+            text, code = run(["blkdiscard", "-f", disk], timeout=3600)
+            lines.append(f"blkdiscard {disk}: {'ok' if code == 0 else text.strip()}")
+            worst = worst or code
+        if not self.args.wipe_disk:
+            lines.append("no scratch disks configured (--wipe-disk); nothing to discard")
+        if payload.get("collective") == "hccl":
+            for device in parse_npu_info(run([self.args.npu_smi, "info"], timeout=60)[0]):
+                text, code = run([self.args.npu_smi, "set", "-t", "reset", "-i", str(device["index"]), "-c", "0"],
+                                 timeout=300)
+                lines.append(text.strip())
+                worst = worst or code
+        else:
+            text, code = run([self.args.nvidia_smi, "-r"], timeout=300)
+            lines.append(text.strip())
+            worst = worst or code
+        return "\n".join(ln for ln in lines if ln) + "\n", worst, {}
+
+    # -- main --------------------------------------------------------------------------------------
+
+    def serve(self) -> int:
+        beat = threading.Thread(target=self.heartbeat_loop, name="heartbeat", daemon=True)
+        beat.start()
+        try:
+            self.command_loop()
+        finally:
+            self.stop.set()
+        return 0
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Cardmix node agent")
+    p.add_argument("--server", required=True, help="platform URL, e.g. https://cardmix.example.com")
+    p.add_argument("--token", default=os.environ.get("CARDMIX_AGENT_TOKEN", ""),
+                   help="node token (cmxn_…); default $CARDMIX_AGENT_TOKEN")
+    p.add_argument("--token-file", help="read the node token from this file")
+    p.add_argument("--runtime", choices=["docker", "process"], default="docker")
+    p.add_argument("--vendor", choices=["auto", "nvidia", "huawei"], default="auto")
+    p.add_argument("--readiness-bin", default="", help="all_reduce_perf / all_reduce_test, or their directory")
+    p.add_argument("--readiness-timeout", type=float, default=1800.0)
+    p.add_argument("--prepare-timeout", type=float, default=1800.0, help="docker run (image pull included)")
+    p.add_argument("--nvidia-smi", default="nvidia-smi")
+    p.add_argument("--npu-smi", default="npu-smi")
+    p.add_argument("--mpirun", default="mpirun")
+    p.add_argument("--docker", default="docker")
+    p.add_argument("--shm-size", default="64g")
+    p.add_argument("--authorized-keys", default="/root/.ssh/authorized_keys", help="bare metal: where keys go")
+    p.add_argument("--process-command", default="", help="process runtime: what stands in for the container")
+    p.add_argument("--wipe-disk", action="append", default=[], help="scratch disk to blkdiscard on wipe")
+    p.add_argument("--state-dir", default="/var/lib/cardmix-agent")
+    p.add_argument("--hostname", default="")
+    p.add_argument("--heartbeat-interval", type=float, default=0.0, help="seconds; 0 = what the platform says")
+    p.add_argument("--poll-interval", type=float, default=2.0)
+    p.add_argument("--http-timeout", type=float, default=30.0)
+    p.add_argument("--ca-file", default="", help="CA bundle for a private platform certificate")
+    p.add_argument("--log-level", default="INFO")
+    args = p.parse_args(argv)
+    if args.token_file:
+        args.token = Path(args.token_file).read_text().strip()
+    if not args.token.startswith("cmxn_"):
+        p.error("a node token (cmxn_…) is required: --token, --token-file or $CARDMIX_AGENT_TOKEN")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    agent = Agent(args)
+
+    def shutdown(signum, frame):
+        agent.stop.set()
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    log.info("cardmix-agent %s: server %s, runtime %s", VERSION, agent.server, args.runtime)
+    return agent.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

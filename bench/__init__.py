@@ -1,0 +1,1 @@
+"""Benchmarks that print ratios (placement, metering, API)."""

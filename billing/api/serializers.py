@@ -1,0 +1,82 @@
+"""Billing API serializers: money as 6-decimal strings (core.fields.MoneyField)."""
+from rest_framework import serializers
+
+from core.fields import MoneyField
+
+from ..rating import whole_seconds
+
+
+class BalanceSerializer(serializers.Serializer):
+    cash = MoneyField(allow_negative=True)
+    trial = MoneyField()
+    compensation = MoneyField()
+    grant = MoneyField()
+    credit_limit = MoneyField()
+    available = MoneyField(allow_negative=True)
+    burn_rate_per_hour = MoneyField()
+    exhausts_at = serializers.DateTimeField(allow_null=True)
+    low_balance_warning = serializers.BooleanField()
+
+
+class TransferLineSerializer(serializers.Serializer):
+    """A ledger line seen from the organization: positive amount, debit/credit, which of its accounts."""
+
+    id = serializers.IntegerField()
+    amount = MoneyField()
+    direction = serializers.SerializerMethodField()
+    account = serializers.SerializerMethodField()
+    code = serializers.CharField()
+    key = serializers.CharField()
+    meter_id = serializers.IntegerField(allow_null=True)
+    instance_id = serializers.UUIDField(allow_null=True)
+    payment_ref = serializers.CharField()
+    grant_ref = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+    def _credited(self, obj) -> bool:
+        return obj.credit_account.organization_id == self.context["org"].pk
+
+    def get_direction(self, obj) -> str:
+        return "credit" if self._credited(obj) else "debit"
+
+    def get_account(self, obj) -> str:
+        return (obj.credit_account if self._credited(obj) else obj.debit_account).kind
+
+
+class UsageQuerySerializer(serializers.Serializer):
+    """`?from=&to=` (ISO-8601); default: the last 30 days up to now."""
+
+    from_ = serializers.DateTimeField(required=False)
+    to = serializers.DateTimeField(required=False)
+
+    def to_internal_value(self, data):
+        data = {("from_" if k == "from" else k): v for k, v in data.items()}
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        if attrs.get("from_") and attrs.get("to") and attrs["from_"] >= attrs["to"]:
+            raise serializers.ValidationError({"from": ["`from` must be before `to`."]})
+        return attrs
+
+
+class UsageLineSerializer(serializers.Serializer):
+    """One meter's usage within the window."""
+
+    meter_id = serializers.IntegerField(source="pk")
+    instance_id = serializers.UUIDField()
+    item_index = serializers.IntegerField()
+    accelerator = serializers.CharField()
+    cards = serializers.IntegerField()
+    rate = MoneyField(help_text="µCNY per card-hour, as CNY")
+    opened_at = serializers.DateTimeField()
+    closed_at = serializers.DateTimeField(allow_null=True)
+    seconds = serializers.SerializerMethodField()
+    amount = MoneyField(source="window_amount")
+    written_off = MoneyField(source="window_written_off")
+
+    def get_seconds(self, obj) -> int:
+        """Running seconds of this meter inside the window."""
+        start, end, now = self.context["start"], self.context["end"], self.context["now"]
+        begin = max(obj.opened_at, start)
+        finish = min(obj.closed_at or now, end)
+        return whole_seconds(begin, finish) if finish > begin else 0

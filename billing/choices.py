@@ -1,0 +1,47 @@
+"""Account kinds and transfer codes of the ledger (SPEC §4)."""
+from django.db import models
+
+
+class AccountKind(models.TextChoices):
+    """Organization accounts hold a customer's money; platform accounts are the other side."""
+
+    CASH = "cash", "Cash"
+    TRIAL = "trial", "Trial credit"
+    COMPENSATION = "compensation", "Compensation"
+    GRANT = "grant", "Grant"
+    PAYMENTS_CLEARING = "payments_clearing", "Payments clearing"
+    COMPUTE_REVENUE = "compute_revenue", "Compute revenue"
+    PROMOTIONS = "promotions", "Promotions"
+    EXPIRED_CREDIT = "expired_credit", "Expired credit"
+    ROUNDING = "rounding", "Rounding"
+
+
+ORG_KINDS = (AccountKind.TRIAL, AccountKind.COMPENSATION, AccountKind.GRANT, AccountKind.CASH)
+# Spending order (SPEC §4): trial → compensation → grant → cash.
+SPEND_ORDER = ORG_KINDS
+# Credits that may never go below zero (a CHECK constraint); cash may, down to the credit limit.
+NON_NEGATIVE_KINDS = (AccountKind.TRIAL, AccountKind.COMPENSATION, AccountKind.GRANT)
+# Platform accounts have fixed negative ids, so that locking every account in pk order
+# always takes the platform rows first (one global lock order, no deadlocks).
+PLATFORM_IDS = {
+    AccountKind.PAYMENTS_CLEARING: -1,
+    AccountKind.COMPUTE_REVENUE: -2,
+    AccountKind.PROMOTIONS: -3,
+    AccountKind.EXPIRED_CREDIT: -4,
+    AccountKind.ROUNDING: -5,
+}
+
+
+class TransferCode(models.TextChoices):
+    """Why money moved."""
+
+    METER = "meter", "Metered usage"
+    TRIAL = "trial", "Trial credit"
+    TRIAL_EXPIRY = "trial_expiry", "Trial credit expired"
+    SLA = "sla", "SLA compensation"
+    TOPUP = "topup", "Top-up"
+    REFUND = "refund", "Refund"
+    GRANT = "grant", "Sponsorship grant"
+    PACKAGE = "package", "Monthly package"
+    ROUNDING = "rounding", "Rounding"
+    ADJUSTMENT = "adjustment", "Adjustment"

@@ -1,0 +1,116 @@
+"""Spending and available funds: trial → compensation → grant → cash (down to −credit limit)."""
+import math
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Sum
+
+from core.errors import InsufficientFunds
+from core.money import format_ucny
+
+from .choices import SPEND_ORDER, AccountKind
+from .ledger import Leg, accounts_lock_all, legs_post, org_account_ids, platform_id
+from .models import Account, BillingProfile, Meter, Transfer
+
+
+def _org_id(org):
+    return getattr(org, "pk", org)
+
+
+def spend_split(*, balances: dict[str, int], credit_limit: int, amount: int) -> tuple[dict[str, int], int]:
+    """Pure: how much of `amount` each source covers, in spending order; returns (parts, uncharged)."""
+    parts: dict[str, int] = {}
+    rest = amount
+    for kind in SPEND_ORDER:
+        room = balances.get(kind, 0) + (credit_limit if kind == AccountKind.CASH else 0)
+        take = min(rest, max(room, 0))
+        if take > 0:
+            parts[kind] = take
+            rest -= take
+    return parts, rest
+
+
+def spend_legs(*, key: str, ids: dict[str, int], parts: dict[str, int], code: str, meter_id=None,
+               instance_id=None) -> list[Leg]:
+    """The transfers of one spend: `<key>:<source kind>` from each source into compute_revenue."""
+    revenue = platform_id(AccountKind.COMPUTE_REVENUE)
+    return [Leg(key=f"{key}:{kind}", debit_id=ids[kind], credit_id=revenue, amount=amt, code=code,
+                meter_id=meter_id, instance_id=instance_id) for kind, amt in parts.items()]
+
+
+def spend(*, org, amount: int, key: str, code: str, meter_id=None, instance_id=None) -> int:
+    """Charge `amount` µCNY in spending order as one atomic group of transfers; returns what could not be charged.
+
+    Replaying a key that already posted returns the original shortfall and posts nothing. A spend
+    that could charge nothing leaves no transfer: callers that must not repeat it (meters) record it.
+    """
+    if amount < 0:
+        raise ValueError("spend amount must be >= 0")
+    org_id = _org_id(org)
+    ids = org_account_ids([org_id])[org_id]
+    keys = [f"{key}:{kind}" for kind in SPEND_ORDER]
+    with transaction.atomic():
+        accounts = accounts_lock_all([*ids.values(), platform_id(AccountKind.COMPUTE_REVENUE)])
+        done = list(Transfer.objects.filter(key__in=keys))
+        if done:
+            if any(t.debit_account_id not in ids.values() or t.code != code for t in done):
+                from .ledger import TransferKeyReused
+                raise TransferKeyReused(f"Spend key {key!r} was used with different fields.")
+            return max(amount - sum(t.amount for t in done), 0)
+        if amount == 0:
+            return 0
+        credit_limit = BillingProfile.objects.filter(pk=org_id).values_list("credit_limit", flat=True).first() or 0
+        balances = {kind: accounts[pk].balance for kind, pk in ids.items()}
+        parts, uncharged = spend_split(balances=balances, credit_limit=credit_limit, amount=amount)
+        legs_post(spend_legs(key=key, ids=ids, parts=parts, code=code, meter_id=meter_id, instance_id=instance_id),
+                  locked=True)
+        return uncharged
+
+
+def balances_of(org) -> dict[str, int]:
+    """{kind: balance} of the organization's accounts (0 for accounts not created yet), plus credit_limit."""
+    org_id = _org_id(org)
+    out = {kind: 0 for kind in SPEND_ORDER}
+    out.update(dict(Account.objects.filter(organization_id=org_id).values_list("kind", "balance")))
+    out["credit_limit"] = BillingProfile.objects.filter(pk=org_id).values_list("credit_limit", flat=True).first() or 0
+    return out
+
+
+def available_from(balances: dict[str, int]) -> int:
+    """trial + compensation + grant + cash + credit limit (negative after a refund below the limit)."""
+    return sum(balances.get(k, 0) for k in SPEND_ORDER) + balances.get("credit_limit", 0)
+
+
+def available_funds(org) -> int:
+    """What the organization can still spend, µCNY."""
+    return available_from(balances_of(org))
+
+
+def burn_rate_per_hour(org) -> int:
+    """µCNY per hour of the organization's open meters: Σ rate × cards (one query)."""
+    total = Meter.objects.filter(organization_id=_org_id(org), closed_at__isnull=True).aggregate(
+        s=Sum(F("rate") * F("cards")))["s"]
+    return int(total or 0)
+
+
+def exhaustion(*, available: int, burn_per_hour: int, now):
+    """When funds run out at this burn (None when nothing burns); not adjusted for unposted seconds."""
+    if burn_per_hour <= 0:
+        return None
+    seconds = max(available, 0) * 3600 // burn_per_hour
+    return now + timedelta(seconds=seconds)
+
+
+def funds_check(*, org, price_per_hour: int, hours: float | None = None) -> None:
+    """Raise InsufficientFunds unless available funds cover `hours` (default FUNDS_MIN_MINUTES) of this price."""
+    if hours is None:
+        hours = settings.FUNDS_MIN_MINUTES / 60
+    needed = math.ceil(price_per_hour * hours)
+    available = available_funds(org)
+    if available < needed:
+        raise InsufficientFunds(
+            f"Available funds {format_ucny(available)} CNY do not cover {format_ucny(needed)} CNY "
+            f"({hours:g} h at {format_ucny(price_per_hour)} CNY/h). Top up first.",
+            details={"available": format_ucny(available), "required": format_ucny(needed)},
+        )

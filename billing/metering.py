@@ -1,0 +1,81 @@
+"""Meters: open per running instance item, post cumulative floor deltas, close to the second."""
+from django.db import IntegrityError, transaction
+
+from core.dbclock import db_now
+from core.failpoints import failpoint
+
+from .choices import TransferCode
+from .funds import spend
+from .lock_objects import meter_lock, meters_lock_open
+from .models import Meter, WriteOff
+from .rating import posting_plan, whole_seconds, writeoff_seconds
+
+
+def meter_open(*, org, instance_id, item_index: int, accelerator: str, cards: int, rate: int,
+               opened_at=None) -> Meter:
+    """Open the meter of one instance item at the database clock; returns the open one if it exists."""
+    existing = Meter.objects.filter(instance_id=instance_id, item_index=item_index, closed_at__isnull=True).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return Meter.objects.create(
+                organization_id=getattr(org, "pk", org), instance_id=instance_id, item_index=item_index,
+                accelerator=accelerator, cards=cards, rate=rate, opened_at=opened_at or db_now())
+    except IntegrityError:
+        # A concurrent opener won the partial unique index (one open meter per item).
+        return Meter.objects.get(instance_id=instance_id, item_index=item_index, closed_at__isnull=True)
+
+
+def meter_post(meter: Meter, *, seconds: int) -> None:
+    """Post a locked meter through `seconds`: spend the chargeable delta, write off the rest, advance it.
+
+    Callers hold the meter's row lock and the transaction, so the counters and the transfers of
+    one posting commit together; a retry computing a later second posts just the next delta.
+    """
+    plan = posting_plan(rate=meter.rate, cards=meter.cards, posted_through=meter.posted_through_seconds,
+                        accounted=meter.posted_amount + meter.written_off_amount, seconds=seconds,
+                        billable_until=meter.billable_until_seconds)
+    if plan is None:
+        return
+    key = f"meter:{meter.pk}:{plan.seconds}"
+    uncharged = 0
+    if plan.chargeable > 0:
+        uncharged = spend(org=meter.organization_id, amount=plan.chargeable, key=key, code=TransferCode.METER,
+                          meter_id=meter.pk, instance_id=meter.instance_id)
+    failpoint("billing.meter_post:after_spend")
+    charged = plan.chargeable - uncharged
+    written_off = plan.delta - charged
+    span = plan.seconds - meter.posted_through_seconds
+    meter.posted_through_seconds = plan.seconds
+    meter.posted_amount += charged
+    meter.written_off_amount += written_off
+    Meter.objects.filter(pk=meter.pk).update(posted_through_seconds=meter.posted_through_seconds,
+                                             posted_amount=meter.posted_amount,
+                                             written_off_amount=meter.written_off_amount)
+    if written_off > 0:
+        WriteOff.objects.create(meter_id=meter.pk, organization_id=meter.organization_id, key=key,
+                                seconds=writeoff_seconds(rate=meter.rate, cards=meter.cards, amount=written_off,
+                                                         span=span), amount=written_off)
+    failpoint("billing.meter_post:before_commit")
+
+
+def meter_post_now(*, meter_id, now=None) -> Meter:
+    """Post one open meter through the database now (or `now`), in its own transaction."""
+    with transaction.atomic():
+        meter = meter_lock(meter_id)
+        if meter.closed_at is None:
+            meter_post(meter, seconds=whole_seconds(meter.opened_at, now or db_now()))
+        return meter
+
+
+def meters_close(*, instance_id, at=None) -> None:
+    """Close every open meter of the instance at the database now (or `at`, e.g. the auto-stop second),
+    posting the final deltas."""
+    with transaction.atomic():
+        now = at or db_now()
+        for meter in meters_lock_open(instance_id=instance_id):
+            meter_post(meter, seconds=whole_seconds(meter.opened_at, now))
+            failpoint("billing.meters_close:before_close")
+            meter.closed_at = max(now, meter.opened_at)
+            Meter.objects.filter(pk=meter.pk).update(closed_at=meter.closed_at)

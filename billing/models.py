@@ -1,0 +1,160 @@
+"""The ledger (accounts, immutable transfers), meters, write-offs and per-organization billing profiles.
+
+Sign convention: an account's `balance` = credits − debits, from the account's point of view.
+A transfer debits one account and credits another, so customer accounts are positive while they
+hold money, platform accounts (the other side) are mostly negative, and the sum of all balances
+is always zero.
+"""
+from django.db import models
+from django.db.models import F, Q
+
+from .choices import NON_NEGATIVE_KINDS, AccountKind
+
+
+class Account(models.Model):
+    """One ledger account: an organization's cash/trial/compensation/grant, or a platform account."""
+
+    # Platform accounts use fixed negative ids (choices.PLATFORM_IDS); organization accounts count up.
+    id = models.BigAutoField(primary_key=True)
+    organization = models.ForeignKey("tenancy.Organization", null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="accounts")
+    kind = models.CharField(max_length=20, choices=AccountKind.choices)
+    # Materialised credits − debits; changes only together with its transfers, under the row lock.
+    balance = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "kind"], name="account_unique_org_kind"),
+            models.UniqueConstraint(fields=["kind"], condition=Q(organization__isnull=True),
+                                    name="account_unique_platform_kind"),
+            # TigerBeetle's debits_must_not_exceed_credits, for the credits a customer cannot overdraw.
+            models.CheckConstraint(condition=~Q(kind__in=NON_NEGATIVE_KINDS) | Q(balance__gte=0),
+                                   name="account_credit_non_negative"),
+        ]
+
+    def __str__(self):
+        return f"{self.organization_id or 'platform'}:{self.kind}"
+
+
+class Transfer(models.Model):
+    """An immutable movement of `amount` µCNY from `debit_account` to `credit_account`."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Idempotency key: the same key with the same fields returns this row; different fields are refused.
+    key = models.CharField(max_length=200, unique=True)
+    debit_account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="debits")
+    credit_account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="credits")
+    amount = models.BigIntegerField()
+    code = models.CharField(max_length=30)
+    # References as plain ids (billing sits below provisioning and payments).
+    meter_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    instance_id = models.UUIDField(null=True, blank=True, db_index=True)
+    payment_ref = models.CharField(max_length=200, blank=True)
+    grant_ref = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="transfer_amount_positive"),
+            models.CheckConstraint(condition=~Q(debit_account=F("credit_account")), name="transfer_distinct_accounts"),
+        ]
+        indexes = [
+            models.Index(fields=["debit_account", "-id"], name="transfer_debit_idx"),
+            models.Index(fields=["credit_account", "-id"], name="transfer_credit_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.key}: {self.amount} µCNY {self.debit_account_id}→{self.credit_account_id}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ValueError("Transfers are immutable; post a correcting transfer instead.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Transfers are immutable; post a correcting transfer instead.")
+
+
+class BillingProfile(models.Model):
+    """Per-organization billing settings and state: postpaid credit limit, trial deadline, warnings."""
+
+    organization = models.OneToOneField("tenancy.Organization", primary_key=True, on_delete=models.CASCADE,
+                                        related_name="billing_profile")
+    # Postpaid: cash may go down to −credit_limit (µCNY). 0 = prepaid.
+    credit_limit = models.BigIntegerField(default=0)
+    trial_expires_at = models.DateTimeField(null=True, blank=True)
+    trial_expired_at = models.DateTimeField(null=True, blank=True)
+    # Set when the one-hour-of-burn warning went out (email + console banner); cleared when funds recover.
+    low_balance_warned_at = models.DateTimeField(null=True, blank=True)
+    # Set when auto-stop was requested because funds ran out; cleared when funds recover.
+    autostop_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(credit_limit__gte=0), name="profile_credit_limit_gte0")]
+        indexes = [models.Index(fields=["trial_expires_at"], condition=Q(trial_expired_at__isnull=True),
+                                name="profile_trial_due_idx")]
+
+    def __str__(self):
+        return f"billing profile of {self.organization_id}"
+
+
+class Meter(models.Model):
+    """Per-second usage of one instance item while it runs (SPEC §4 Charging)."""
+
+    id = models.BigAutoField(primary_key=True)
+    organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="meters")
+    instance_id = models.UUIDField(db_index=True)  # plain id: provisioning sits above billing
+    item_index = models.PositiveIntegerField()
+    accelerator = models.CharField(max_length=40)  # accelerator slug
+    cards = models.PositiveIntegerField()
+    rate = models.BigIntegerField()  # µCNY per card-hour, locked when the meter opened
+    opened_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+    # Whole seconds since opened_at accounted for so far, and what they cost: posted (transferred)
+    # plus written off always equals floor(rate × cards × posted_through_seconds / 3600).
+    posted_through_seconds = models.BigIntegerField(default=0)
+    posted_amount = models.BigIntegerField(default=0)
+    written_off_amount = models.BigIntegerField(default=0)
+    # Auto-stop: seconds after this one are not billed (funds ran out); they become write-offs.
+    billable_until_seconds = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["instance_id", "item_index"], condition=Q(closed_at__isnull=True),
+                                    name="meter_one_open_per_item"),
+            models.CheckConstraint(condition=Q(cards__gt=0) & Q(rate__gte=0), name="meter_cards_rate_valid"),
+            models.CheckConstraint(condition=Q(posted_amount__gte=0) & Q(written_off_amount__gte=0)
+                                   & Q(posted_through_seconds__gte=0), name="meter_counters_non_negative"),
+        ]
+        indexes = [
+            models.Index(fields=["organization"], condition=Q(closed_at__isnull=True), name="meter_open_org_idx"),
+            models.Index(fields=["organization", "-opened_at"], name="meter_org_opened_idx"),
+        ]
+
+    def __str__(self):
+        return f"meter {self.pk} ({self.instance_id}#{self.item_index})"
+
+
+class WriteOff(models.Model):
+    """Seconds that could not be charged (funds ran out or past the auto-stop second); no transfer."""
+
+    id = models.BigAutoField(primary_key=True)
+    meter = models.ForeignKey(Meter, on_delete=models.PROTECT, related_name="write_offs")
+    organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="write_offs")
+    key = models.CharField(max_length=200, unique=True)  # the meter posting key
+    seconds = models.BigIntegerField()
+    amount = models.BigIntegerField()
+    reviewed = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.CheckConstraint(condition=Q(amount__gt=0) & Q(seconds__gte=0),
+                                              name="writeoff_positive")]
+
+    def __str__(self):
+        return f"write-off {self.amount} µCNY ({self.seconds} s) on meter {self.meter_id}"
+
+
+from .models_payments import *  # noqa: E402,F401,F403  (payments)
+from .models_products import *  # noqa: E402,F401,F403  (products)

@@ -1,0 +1,94 @@
+"""Operators' admin for top-ups (with the refund action) and the applied Stripe events."""
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
+
+from billing.models_payments import UCNY_PER_FEN, StripeEvent, TopUp
+from core.errors import ServiceError
+from core.money import MoneyError, format_ucny, parse_cny
+
+from .services import topup_refund
+
+
+class RefundForm(forms.Form):
+    """How much of the captured amount to give back, in CNY with at most 2 decimals."""
+
+    amount = forms.CharField(label="Amount (CNY)", help_text='e.g. "30.00"; at most what remains refundable.')
+
+    def clean_amount(self) -> int:
+        try:
+            ucny = parse_cny(self.cleaned_data["amount"], max_decimals=2)
+        except MoneyError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        if ucny <= 0:
+            raise forms.ValidationError("The amount must be positive.")
+        return ucny // UCNY_PER_FEN
+
+
+@admin.register(TopUp)
+class TopUpAdmin(admin.ModelAdmin):
+    list_display = ["id", "organization", "amount_cny", "state", "refunded_cny", "needs_review", "created_at"]
+    list_filter = ["state", "needs_review"]
+    search_fields = ["=id", "=stripe_payment_intent_id", "=stripe_charge_id", "organization__name"]
+    list_select_related = ["organization"]
+    readonly_fields = [f.name for f in TopUp._meta.fields if f.name not in ("needs_review", "review_reason")]
+    actions = ["refund"]
+
+    def has_add_permission(self, request):
+        return False  # top-ups start from the customer's payment, never from the admin
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="amount (CNY)")
+    def amount_cny(self, obj):
+        return format_ucny(obj.amount)
+
+    @admin.display(description="refunded (CNY)")
+    def refunded_cny(self, obj):
+        return format_ucny(obj.refunded_fen * UCNY_PER_FEN)
+
+    @admin.action(description="Refund part or all of the selected top-up…")
+    def refund(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one top-up to refund.", messages.ERROR)
+            return None
+        topup = queryset.get()
+        form = RefundForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            try:
+                topup_refund(topup_id=topup.pk, amount_fen=form.cleaned_data["amount"], actor=request.user,
+                             request=request)
+            except ServiceError as exc:
+                detail = "; ".join(m for msgs in exc.details.values() for m in msgs)
+                self.message_user(request, f"Refund refused: {exc.message} {detail}".strip(), messages.ERROR)
+                return None
+            self.message_user(
+                request, f"Refund of {format_ucny(form.cleaned_data['amount'] * UCNY_PER_FEN)} CNY requested at "
+                         "Stripe; cash is debited when Stripe reports charge.refunded.", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Refund a top-up",
+            "opts": self.model._meta,
+            "topup": topup,
+            "form": form,
+            "refundable": format_ucny(topup.refundable_fen * UCNY_PER_FEN),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/billing/topup/refund.html", context)
+
+
+@admin.register(StripeEvent)
+class StripeEventAdmin(admin.ModelAdmin):
+    list_display = ["id", "type", "outcome", "source", "topup", "received_at"]
+    list_filter = ["type", "outcome", "source"]
+    search_fields = ["=id", "=object_id"]
+    readonly_fields = [f.name for f in StripeEvent._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,108 @@
+"""Top-ups and refunds: the writes that call Stripe (SPEC §4 Payments).
+
+Events from Stripe (webhook or reconciliation) are applied in `events.py`; this module creates
+PaymentIntents and Refunds. Stripe calls carry idempotency keys derived from our own rows, so a
+network retry, or a retry of the whole request, never creates a second object at Stripe.
+"""
+import logging
+
+from django.conf import settings
+from django.db import transaction
+
+from billing.models_payments import UCNY_PER_FEN, TopUp, TopUpState
+from core.errors import InvalidState, ServiceUnavailable, ValidationFailed
+from core.money import format_ucny
+from tenancy.audit import audit_record
+
+from .stripe_client import stripe_api
+
+logger = logging.getLogger("cardmix.payments")
+
+
+def topup_amount_validate(amount: int) -> int:
+    """The amount in fen, or ValidationFailed (sub-fen precision, outside TOPUP_MIN/MAX)."""
+    if amount % UCNY_PER_FEN:
+        raise ValidationFailed("The amount must be a whole number of fen.",
+                               details={"amount": ["Sub-fen precision is not allowed (at most 2 decimals)."]})
+    if amount < settings.TOPUP_MIN_UCNY or amount > settings.TOPUP_MAX_UCNY:
+        raise ValidationFailed(
+            "The amount is out of range.",
+            details={"amount": [f"Top up between {format_ucny(settings.TOPUP_MIN_UCNY)} and "
+                                f"{format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
+    return amount // UCNY_PER_FEN
+
+
+def payment_method_types() -> list[str]:
+    """Card always; Alipay / WeChat Pay when the Stripe account supports them (setting)."""
+    return ["card", *[m for m in settings.STRIPE_EXTRA_PAYMENT_METHODS if m != "card"]]
+
+
+def topup_create(*, org, actor=None, amount: int, request=None) -> TopUp:
+    """Create a TopUp row and its Stripe PaymentIntent in CNY fen; returns the TopUp."""
+    amount_fen = topup_amount_validate(amount)
+    with transaction.atomic():
+        topup = TopUp.objects.create(organization=org, created_by=actor if getattr(actor, "pk", None) else None,
+                                     amount=amount, amount_fen=amount_fen)
+        audit_record(action="topup.create", org=org, actor=topup.created_by, target=topup, request=request,
+                     details={"amount": format_ucny(amount)})
+    # The PaymentIntent is created after the row commits (no transaction open across the network).
+    # Its Stripe idempotency key is our row id: a retry after a lost response returns the same intent.
+    stripe = stripe_api()
+    try:
+        intent = stripe.PaymentIntent.create(
+            amount=amount_fen,
+            currency="cny",
+            payment_method_types=payment_method_types(),
+            metadata={"organization_id": str(org.pk), "topup_id": str(topup.pk)},
+            idempotency_key=f"cardmix-topup-{topup.pk}",
+        )
+    except stripe.StripeError as exc:
+        logger.warning("stripe payment intent create failed",
+                       extra={"topup": str(topup.pk), "error": type(exc).__name__,
+                              "stripe_request_id": getattr(exc, "request_id", None)})
+        TopUp.objects.filter(pk=topup.pk).update(state=TopUpState.FAILED,
+                                                 failure_message="The payment provider did not answer.")
+        raise ServiceUnavailable("The payment provider is unavailable; retry shortly.") from exc
+    TopUp.objects.filter(pk=topup.pk).update(stripe_payment_intent_id=intent.id,
+                                             client_secret=intent.client_secret or "")
+    topup.refresh_from_db()
+    return topup
+
+
+def topup_refund(*, topup_id, amount_fen: int, actor=None, request=None) -> TopUp:
+    """Refund part of a captured top-up at Stripe (operators only); the ledger moves on charge.refunded.
+
+    Capped by what was captured minus what was refunded or already requested. The row lock
+    serialises two operators refunding the same top-up; the Stripe idempotency key names the
+    cumulative amount requested, so a retry after a lost response returns the same refund.
+    """
+    if not isinstance(amount_fen, int) or isinstance(amount_fen, bool) or amount_fen <= 0:
+        raise ValidationFailed("The refund amount must be positive.", details={"amount": ["Must be > 0 fen."]})
+    with transaction.atomic():
+        topup = TopUp.objects.select_for_update().select_related("organization").get(pk=topup_id)
+        if topup.credited_at is None or not topup.stripe_payment_intent_id:
+            raise InvalidState("Only a top-up whose payment succeeded can be refunded.")
+        remaining = topup.refundable_fen
+        if amount_fen > remaining:
+            raise ValidationFailed(
+                "The refund is larger than what remains of the captured amount.",
+                details={"amount": [f"At most {format_ucny(remaining * UCNY_PER_FEN)} CNY can be refunded."]})
+        requested_after = max(topup.refunded_fen, topup.refund_requested_fen) + amount_fen
+        stripe = stripe_api()
+        try:
+            refund = stripe.Refund.create(
+                payment_intent=topup.stripe_payment_intent_id,
+                amount=amount_fen,
+                metadata={"organization_id": str(topup.organization_id), "topup_id": str(topup.pk)},
+                idempotency_key=f"cardmix-refund-{topup.pk}-{requested_after}",
+            )
+        except stripe.StripeError as exc:
+            logger.warning("stripe refund create failed",
+                           extra={"topup": str(topup.pk), "error": type(exc).__name__,
+                                  "stripe_request_id": getattr(exc, "request_id", None)})
+            raise ServiceUnavailable("The payment provider refused or did not answer; retry shortly.") from exc
+        topup.refund_requested_fen = requested_after
+        topup.save(update_fields=["refund_requested_fen", "updated_at"])
+        audit_record(action="topup.refund", org=topup.organization, actor=actor, target=topup, request=request,
+                     details={"amount": format_ucny(amount_fen * UCNY_PER_FEN), "stripe_refund": refund.id})
+    return topup

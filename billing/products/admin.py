@@ -1,0 +1,104 @@
+"""Operators' admin for the billing products: sponsorship decisions (with a note), packages, invoices.
+
+Credit limits are edited on the ledger's BillingProfile admin (billing/admin.py, audited there)."""
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+
+from core.errors import ServiceError
+from core.money import format_ucny
+
+from ..models_products import Invoice, Package, SponsorshipProposal, SponsorshipState
+from .sponsorship import sponsorship_approve, sponsorship_reject
+
+
+class DecisionForm(forms.Form):
+    note = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 60}), required=False,
+                           help_text="Shown to the customer.")
+
+
+def _decide(modeladmin, request, queryset, *, action: str, service, title: str, button: str, explanation: str):
+    """Intermediate page: ask for a note, then apply `service` to every selected proposal."""
+    form = DecisionForm(request.POST if "apply" in request.POST else None)
+    if "apply" in request.POST and form.is_valid():
+        done = 0
+        for proposal in queryset.order_by("pk"):
+            try:
+                service(proposal_id=proposal.pk, actor=request.user, note=form.cleaned_data["note"], request=request)
+                done += 1
+            except ServiceError as exc:
+                modeladmin.message_user(request, f"{proposal.title}: {exc.message}", messages.ERROR)
+        modeladmin.message_user(request, f"{done} proposal(s) updated.", messages.SUCCESS)
+        return None
+    return TemplateResponse(request, "admin/billing/sponsorship_decide.html", {
+        **modeladmin.admin_site.each_context(request), "title": title, "button": button, "explanation": explanation,
+        "proposals": list(queryset.select_related("organization")), "form": form, "action": action,
+        "opts": modeladmin.model._meta})
+
+
+@admin.register(SponsorshipProposal)
+class SponsorshipProposalAdmin(admin.ModelAdmin):
+    """Approve (grant card-hours × list price into `grant`, once) or reject proposals with a note."""
+
+    list_display = ["title", "organization", "accelerator", "card_hours", "state", "granted_cny", "created_at"]
+    list_filter = ["state", "accelerator"]
+    list_select_related = ["organization"]
+    search_fields = ["title", "organization__slug", "organization__name"]
+    readonly_fields = ["organization", "submitted_by", "title", "abstract", "accelerator", "card_hours", "state",
+                       "staff_note", "decided_by", "decided_at", "granted_amount", "created_at"]
+    actions = ["approve", "reject"]
+
+    @admin.display(description="granted (CNY)")
+    def granted_cny(self, obj):
+        return format_ucny(obj.granted_amount) if obj.granted_amount is not None else "—"
+
+    def has_add_permission(self, request):
+        return False  # customers submit proposals
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Approve and grant the card-hours at list price")
+    def approve(self, request, queryset):
+        return _decide(self, request, queryset.filter(state=SponsorshipState.SUBMITTED), action="approve",
+                       service=sponsorship_approve, title="Approve sponsorship proposals", button="Approve and grant",
+                       explanation="Each approval grants card-hours × the accelerator's current on-demand list "
+                                   "price into the organization's grant account, once.")
+
+    @admin.action(description="Reject with a note")
+    def reject(self, request, queryset):
+        return _decide(self, request, queryset.filter(state=SponsorshipState.SUBMITTED), action="reject",
+                       service=sponsorship_reject, title="Reject sponsorship proposals", button="Reject",
+                       explanation="The note is shown to the customer.")
+
+
+class ReadOnly(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Package)
+class PackageAdmin(ReadOnly):
+    """Monthly package periods (charged in full; ended by the renewal task)."""
+
+    list_display = ["id", "organization", "instance_id", "period", "amount", "renewal", "state", "outcome",
+                    "starts_at", "ends_at"]
+    list_filter = ["state", "renewal", "outcome"]
+    list_select_related = ["organization"]
+    search_fields = ["instance_id", "organization__slug"]
+
+
+@admin.register(Invoice)
+class InvoiceAdmin(ReadOnly):
+    """Monthly invoices of postpaid organizations."""
+
+    list_display = ["organization", "period", "amount_due", "state", "topup_id", "paid_at"]
+    list_filter = ["state"]
+    list_select_related = ["organization"]
+    search_fields = ["organization__slug", "organization__name"]

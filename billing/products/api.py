@@ -1,0 +1,168 @@
+"""Products API (SPEC §5): sponsorships, invoices, statements; routes appended to billing/api/urls.py."""
+import json
+
+from django.http import HttpResponse
+from django.urls import path, re_path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.fields import MoneyField
+from core.idempotency import idempotent
+from tenancy.permissions import require
+
+from ..models_products import Invoice, SponsorshipProposal
+from . import selectors
+from .postpaid import invoice_pay, invoice_pay_amount
+from .sponsorship import MAX_CARD_HOURS, sponsorship_submit
+from .statement_formats import statement_csv, statement_json
+from .statements import month_parse, statement_build, statement_months
+
+
+class SponsorshipCreateSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200)
+    abstract = serializers.CharField(max_length=5000)
+    accelerator = serializers.SlugField(max_length=40)
+    card_hours = serializers.IntegerField(min_value=1, max_value=MAX_CARD_HOURS)
+
+
+class SponsorshipSerializer(serializers.ModelSerializer):
+    granted_amount = MoneyField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = SponsorshipProposal
+        fields = ["id", "title", "abstract", "accelerator", "card_hours", "state", "staff_note", "granted_amount",
+                  "decided_at", "created_at"]
+        read_only_fields = fields
+
+
+class SponsorshipListCreateView(generics.ListAPIView):
+    """GET: the organization's sponsorship proposals; POST: submit one (owner, admin, billing)."""
+
+    permission_classes = [require(read="read_billing", write="billing")]
+    serializer_class = SponsorshipSerializer
+
+    def get_queryset(self):
+        return selectors.sponsorship_list(org=self.request.org)
+
+    @extend_schema(request=SponsorshipCreateSerializer, responses={201: SponsorshipSerializer})
+    @idempotent()
+    def post(self, request):
+        data = SponsorshipCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        proposal = sponsorship_submit(org=request.org, user=request.user, request=request, **data.validated_data)
+        return Response(SponsorshipSerializer(proposal).data, status=status.HTTP_201_CREATED)
+
+
+class SponsorshipDetailView(generics.RetrieveAPIView):
+    """One proposal of the organization (another organization's id → 404)."""
+
+    permission_classes = [require(read="read_billing")]
+    serializer_class = SponsorshipSerializer
+
+    def get_object(self):
+        return selectors.sponsorship_get(org=self.request.org, id=self.kwargs["id"])
+
+
+class InvoiceSerializer(serializers.ModelSerializer):
+    period = serializers.DateField(format="%Y-%m")
+    amount_due = MoneyField()
+    pay_amount = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Invoice
+        fields = ["id", "period", "amount_due", "pay_amount", "state", "topup_id", "paid_at", "created_at"]
+        read_only_fields = fields
+
+    def get_pay_amount(self, obj) -> str:
+        """The amount due rounded up to the fen: what paying it charges."""
+        return MoneyField().to_representation(invoice_pay_amount(obj))
+
+
+class InvoiceListView(generics.ListAPIView):
+    """GET the organization's monthly invoices (postpaid organizations)."""
+
+    permission_classes = [require(read="read_billing")]
+    serializer_class = InvoiceSerializer
+
+    def get_queryset(self):
+        return selectors.invoice_list(org=self.request.org)
+
+
+class InvoicePayView(APIView):
+    """POST: pay an open invoice with a top-up of its amount rounded up to the fen (a Stripe PaymentIntent)."""
+
+    permission_classes = [require(read="read_billing", write="billing")]
+
+    @extend_schema(request=None, responses={201: OpenApiTypes.OBJECT})
+    @idempotent()
+    def post(self, request, id):
+        from ..payments.api import TopUpSerializer
+
+        topup = invoice_pay(org=request.org, invoice_id=id, actor=request.user, request=request)
+        return Response(TopUpSerializer(topup).data, status=status.HTTP_201_CREATED)
+
+
+class StatementMonthSerializer(serializers.Serializer):
+    month = serializers.CharField()
+
+
+class StatementListView(generics.ListAPIView):
+    """GET the months (YYYY-MM, billing time zone) in which the organization had ledger activity."""
+
+    permission_classes = [require(read="read_billing")]
+    serializer_class = StatementMonthSerializer
+
+    def get_queryset(self):
+        return [{"month": m} for m in statement_months(org=self.request.org)]
+
+
+class StatementDetailView(APIView):
+    """GET one month's statement as JSON (exact 6-decimal amounts)."""
+
+    permission_classes = [require(read="read_billing")]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, month):
+        month_parse(month)
+        return Response(statement_json(statement_build(org=request.org, month=month)))
+
+
+class CsvRenderer(BaseRenderer):
+    """Lets `Accept: text/csv` through negotiation; errors are still the JSON envelope."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, bytes) else json.dumps(data).encode()
+
+
+class StatementCsvView(APIView):
+    """GET one month's statement as CSV (text/csv, stable bytes for a past month)."""
+
+    permission_classes = [require(read="read_billing")]
+    renderer_classes = [JSONRenderer, CsvRenderer]
+
+    @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
+    def get(self, request, month):
+        month_parse(month)
+        body = statement_csv(statement_build(org=request.org, month=month))
+        response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="cardmix-statement-{month}.csv"'
+        return response
+
+
+urlpatterns = [
+    path("billing/sponsorships/", SponsorshipListCreateView.as_view(), name="sponsorship-list"),
+    path("billing/sponsorships/<uuid:id>/", SponsorshipDetailView.as_view(), name="sponsorship-detail"),
+    path("billing/invoices/", InvoiceListView.as_view(), name="invoice-list"),
+    path("billing/invoices/<uuid:id>/pay/", InvoicePayView.as_view(), name="invoice-pay"),
+    path("billing/statements/", StatementListView.as_view(), name="statement-list"),
+    re_path(r"^billing/statements/(?P<month>[^/]+)\.csv$", StatementCsvView.as_view(), name="statement-csv"),
+    path("billing/statements/<str:month>/", StatementDetailView.as_view(), name="statement-detail"),
+]

@@ -1,0 +1,35 @@
+"""How billing tells provisioning that a package period ended (billing never imports provisioning).
+
+Provisioning registers at startup: `register_package_end(fn)`, where fn(*, instance_id, outcome) is
+called after the renewal task committed, with outcome
+  "renewed"   a new period was charged; the instance stays unmetered,
+  "on_demand" the package is over: open meters (on-demand billing) if the instance is running,
+  "stop"      the package is over: stop the instance (renew without funds also ends here).
+Before opening meters for a monthly instance provisioning asks `package_active(instance_id)`.
+"""
+import logging
+
+logger = logging.getLogger("cardmix.billing")
+
+_package_end: list = []
+
+
+def register_package_end(fn) -> None:
+    """Register a package-end callback (registering the same function twice keeps one)."""
+    if fn not in _package_end:
+        _package_end.append(fn)
+
+
+def unregister_package_end(fn) -> None:
+    """Remove a callback (tests)."""
+    if fn in _package_end:
+        _package_end.remove(fn)
+
+
+def package_end_notify(*, instance_id, outcome: str) -> None:
+    """Call every registered callback; one failing does not keep the others from running."""
+    for fn in list(_package_end):
+        try:
+            fn(instance_id=instance_id, outcome=outcome)
+        except Exception:  # noqa: BLE001 - a hook's failure must not undo the committed renewal
+            logger.exception("package end hook failed", extra={"instance_id": str(instance_id), "outcome": outcome})

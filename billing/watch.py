@@ -1,0 +1,94 @@
+"""Funds watch after each tick: auto-stop organizations that run out before the next tick, and warn at
+one hour of remaining burn (email + console banner flag)."""
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import F, Sum
+
+from core.dbclock import db_now
+from core.money import format_ucny
+from tenancy.audit import audit_record
+
+from .choices import SPEND_ORDER
+from .hooks import autostop_hook
+from .lock_objects import profile_lock
+from .models import Account, BillingProfile, Meter
+from .rating import whole_seconds
+
+
+def funds_snapshot(org_ids) -> dict:
+    """{org_id: (available, burn_per_hour)} for these organizations in three queries."""
+    org_ids = set(org_ids)
+    burn = dict(Meter.objects.filter(organization_id__in=org_ids, closed_at__isnull=True)
+                .values("organization_id").annotate(b=Sum(F("rate") * F("cards"))).values_list("organization_id", "b"))
+    held = dict(Account.objects.filter(organization_id__in=org_ids, kind__in=SPEND_ORDER)
+                .values("organization_id").annotate(s=Sum("balance")).values_list("organization_id", "s"))
+    limits = dict(BillingProfile.objects.filter(organization_id__in=org_ids).values_list("organization_id",
+                                                                                          "credit_limit"))
+    return {o: (int(held.get(o) or 0) + int(limits.get(o) or 0), int(burn.get(o) or 0)) for o in org_ids}
+
+
+def funds_watch(*, org_ids, now=None) -> dict:
+    """Auto-stop or warn the organizations whose funds run short; returns {"stopped": [...], "warned": [...]}."""
+    now = now or db_now()
+    stopped, warned = [], []
+    for org_id, (available, burn) in funds_snapshot(org_ids).items():
+        if burn <= 0:
+            continue
+        left_seconds = max(available, 0) * 3600 // burn
+        if left_seconds < settings.METER_TICK_SECONDS:
+            if _autostop(org_id=org_id, at=now + timedelta(seconds=left_seconds), available=available):
+                stopped.append(org_id)
+        elif left_seconds < settings.LOW_BALANCE_WARNING_SECONDS:
+            if _warn(org_id=org_id, available=available, left_seconds=left_seconds):
+                warned.append(org_id)
+        elif left_seconds >= settings.LOW_BALANCE_WARNING_SECONDS:
+            BillingProfile.objects.filter(pk=org_id).exclude(low_balance_warned_at=None, autostop_requested_at=None) \
+                .update(low_balance_warned_at=None, autostop_requested_at=None)
+    return {"stopped": stopped, "warned": warned}
+
+
+def _autostop(*, org_id, at, available: int) -> bool:
+    """Cap the organization's open meters at the exhaustion second and ask provisioning to stop them."""
+    with transaction.atomic():
+        profile = profile_lock(org_id)
+        meters = list(Meter.objects.filter(organization_id=org_id, closed_at__isnull=True, billable_until_seconds=None)
+                      .order_by("pk").select_for_update())
+        if not meters and profile.autostop_requested_at is not None:
+            return False  # already requested; the hook is still at work
+        for m in meters:
+            m.billable_until_seconds = max(whole_seconds(m.opened_at, at), m.posted_through_seconds)
+        Meter.objects.bulk_update(meters, ["billable_until_seconds"])
+        profile.autostop_requested_at = db_now()
+        profile.save(update_fields=["autostop_requested_at"])
+        audit_record(action="billing.autostop", org=profile.organization, target=profile.organization,
+                     details={"at": at.isoformat(), "available": available, "meters": [m.pk for m in meters]})
+        hook = autostop_hook()
+        if hook is not None:
+            transaction.on_commit(lambda: hook(org_id=org_id, at=at, reason="funds_exhausted"))
+    return True
+
+
+def _warn(*, org_id, available: int, left_seconds: int) -> bool:
+    """Flag the console banner and email owners and admins once per low-balance episode."""
+    from tenancy.choices import Role
+    from tenancy.models import Membership
+
+    with transaction.atomic():
+        profile = profile_lock(org_id)
+        if profile.low_balance_warned_at is not None:
+            return False
+        profile.low_balance_warned_at = db_now()
+        profile.save(update_fields=["low_balance_warned_at"])
+        emails = list(Membership.objects.filter(organization_id=org_id, role__in=[Role.OWNER, Role.ADMIN])
+                      .values_list("user__email", flat=True))
+        minutes = left_seconds // 60
+        if emails:
+            transaction.on_commit(lambda: send_mail(
+                "Cardmix: your balance runs out soon",
+                f"Your organization's available funds ({format_ucny(available)} CNY) cover about {minutes} more "
+                f"minutes of your running instances. Top up to keep them running: {settings.SITE_URL}/billing/",
+                None, emails, fail_silently=True))
+    return True

@@ -1,0 +1,293 @@
+"""Account pages: signup, email verification, login, password reset, organizations, members, tokens, SSH keys."""
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+from django.views.decorators.http import require_POST
+
+from core.errors import ServiceError
+from tenancy import selectors, services
+from tenancy.choices import Role
+from tenancy.models import TokenScope
+from tenancy.permissions import request_can
+from tenancy.throttles import LoginRateThrottle, SignupRateThrottle
+
+SSH_UPLOAD_MAX_BYTES = 16_384
+
+
+def _throttled(request, throttle_class) -> bool:
+    """Per-IP rate limit on a console form POST (the same rates as the API's throttles)."""
+    return request.method == "POST" and not throttle_class().allow_request(request, None)
+
+
+def _too_many(request):
+    return render(request, "console/account/throttled.html", status=429)
+
+
+def _form_errors(form, exc: ServiceError) -> None:
+    """Attach a service refusal's details to the form's fields (or to the form itself)."""
+    for field, msgs in (exc.details or {}).items():
+        for msg in msgs if isinstance(msgs, list) else [msgs]:
+            form.add_error(field if field in form.fields else None, msg)
+    if not exc.details:
+        form.add_error(None, exc.message)
+
+
+# --- Signup, verification, login, password reset --------------------------------------------------
+
+class SignupForm(forms.Form):
+    name = forms.CharField(max_length=150, required=False)
+    email = forms.EmailField()
+    password = forms.CharField(widget=forms.PasswordInput, strip=False)
+
+
+def signup(request):
+    """Create an account and its personal organization; the verification link goes by email."""
+    if request.user.is_authenticated:
+        return redirect("console:dashboard")
+    if _throttled(request, SignupRateThrottle):
+        return _too_many(request)
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = services.user_signup(request=request, **form.cleaned_data)
+        except ServiceError as exc:
+            _form_errors(form, exc)
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("console:check_email")
+    return render(request, "console/account/signup.html", {"form": form})
+
+
+@login_required
+def check_email(request):
+    """"Check your email"; POST sends the link again."""
+    if request.method == "POST" and request.user.email_verified_at is None:
+        if _throttled(request, SignupRateThrottle):
+            return _too_many(request)
+        from tenancy.verification import verification_email_send
+
+        verification_email_send(request.user)
+        messages.info(request, "We sent the verification link again.")
+        return redirect("console:check_email")
+    return render(request, "console/account/check_email.html")
+
+
+def verify_email(request, token):
+    """The landing page of the emailed link."""
+    try:
+        user = services.email_verify(token=token, request=request)
+    except ServiceError:
+        return render(request, "console/account/verify_email.html", {"ok": False}, status=400)
+    return render(request, "console/account/verify_email.html", {"ok": True, "verified_user": user})
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login (authenticate(request=…) so django-axes counts failures) plus a per-IP rate limit."""
+
+    template_name = "console/login.html"
+
+    def post(self, request, *args, **kwargs):
+        if _throttled(request, LoginRateThrottle):
+            return _too_many(request)
+        return super().post(request, *args, **kwargs)
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    template_name = "console/account/password_reset.html"
+    email_template_name = "console/account/password_reset_email.txt"
+    subject_template_name = "console/account/password_reset_subject.txt"
+    success_url = reverse_lazy("console:password_reset_done")
+
+    def post(self, request, *args, **kwargs):
+        if _throttled(request, SignupRateThrottle):
+            return _too_many(request)
+        return super().post(request, *args, **kwargs)
+
+
+class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
+    template_name = "console/account/password_reset_confirm.html"
+    success_url = reverse_lazy("console:password_reset_complete")
+
+
+password_reset_done = auth_views.PasswordResetDoneView.as_view(template_name="console/account/password_reset_done.html")
+password_reset_complete = auth_views.PasswordResetCompleteView.as_view(
+    template_name="console/account/password_reset_complete.html")
+
+
+# --- Organizations and members --------------------------------------------------------------------
+
+@login_required
+def organizations(request):
+    """The user's organizations, with a switch button each."""
+    return render(request, "console/account/organizations.html",
+                  {"memberships": selectors.memberships_of_user(user=request.user)})
+
+
+@login_required
+@require_POST
+def organization_switch(request):
+    try:
+        membership = services.organization_switch(request=request, org_id=request.POST.get("organization", ""))
+    except (Http404, DjangoValidationError):  # not a member, or not an id at all
+        messages.error(request, "You are not a member of that organization.")
+        return redirect("console:organizations")
+    messages.success(request, f"Now working in {membership.organization.name}.")
+    return redirect("console:dashboard")
+
+
+class InviteForm(forms.Form):
+    email = forms.EmailField()
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+
+
+def _membership_or_redirect(request):
+    if request.membership is None:
+        messages.error(request, "You are not a member of any organization.")
+        return None
+    return request.membership
+
+
+@login_required
+def members(request):
+    """Members of the current organization; owners and admins invite, change roles and remove."""
+    if _membership_or_redirect(request) is None:
+        return redirect("console:dashboard")
+    form = InviteForm(request.POST or None)
+    can_manage = request_can(request, "members_manage")
+    if request.method == "POST":
+        if not can_manage:
+            messages.error(request, "Your role does not allow managing members.")
+            return redirect("console:members")
+        if form.is_valid():
+            try:
+                services.member_invite(actor_membership=request.membership, request=request, **form.cleaned_data)
+            except ServiceError as exc:
+                _form_errors(form, exc)
+            else:
+                messages.success(request, f"Added {form.cleaned_data['email']}.")
+                return redirect("console:members")
+    return render(request, "console/account/members.html", {
+        "members": selectors.member_list(org=request.org), "form": form, "can_manage": can_manage,
+        "roles": Role.choices,
+    })
+
+
+@login_required
+@require_POST
+def member_update(request, id):
+    """Change a member's role (`role` in the form) or remove them (`remove`)."""
+    if _membership_or_redirect(request) is None:
+        return redirect("console:dashboard")
+    target = selectors.member_get(org=request.org, id=id)
+    try:
+        if "remove" in request.POST:
+            services.member_remove(actor_membership=request.membership, membership=target, request=request)
+            messages.success(request, f"Removed {target.user.email}.")
+        else:
+            services.member_role_change(actor_membership=request.membership, membership=target,
+                                        role=request.POST.get("role", ""), request=request)
+            messages.success(request, f"{target.user.email} is now {request.POST.get('role')}.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    if target.user_id == request.user.id and "remove" in request.POST:
+        return redirect("console:dashboard")
+    return redirect("console:members")
+
+
+# --- API tokens -------------------------------------------------------------------------------
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    scope = forms.ChoiceField(choices=TokenScope.choices, initial=TokenScope.WRITE)
+    expires_at = forms.DateTimeField(required=False, help_text="Optional, e.g. 2027-01-31 00:00 (UTC).")
+
+
+@login_required
+def tokens(request):
+    """One's API tokens in the current organization; a new token's secret is shown on this response only."""
+    if _membership_or_redirect(request) is None:
+        return redirect("console:dashboard")
+    form = TokenForm(request.POST or None)
+    secret = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            _, secret = services.token_create(membership=request.membership, request=request, **form.cleaned_data)
+        except ServiceError as exc:
+            _form_errors(form, exc)
+        else:
+            form = TokenForm()
+    response = render(request, "console/account/tokens.html", {
+        "tokens": selectors.token_list(org=request.org, user=request.user), "form": form, "secret": secret})
+    if secret:
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def token_revoke(request, id):
+    if _membership_or_redirect(request) is None:
+        return redirect("console:dashboard")
+    token = selectors.token_get(org=request.org, user=request.user, id=id)
+    services.token_revoke(token=token, actor=request.user, request=request)
+    messages.success(request, f"Revoked {token.name} ({token.prefix}…).")
+    return redirect("console:tokens")
+
+
+# --- SSH keys ---------------------------------------------------------------------------------
+
+class SshKeyForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    public_key = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
+                                 help_text="Paste the contents of your .pub file…")
+    key_file = forms.FileField(required=False, help_text="…or upload it.")
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("key_file")
+        if upload:
+            if upload.size > SSH_UPLOAD_MAX_BYTES:
+                raise forms.ValidationError("The file is too large for a public key.")
+            try:
+                data["public_key"] = upload.read().decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not a text public key.") from None
+        if not data.get("public_key"):
+            raise forms.ValidationError("Paste a public key or upload a .pub file.")
+        return data
+
+
+@login_required
+def ssh_keys(request):
+    """One's SSH keys (usable in every organization)."""
+    form = SshKeyForm(request.POST or None, request.FILES or None)
+    if request.method == "POST":
+        if not (request.membership is None or request_can(request, "ssh_keys")):
+            messages.error(request, "Your role does not allow adding SSH keys.")
+            return redirect("console:ssh_keys")
+        if form.is_valid():
+            try:
+                services.ssh_key_add(user=request.user, org=request.org, request=request,
+                                     name=form.cleaned_data["name"], public_key=form.cleaned_data["public_key"])
+            except ServiceError as exc:
+                _form_errors(form, exc)
+            else:
+                messages.success(request, "SSH key added.")
+                return redirect("console:ssh_keys")
+    return render(request, "console/account/ssh_keys.html",
+                  {"keys": selectors.ssh_key_list(user=request.user), "form": form})
+
+
+@login_required
+@require_POST
+def ssh_key_delete(request, id):
+    key = selectors.ssh_key_get(user=request.user, id=id)
+    services.ssh_key_delete(key=key, actor=request.user, org=request.org, request=request)
+    messages.success(request, f"Deleted {key.name}.")
+    return redirect("console:ssh_keys")

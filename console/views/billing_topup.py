@@ -1,0 +1,51 @@
+"""Console top-up page: Stripe.js confirms the PaymentIntent in the browser (card data never reaches us);
+the new balance appears once Stripe's webhook lands (htmx polls a small partial)."""
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import render
+
+from billing.payments.selectors import cash_balance, topup_get, topup_list
+from billing.payments.services import payment_method_types
+from core.errors import NotFoundError
+from tenancy.permissions import role_can
+
+SETTLED = ("succeeded", "refunded")
+
+
+def _membership_or_404(request, capability: str):
+    membership = getattr(request, "membership", None)
+    if membership is None or not role_can(membership.role, capability):
+        raise Http404("No billing access in this organization.")
+    return membership
+
+
+@login_required
+def billing_topup(request):
+    """The top-up page: amount, card Element (and Alipay / WeChat Pay when enabled), recent top-ups."""
+    membership = _membership_or_404(request, "read_billing")
+    methods = payment_method_types()
+    return render(request, "console/billing/topup.html", {
+        "can_top_up": role_can(membership.role, "billing"),
+        "cash": cash_balance(org=request.org),
+        "topups": topup_list(org=request.org)[:10],
+        "stripe_js_url": settings.STRIPE_JS_URL,
+        "stripe_publishable_key": settings.STRIPE_PUBLISHABLE_KEY,
+        "alipay": "alipay" in methods,
+        "wechat_pay": "wechat_pay" in methods,
+        "min_amount": settings.TOPUP_MIN_UCNY,
+        "max_amount": settings.TOPUP_MAX_UCNY,
+    })
+
+
+@login_required
+def billing_topup_status(request, id):
+    """htmx partial: the top-up's state and the cash balance; keeps polling until the top-up settles."""
+    _membership_or_404(request, "read_billing")
+    try:
+        topup = topup_get(org=request.org, id=id)
+    except NotFoundError as exc:
+        raise Http404(str(exc)) from exc
+    return render(request, "console/billing/_topup_status.html", {
+        "topup": topup, "cash": cash_balance(org=request.org), "settled": topup.state in SETTLED,
+    })

@@ -1,0 +1,127 @@
+"""Operators' admin: issue / rotate node agent tokens (the secret is shown once), see heartbeats and
+agent commands, and keep BMC credentials (write-only password, encrypted at rest)."""
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+
+from tenancy.audit import audit_record
+
+from . import services
+from .bmc_secrets import bmc_encrypt
+from .models import AgentCommand, AgentNode, BmcCredential, NodeCredential
+
+
+@admin.register(AgentNode)
+class AgentNodeAdmin(admin.ModelAdmin):
+    list_display = ["hostname", "driver", "state", "token_prefix", "last_heartbeat", "agent_version"]
+    list_filter = ["driver", "state"]
+    search_fields = ["hostname"]
+    actions = ["issue_agent_token"]
+    fields = ["hostname", "driver", "state", "state_reason", "token_prefix", "last_heartbeat", "agent_version",
+              "facts"]
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("agent_credential")
+
+    def has_add_permission(self, request):
+        return False  # nodes are created in the inventory admin
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def _cred(self, obj):
+        return getattr(obj, "agent_credential", None)
+
+    @admin.display(description="token")
+    def token_prefix(self, obj):
+        cred = self._cred(obj)
+        return f"{cred.prefix}…" if cred else "—"
+
+    @admin.display(description="last heartbeat")
+    def last_heartbeat(self, obj):
+        cred = self._cred(obj)
+        return cred.last_heartbeat_at if cred else None
+
+    @admin.display(description="agent")
+    def agent_version(self, obj):
+        cred = self._cred(obj)
+        return f"{cred.agent_version} ({cred.runtime})" if cred and cred.agent_version else "—"
+
+    @admin.display(description="last report")
+    def facts(self, obj):
+        cred = self._cred(obj)
+        return cred.facts if cred else {}
+
+    @admin.action(description="Issue / rotate agent token (shown once)")
+    def issue_agent_token(self, request, queryset):
+        if not request.user.is_superuser and not request.user.has_perm("hardware.change_nodecredential"):
+            self.message_user(request, "You may not issue agent tokens.", messages.ERROR)
+            return None
+        issued = [(node, services.node_token_issue(node=node, actor=request.user, request=request)[1])
+                  for node in queryset.order_by("hostname")]
+        # Rendered once in this response; nothing stores the secrets (no message cookie, no session).
+        response = TemplateResponse(request, "admin/hardware/agent_tokens.html",
+                                    {**self.admin_site.each_context(request), "issued": issued,
+                                     "title": "Agent tokens", "server": request.build_absolute_uri("/")[:-1]})
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+@admin.register(AgentCommand)
+class AgentCommandAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "node", "kind", "state", "exit_code", "duration_s"]
+    list_filter = ["kind", "state"]
+    search_fields = ["node__hostname", "id"]
+    list_select_related = ["node"]
+    readonly_fields = [f.name for f in AgentCommand._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class BmcCredentialForm(forms.ModelForm):
+    """The password is write-only: never rendered back, re-entered to change it."""
+
+    password = forms.CharField(widget=forms.PasswordInput(render_value=False), required=False,
+                               help_text="Stored encrypted (BMC_CREDENTIALS_KEY). Leave empty to keep the current one.")
+
+    class Meta:
+        model = BmcCredential
+        fields = ["name", "username", "verify_tls"]
+
+    def clean(self):
+        data = super().clean()
+        if not self.instance.pk and not data.get("password"):
+            self.add_error("password", "A password is required.")
+        return data
+
+
+@admin.register(BmcCredential)
+class BmcCredentialAdmin(admin.ModelAdmin):
+    form = BmcCredentialForm
+    list_display = ["name", "username", "verify_tls", "updated_at"]
+    search_fields = ["name"]
+
+    def save_model(self, request, obj, form, change):
+        password = form.cleaned_data.get("password")
+        if password:
+            obj.password_encrypted = bmc_encrypt(password)
+        super().save_model(request, obj, form, change)
+        audit_record(action="bmc_credential.update" if change else "bmc_credential.create", actor=request.user,
+                     request=request, target=obj, details={"name": obj.name, "password_changed": bool(password)})
+
+
+@admin.register(NodeCredential)
+class NodeCredentialAdmin(admin.ModelAdmin):
+    list_display = ["node", "prefix", "registered_at", "last_heartbeat_at", "heartbeat_deadline", "runtime"]
+    list_select_related = ["node"]
+    readonly_fields = ["node", "prefix", "issued_at", "rotated_at", "registered_at", "last_heartbeat_at",
+                       "heartbeat_deadline", "agent_version", "runtime", "facts"]
+    exclude = ["token_hash"]
+
+    def has_add_permission(self, request):
+        return False

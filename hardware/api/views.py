@@ -1,0 +1,58 @@
+"""The agent API: heartbeat (registration), command poll, result. Node tokens only; nothing else accepted.
+
+Not idempotency-keyed: a heartbeat overwrites the last one and a repeated result is a no-op
+(the command id is the idempotency key), so a retrying agent is always safe.
+"""
+from django.conf import settings
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.dbclock import db_now
+from core.errors import ValidationFailed
+
+from .. import services
+from ..authentication import IsNodeAgent, NodeTokenAuthentication
+from .serializers import CommandSerializer, HeartbeatSerializer, ResultSerializer
+
+
+def _valid(serializer_class, data):
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        raise ValidationFailed("The request is invalid.", details=serializer.errors)
+    return serializer.validated_data
+
+
+class AgentView(APIView):
+    """Base: node-token authentication only, no per-user throttling, no schema for customers."""
+
+    authentication_classes = [NodeTokenAuthentication]
+    permission_classes = [IsNodeAgent]
+    throttle_classes: list = []
+    schema = None
+
+
+class HeartbeatView(AgentView):
+    def post(self, request):
+        report = _valid(HeartbeatSerializer, request.data)
+        cred = services.agent_heartbeat(credential=request.auth, report=report)
+        node = services.node_for_agent(cred)
+        return Response({
+            "node": {"id": str(node.pk), "hostname": node.hostname, "card_count": node.card_count,
+                     "accelerator": node.accelerator.slug, "collective": node.accelerator.collective,
+                     "state": node.state},
+            "heartbeat_interval_s": settings.AGENT_HEARTBEAT_SECONDS,
+            "server_time": db_now().isoformat(),
+        })
+
+
+class CommandsView(AgentView):
+    def get(self, request):
+        rows = services.agent_commands_claim(credential=request.auth)
+        return Response({"results": CommandSerializer(rows, many=True).data})
+
+
+class ResultView(AgentView):
+    def post(self, request, command_id):
+        data = _valid(ResultSerializer, request.data)
+        cmd = services.agent_command_complete(credential=request.auth, command_id=command_id, **data)
+        return Response({"id": str(cmd.pk), "state": cmd.state})

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class HardwareConfig(AppConfig):
+    """Real hardware paths: node agents and their tokens, Redfish BMC credentials, node cleaning, Slurm."""
+
+    name = "hardware"
+    default_auto_field = "django.db.models.BigAutoField"

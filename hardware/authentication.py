@@ -1,0 +1,57 @@
+"""Node-token authentication for the agent endpoints only (user tokens and sessions are refused there)."""
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import BasePermission
+
+from .models import NodeCredential
+from .selectors import node_credential_authenticate
+
+INVALID = "The node token is invalid or was rotated."
+
+
+class NodeAgentPrincipal:
+    """request.user on agent endpoints: a node, never a person (is_staff False, no organization)."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+
+    def __init__(self, credential: NodeCredential):
+        self.credential = credential
+        self.node = credential.node
+        self.pk = None  # not a User: never stored as an audit actor
+
+    def __str__(self):
+        return f"node-agent:{self.node.hostname}"
+
+
+class NodeTokenAuthentication(BaseAuthentication):
+    """`Authorization: Bearer cmxn_…` → (NodeAgentPrincipal, NodeCredential); anything else → 401."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None  # → 401 not_authenticated (sessions are not consulted here)
+        if len(header) != 2:
+            raise AuthenticationFailed(INVALID)
+        try:
+            secret = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed(INVALID) from None
+        cred = node_credential_authenticate(secret=secret)
+        if cred is None:
+            raise AuthenticationFailed(INVALID)
+        return NodeAgentPrincipal(cred), cred
+
+    def authenticate_header(self, request):
+        return self.keyword
+
+
+class IsNodeAgent(BasePermission):
+    """Only a request authenticated by a node token."""
+
+    def has_permission(self, request, view):
+        return isinstance(request.auth, NodeCredential)

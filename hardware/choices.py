@@ -1,0 +1,19 @@
+"""Agent command kinds and states."""
+from django.db import models
+
+
+class CommandKind(models.TextChoices):
+    PREPARE = "prepare"  # create the container (or set up a bare-metal host) for an instance
+    RELEASE = "release"  # remove the instance's container
+    READINESS = "readiness"  # all_reduce_perf / all_reduce_test over some cards
+    INTER_NODE = "inter_node"  # multi-node all_reduce started from this node
+    HEALTH_CHECK = "health_check"  # one-card device health
+    TOPOLOGY = "topology"  # nvidia-smi topo -m / npu-smi info -t topo
+    WIPE = "wipe"  # wipe local disks, reset accelerators
+
+
+class CommandState(models.TextChoices):
+    QUEUED = "queued"  # waiting for the agent's next poll
+    DELIVERED = "delivered"  # handed to the agent, no result yet
+    DONE = "done"  # the agent posted text + exit code
+    EXPIRED = "expired"  # the driver stopped waiting; a late result is ignored

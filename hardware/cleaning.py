@@ -1,0 +1,89 @@
+"""Node cleaning after a bare-metal instance: cleaning → wipe + health check → available (or maintenance).
+
+The provisioning side calls `node_clean_begin(node=...)` inside the transaction that ends a bare-metal
+instance, BEFORE it frees the cards, so the node never looks free with a previous tenant's disks.
+The `hardware.node_clean` task then runs `node_clean(node=...)` in a worker.
+"""
+import logging
+
+from django.conf import settings
+from django.db import transaction
+
+from inventory.choices import NodeState
+from inventory.models import Node
+from inventory.services import node_set_state
+
+logger = logging.getLogger("cardmix.hardware")
+
+# A node in one of these states returns to `available` after a clean pass; any other state an
+# operator set (quarantined, maintenance, unreachable) is restored instead, so cleaning never undoes it.
+RETURNS_TO_POOL = (NodeState.AVAILABLE, NodeState.CLEANING)
+
+
+def _driver_and_ref(node: Node):
+    # provisioning.drivers and provisioning.readiness are pure-Python packages (no models, no
+    # settings), so importing them here does not make hardware depend on provisioning's data.
+    from provisioning.drivers import NodeRef, get_driver
+
+    name = node.driver or settings.PROVISIONING_DRIVER
+    options = {}
+    if name == "simulated":
+        options = {"profile": settings.SIMULATOR_PROFILE, "delay_scale": settings.SIMULATOR_DELAY_SCALE,
+                   "failure_rate_scale": settings.SIMULATOR_FAILURE_SCALE}
+    zone, acc = node.zone, node.accelerator
+    ref = NodeRef(id=str(node.pk), hostname=node.hostname, accelerator=acc.slug, vendor=acc.vendor,
+                  collective=acc.collective, card_count=node.card_count, zone=zone.slug,
+                  fabric=f"{zone.fabric_kind}-{zone.fabric_gbps}g", ssh_host=node.ssh_host or node.hostname,
+                  ssh_port=node.ssh_port)
+    return get_driver(name, **options), ref
+
+
+def node_clean_begin(*, node, reason: str = "cleaning after a bare-metal instance") -> Node:
+    """Take the node out of the pool now (→ cleaning) and run `node_clean` in a worker after commit."""
+    from .tasks import node_clean_task
+
+    previous = node.state
+    node = node_set_state(node=node, state=NodeState.CLEANING, reason=reason)
+    transaction.on_commit(lambda: node_clean_task.delay(str(node.pk), previous))
+    return node
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "no output"
+
+
+def node_clean(*, node, previous_state: str | None = None) -> Node:
+    """Wipe local disks and reset accelerators through the node's driver, then health-check every card.
+
+    Pass → `available` (or the operator state it had before); fail → `maintenance` with the reason.
+    Never raises for driver trouble: the outcome is the node's state and reason.
+    """
+    from provisioning.readiness import parse_device_health
+
+    node = Node.objects.select_related("zone", "accelerator").get(pk=node.pk)
+    previous = previous_state or node.state
+    prior_reason = node.state_reason
+    if node.state != NodeState.CLEANING:
+        node_set_state(node=node, state=NodeState.CLEANING, reason="cleaning")
+    try:
+        driver, ref = _driver_and_ref(node)
+        wipe = driver.wipe(ref)
+        if not wipe.ok:
+            return _fail(node, f"wipe failed (exit {wipe.exit_code}): {_last_line(wipe.text)}")
+        for card in range(node.card_count):
+            out = driver.health_check(ref, card)
+            health = parse_device_health(out.text, out.exit_code)
+            if not health.healthy:
+                return _fail(node, f"health check of card {card} failed: {', '.join(health.issues)[:300]}")
+    except Exception as exc:  # a driver bug must not leave the node in `cleaning` forever
+        logger.exception("node cleaning crashed", extra={"node": str(node.pk)})
+        return _fail(node, f"cleaning error: {type(exc).__name__}: {str(exc)[:200]}")
+    if previous in RETURNS_TO_POOL:
+        return node_set_state(node=node, state=NodeState.AVAILABLE,
+                              reason=f"cleaned: disks wiped, {node.card_count} card(s) healthy")
+    return node_set_state(node=node, state=previous, reason=f"{prior_reason} (cleaned)"[:500])
+
+
+def _fail(node: Node, reason: str) -> Node:
+    return node_set_state(node=node, state=NodeState.MAINTENANCE, reason=f"cleaning failed: {reason}")

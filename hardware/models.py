@@ -1,0 +1,84 @@
+"""Node agent tokens and heartbeats, agent commands, and encrypted BMC credentials."""
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from inventory.models import Node
+
+from .choices import CommandKind, CommandState
+
+
+class NodeCredential(models.Model):
+    """A node agent's token (only its sha256 is kept) and what the agent last reported."""
+
+    id = models.BigAutoField(primary_key=True)
+    node = models.OneToOneField("inventory.Node", on_delete=models.CASCADE, related_name="agent_credential")
+    token_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=16)  # shown to operators to tell tokens apart
+    issued_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    registered_at = models.DateTimeField(null=True, blank=True)  # first heartbeat with this token
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # DB-clock deadline of the next heartbeat; None = not expected (never seen, or powered off by us).
+    heartbeat_deadline = models.DateTimeField(null=True, blank=True, db_index=True)
+    agent_version = models.CharField(max_length=40, blank=True)
+    runtime = models.CharField(max_length=20, blank=True)
+    # The last heartbeat's report: devices (nvidia-smi / npu-smi), driver versions, health.
+    facts = models.JSONField(default=dict, blank=True)
+
+    def __str__(self):
+        return f"agent token {self.prefix}… for node {self.node_id}"
+
+
+class AgentCommand(models.Model):
+    """One operation for a node's agent; the agent posts back what the node printed (text + exit code)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="agent_commands")
+    kind = models.CharField(max_length=20, choices=CommandKind.choices)
+    payload = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=10, choices=CommandState.choices, default=CommandState.QUEUED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField()  # DB clock; the driver gives up after it
+    exit_code = models.IntegerField(null=True, blank=True)
+    output = models.TextField(blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["node", "created_at"], condition=Q(state="queued"),
+                                name="agent_cmd_queued_by_node")]
+
+    def __str__(self):
+        return f"{self.kind} on {self.node_id} ({self.state})"
+
+
+class BmcCredential(models.Model):
+    """A BMC login; the password is Fernet-encrypted with BMC_CREDENTIALS_KEY. Node.bmc_credentials_ref = name."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.SlugField(max_length=100, unique=True)
+    username = models.CharField(max_length=200)
+    password_encrypted = models.BinaryField()
+    verify_tls = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name  # never the secret
+
+
+class AgentNode(Node):
+    """Proxy of inventory.Node for the agent-token admin (issue / rotate a token, see heartbeats)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "node agent"
+        verbose_name_plural = "node agents"

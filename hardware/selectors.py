@@ -1,0 +1,50 @@
+"""Reads of the real-hardware paths: token lookup, BMC logins, nodes flagged unreachable."""
+from dataclasses import dataclass
+
+from inventory.choices import HolderKind, NodeState
+from inventory.models import CardAllocation
+
+from .bmc_secrets import bmc_decrypt
+from .models import BmcCredential, NodeCredential
+from .tokens import NODE_TOKEN_PREFIX, node_token_hash
+
+
+def node_credential_authenticate(*, secret: str) -> NodeCredential | None:
+    """The credential a `cmxn_` secret belongs to (None when unknown or rotated away)."""
+    if not secret.startswith(NODE_TOKEN_PREFIX) or len(secret) > 200:
+        return None
+    return NodeCredential.objects.select_related("node").filter(token_hash=node_token_hash(secret)).first()
+
+
+@dataclass(frozen=True)
+class BmcLogin:
+    """Where and how to reach a node's BMC. `repr` hides the password so it never reaches a log."""
+
+    address: str
+    username: str
+    password: str
+    verify_tls: bool
+
+    def __repr__(self) -> str:
+        return f"BmcLogin(address={self.address!r}, username={self.username!r}, password='***')"
+
+
+def bmc_login_for_node(node) -> BmcLogin:
+    """The node's BMC address and decrypted login (Node.bmc_credentials_ref = BmcCredential.name).
+
+    Raises LookupError (no reference / unknown name) or ValueError (wrong BMC_CREDENTIALS_KEY).
+    """
+    if not node.bmc_address:
+        raise LookupError(f"{node.hostname}: no BMC address configured")
+    cred = BmcCredential.objects.filter(name=node.bmc_credentials_ref).first() if node.bmc_credentials_ref else None
+    if cred is None:
+        raise LookupError(f"{node.hostname}: BMC credential {node.bmc_credentials_ref!r} not found")
+    return BmcLogin(address=node.bmc_address, username=cred.username, password=bmc_decrypt(cred.password_encrypted),
+                    verify_tls=cred.verify_tls)
+
+
+def unreachable_instance_ids() -> set:
+    """Instances holding live cards on unreachable nodes (the flag the provisioning side can read)."""
+    return set(CardAllocation.objects.filter(released_at__isnull=True, holder_kind=HolderKind.INSTANCE,
+                                             card__node__state=NodeState.UNREACHABLE)
+               .values_list("holder_id", flat=True))

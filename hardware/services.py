@@ -1,0 +1,201 @@
+"""Writes of the real-hardware paths: agent tokens, heartbeats, agent commands, BMC credentials.
+
+Node cleaning lives in `cleaning.py`, Slurm partitions in `slurm.py`.
+"""
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models.functions import Now
+
+from core.dbclock import db_now
+from core.errors import InvalidState, NotFoundError, ValidationFailed
+from core.locks import try_advisory_xact_lock
+from inventory.choices import HolderKind, NodeState
+from inventory.models import CardAllocation, Node
+from inventory.services import node_set_state
+from tenancy.audit import audit_record
+
+from .bmc_secrets import bmc_encrypt
+from .choices import CommandKind, CommandState
+from .models import AgentCommand, BmcCredential, NodeCredential
+from .tokens import PREFIX_DISPLAY_LEN, node_token_generate, node_token_hash
+
+# node_set_state reason written by the heartbeat check; a returning agent clears only this one.
+UNREACHABLE_REASON = "agent heartbeat missed"
+# Only nodes in these states are marked unreachable (an operator's maintenance/quarantine stays as set).
+WATCHED_STATES = (NodeState.AVAILABLE, NodeState.DRAINING, NodeState.CLEANING)
+OUTPUT_LIMIT = 512 * 1024  # characters of agent output kept per command
+
+
+# -- agent tokens ------------------------------------------------------------------------------
+
+def node_token_issue(*, node, actor=None, request=None) -> tuple[NodeCredential, str]:
+    """Issue or rotate a node's agent token; returns (credential, secret) — the secret is shown once."""
+    secret = node_token_generate()
+    with transaction.atomic():
+        cred = NodeCredential.objects.select_for_update().filter(node=node).first()
+        rotated = cred is not None
+        if cred is None:
+            cred = NodeCredential(node=node)
+        cred.token_hash, cred.prefix = node_token_hash(secret), secret[:PREFIX_DISPLAY_LEN]
+        cred.registered_at = None  # the agent registers again with the new token
+        cred.save()
+        if rotated:
+            NodeCredential.objects.filter(pk=cred.pk).update(rotated_at=Now())
+        audit_record(action="node.agent_token_rotate" if rotated else "node.agent_token_issue", actor=actor,
+                     request=request, target=node, details={"prefix": cred.prefix, "hostname": node.hostname})
+    return cred, secret
+
+
+# -- heartbeats --------------------------------------------------------------------------------
+
+def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredential:
+    """Record a heartbeat (registration on the first one) and set the next deadline on the DB clock.
+
+    A node that was marked unreachable for a missed heartbeat returns to `available`.
+    """
+    now = db_now()
+    with transaction.atomic():
+        cred = NodeCredential.objects.select_for_update().select_related("node").get(pk=credential.pk)
+        first = cred.registered_at is None
+        cred.registered_at = cred.registered_at or now
+        cred.last_heartbeat_at = now
+        cred.heartbeat_deadline = now + timedelta(seconds=settings.AGENT_HEARTBEAT_TIMEOUT_SECONDS)
+        cred.agent_version = str(report.get("agent_version", ""))[:40]
+        cred.runtime = str(report.get("runtime", ""))[:20]
+        cred.facts = report
+        cred.save()
+        if first:
+            audit_record(action="node.agent_register", target=cred.node,
+                         details={"hostname": cred.node.hostname, "agent_version": cred.agent_version,
+                                  "runtime": cred.runtime, "devices": len(report.get("devices") or [])})
+    node = cred.node
+    if node.state == NodeState.UNREACHABLE and node.state_reason.startswith(UNREACHABLE_REASON):
+        node_set_state(node=node, state=NodeState.AVAILABLE, reason="agent heartbeat resumed")
+    return cred
+
+
+def agent_heartbeat_pause(*, node_id) -> None:
+    """We powered the node off on purpose: expect no heartbeat until the agent speaks again."""
+    NodeCredential.objects.filter(node_id=node_id).update(heartbeat_deadline=None)
+
+
+def heartbeats_check() -> list[str]:
+    """Nodes whose agent missed its deadline → `unreachable` (no new placements); their instances are flagged.
+
+    The flag is an audit event `instance.node_unreachable` per instance holding cards there (target
+    provisioning.instance / holder id); `selectors.unreachable_instance_ids()` reads the live state.
+    Returns the hostnames marked. Beat runs once: an advisory lock makes a second beat a no-op.
+    """
+    marked: list[str] = []
+    with transaction.atomic():
+        if not try_advisory_xact_lock("hardware.heartbeats_check"):
+            return marked
+        late = list(NodeCredential.objects.select_related("node")
+                    .filter(heartbeat_deadline__lt=Now(), node__state__in=WATCHED_STATES).order_by("node_id"))
+        for cred in late:
+            node = cred.node
+            last = cred.last_heartbeat_at.isoformat() if cred.last_heartbeat_at else "never"
+            node_set_state(node=node, state=NodeState.UNREACHABLE,
+                           reason=f"{UNREACHABLE_REASON} (last {last}, threshold "
+                                  f"{settings.AGENT_HEARTBEAT_TIMEOUT_SECONDS:g} s)")
+            holders = (CardAllocation.objects.filter(card__node=node, released_at__isnull=True,
+                                                     holder_kind=HolderKind.INSTANCE)
+                       .values_list("holder_id", flat=True).distinct())
+            for holder_id in sorted(set(holders)):
+                audit_record(action="instance.node_unreachable", target_type="provisioning.instance",
+                             target_id=holder_id, details={"node": str(node.pk), "hostname": node.hostname,
+                                                           "last_heartbeat": last})
+            marked.append(node.hostname)
+    return marked
+
+
+def agent_wait_heartbeat(*, node_id, after, timeout_s: float, poll_s: float = 1.0) -> bool:
+    """Wait until the node's agent heartbeats after `after` (DB clock); False on timeout."""
+    give_up = time.monotonic() + timeout_s
+    while True:
+        if NodeCredential.objects.filter(node_id=node_id, last_heartbeat_at__gt=after).exists():
+            return True
+        if time.monotonic() >= give_up:
+            return False
+        time.sleep(poll_s)
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+def agent_command_enqueue(*, node_id, kind: str, payload: dict, timeout_s: float) -> AgentCommand:
+    """Queue one operation for the node's agent; it picks it up on its next poll."""
+    if kind not in CommandKind.values:
+        raise ValidationFailed("Unknown agent command.", details={"kind": [f"{kind!r} is not a command."]})
+    deadline = db_now() + timedelta(seconds=timeout_s)
+    return AgentCommand.objects.create(node_id=node_id, kind=kind, payload=payload, deadline=deadline)
+
+
+def agent_commands_claim(*, credential: NodeCredential, limit: int = 10) -> list[AgentCommand]:
+    """Hand the node's queued, unexpired commands to its agent (each one once), oldest first."""
+    with transaction.atomic():
+        rows = list(AgentCommand.objects.select_for_update(skip_locked=True)
+                    .filter(node_id=credential.node_id, state=CommandState.QUEUED, deadline__gt=Now())
+                    .order_by("created_at")[:limit])
+        if rows:
+            AgentCommand.objects.filter(pk__in=[r.pk for r in rows]).update(
+                state=CommandState.DELIVERED, delivered_at=Now())
+    return rows
+
+
+def agent_command_complete(*, credential: NodeCredential, command_id, exit_code: int, output: str,
+                           duration_s: float | None = None, meta: dict | None = None) -> AgentCommand:
+    """Store what the node printed for one of ITS commands (404 for any other); a repeat is a no-op."""
+    with transaction.atomic():
+        cmd = (AgentCommand.objects.select_for_update()
+               .filter(pk=command_id, node_id=credential.node_id).first())
+        if cmd is None:
+            raise NotFoundError("No such command for this node.")
+        if cmd.state == CommandState.DONE:
+            return cmd
+        if cmd.state == CommandState.EXPIRED:
+            raise InvalidState("The platform stopped waiting for this command.")
+        cmd.state, cmd.exit_code = CommandState.DONE, int(exit_code)
+        cmd.output, cmd.duration_s, cmd.meta = output[:OUTPUT_LIMIT], duration_s, meta or {}
+        cmd.save(update_fields=["state", "exit_code", "output", "duration_s", "meta"])
+        AgentCommand.objects.filter(pk=cmd.pk).update(finished_at=Now())
+    return cmd
+
+
+def agent_command_wait(*, command_id, poll_s: float = 1.0) -> AgentCommand:
+    """Poll the row until the agent's result arrives or its deadline (DB clock) passes → expired."""
+    while True:
+        cmd = AgentCommand.objects.get(pk=command_id)
+        if cmd.state in (CommandState.DONE, CommandState.EXPIRED):
+            return cmd
+        if cmd.deadline <= db_now():
+            AgentCommand.objects.filter(pk=cmd.pk, state__in=[CommandState.QUEUED, CommandState.DELIVERED]
+                                        ).update(state=CommandState.EXPIRED, finished_at=Now())
+            continue  # re-read: the result may have won the race
+        time.sleep(poll_s)
+
+
+# -- BMC credentials -----------------------------------------------------------------------------
+
+def bmc_credential_set(*, name: str, username: str, password: str, verify_tls: bool = True, actor=None,
+                       request=None) -> BmcCredential:
+    """Create or replace a BMC login (password encrypted at rest); nodes name it in bmc_credentials_ref."""
+    if not name or not username or not password:
+        raise ValidationFailed("Name, username and password are required.",
+                               details={f: ["This field is required."]
+                                        for f, v in (("name", name), ("username", username),
+                                                     ("password", password)) if not v})
+    with transaction.atomic():
+        cred, created = BmcCredential.objects.update_or_create(
+            name=name, defaults={"username": username, "password_encrypted": bmc_encrypt(password),
+                                 "verify_tls": verify_tls})
+        audit_record(action="bmc_credential.create" if created else "bmc_credential.update", actor=actor,
+                     request=request, target=cred, details={"name": name})  # never the secret
+    return cred
+
+
+def node_for_agent(credential: NodeCredential) -> Node:
+    """The credential's node with zone and accelerator."""
+    return Node.objects.select_related("zone", "accelerator").get(pk=credential.node_id)

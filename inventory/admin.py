@@ -1,0 +1,251 @@
+"""The operators' admin for the fleet and the catalog: node actions with a reason, CSV import,
+price history, read-only cards with their holders. BMC secrets are never stored here, let alone shown."""
+from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from core.errors import ServiceError
+from core.money import format_ucny
+
+from . import selectors, services
+from .forms import NodeCsvImportForm, NodeStateReasonForm
+from .models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
+
+
+class PriceInline(admin.TabularInline):
+    """Price history; existing rows are read-only (rates are locked by instances, changes are new rows)."""
+
+    model = Price
+    extra = 0
+    fields = ["effective_from", "on_demand_per_card_hour", "monthly_per_card_hour"]
+    ordering = ["-effective_from"]
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Accelerator)
+class AcceleratorAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "vendor", "domestic", "memory_gb", "collective", "readiness_floor_gbps",
+                    "orderable", "price", "monthly"]
+    list_filter = ["vendor", "domestic", "orderable"]
+    search_fields = ["slug", "name"]
+    inlines = [PriceInline]
+
+    def get_queryset(self, request):
+        return selectors.with_current_prices(super().get_queryset(request))
+
+    @admin.display(description="CNY / card-hour")
+    def price(self, obj):
+        pair = selectors.price_pair(obj.on_demand_ucny, obj.monthly_set_ucny)
+        return format_ucny(pair[0]) if pair else "—"
+
+    @admin.display(description="monthly CNY / card-hour")
+    def monthly(self, obj):
+        pair = selectors.price_pair(obj.on_demand_ucny, obj.monthly_set_ucny)
+        return format_ucny(pair[1]) if pair else "—"
+
+
+@admin.register(Image)
+class ImageAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "vendors", "active"]
+    list_filter = ["active"]
+    search_fields = ["slug", "name"]
+
+
+@admin.register(Zone)
+class ZoneAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "fabric_kind", "fabric_gbps", "inter_node_floor_gbps"]
+
+
+class CardInline(admin.TabularInline):
+    """The node's cards and who holds them, read-only."""
+
+    model = Card
+    extra = 0
+    fields = ["index", "health", "holder"]
+    readonly_fields = fields
+    can_delete = False
+
+    def get_queryset(self, request):
+        live = CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+        return super().get_queryset(request).annotate(
+            live_holder=Subquery(live.values("holder_id")[:1]), live_kind=Subquery(live.values("holder_kind")[:1]))
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="holder")
+    def holder(self, obj):
+        return f"{obj.live_kind} {obj.live_holder}" if obj.live_holder else "—"
+
+
+def _state_action(verb: str, label: str):
+    def run(modeladmin, request, queryset):
+        return modeladmin.state_action(request, queryset, verb, label)
+
+    run.__name__ = f"action_{verb}"
+    run.short_description = f"{label} selected nodes…"
+    return run
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["hostname", "zone", "accelerator", "state", "card_count", "cards_free", "cards_allocated",
+                    "cards_failed", "driver", "state_reason", "state_changed_at"]
+    list_filter = ["state", "zone", "accelerator", "driver"]
+    search_fields = ["hostname", "ssh_host", "bmc_address"]
+    list_select_related = ["zone", "accelerator"]
+    readonly_fields = ["state", "state_reason", "state_changed_at", "created_at"]
+    inlines = [CardInline]
+    actions = [_state_action("drain", "Drain"), _state_action("undrain", "Undrain (make available)"),
+               _state_action("maintenance", "Maintenance"), _state_action("quarantine", "Quarantine"),
+               _state_action("retire", "Retire")]
+    change_list_template = "admin/inventory/node/change_list.html"
+
+    def get_queryset(self, request):
+        return selectors.node_card_counts(super().get_queryset(request))
+
+    def get_readonly_fields(self, request, obj=None):
+        # Cards are created with the node; their number and type are fixed afterwards.
+        return self.readonly_fields + (["zone", "accelerator", "card_count", "hostname"] if obj else [])
+
+    @admin.display(description="free", ordering="cards_free")
+    def cards_free(self, obj):
+        return obj.cards_free
+
+    @admin.display(description="allocated", ordering="cards_allocated")
+    def cards_allocated(self, obj):
+        return obj.cards_allocated
+
+    @admin.display(description="failed", ordering="cards_failed")
+    def cards_failed(self, obj):
+        return format_html("<b style='color:#b00'>{}</b>", obj.cards_failed) if obj.cards_failed else 0
+
+    def save_model(self, request, obj, form, change):
+        fields = {k: form.cleaned_data.get(k) for k in services.NODE_EDITABLE_FIELDS if k in form.cleaned_data}
+        if change:
+            services.node_update(node=obj, actor=request.user, request=request,
+                                 **{k: v for k, v in fields.items() if k in form.changed_data})
+            return
+        node = services.node_create(hostname=obj.hostname, zone=obj.zone, accelerator=obj.accelerator,
+                                    card_count=obj.card_count, actor=request.user, request=request, **fields)
+        obj.pk, obj._state.adding, obj._state.db = node.pk, False, node._state.db
+
+    def get_inline_instances(self, request, obj=None):
+        # Cards come from node_create, so the add form has no card inline.
+        return super().get_inline_instances(request, obj) if obj else []
+
+    def state_action(self, request, queryset, verb, label):
+        """Ask for a reason, then apply the state change to each selected node (each one audited)."""
+        if "apply" in request.POST:
+            form = NodeStateReasonForm(request.POST)
+            if form.is_valid():
+                done, refused = 0, []
+                for node in queryset.order_by("pk"):
+                    try:
+                        services.node_set_state(node=node, state=verb, reason=form.cleaned_data["reason"],
+                                                actor=request.user, request=request)
+                        done += 1
+                    except ServiceError as exc:
+                        refused.append(f"{node.hostname}: {exc.message}")
+                if done:
+                    self.message_user(request, f"{label}: {done} node(s) changed.", messages.SUCCESS)
+                for line in refused:
+                    self.message_user(request, line, messages.ERROR)
+                return None
+        else:
+            form = NodeStateReasonForm(initial={"_selected_action": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+                                                "action": request.POST.get("action")})
+        context = {**self.admin_site.each_context(request), "title": f"{label}: give a reason", "form": form,
+                   "nodes": queryset.order_by("hostname"), "opts": self.model._meta, "label": label,
+                   "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME}
+        return TemplateResponse(request, "admin/inventory/node/state_action.html", context)
+
+    def get_urls(self):
+        custom = [path("import-csv/", self.admin_site.admin_view(self.import_csv_view), name="inventory_node_import_csv")]
+        return custom + super().get_urls()
+
+    def import_csv_view(self, request):
+        """Upload a node CSV; all-or-nothing, errors name the row and field."""
+        if not self.has_add_permission(request):
+            return HttpResponseRedirect(reverse("admin:inventory_node_changelist"))
+        errors = None
+        form = NodeCsvImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                nodes = services.nodes_import_csv(file=form.cleaned_data["file"], actor=request.user, request=request)
+            except ServiceError as exc:
+                errors = {"message": exc.message, "details": exc.details}
+            else:
+                self.message_user(request, f"Imported {len(nodes)} node(s).", messages.SUCCESS)
+                return HttpResponseRedirect(reverse("admin:inventory_node_changelist"))
+        context = {**self.admin_site.each_context(request), "title": "Import nodes from CSV", "form": form,
+                   "errors": errors, "opts": self.model._meta}
+        return TemplateResponse(request, "admin/inventory/node/import_csv.html", context)
+
+
+@admin.register(Card)
+class CardAdmin(admin.ModelAdmin):
+    """Cards and their current holders, read-only."""
+
+    list_display = ["__str__", "accelerator", "health", "holder_kind", "holder", "allocated_at"]
+    list_filter = ["health", "node__accelerator", "node__zone"]
+    search_fields = ["node__hostname"]
+    list_select_related = ["node__accelerator"]
+
+    def get_queryset(self, request):
+        live = CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+        return super().get_queryset(request).annotate(
+            live_holder=Subquery(live.values("holder_id")[:1]), live_kind=Subquery(live.values("holder_kind")[:1]),
+            live_at=Subquery(live.values("allocated_at")[:1]))
+
+    @admin.display(description="accelerator")
+    def accelerator(self, obj):
+        return obj.node.accelerator.slug
+
+    @admin.display(description="holder kind")
+    def holder_kind(self, obj):
+        return obj.live_kind or "—"
+
+    @admin.display(description="holder")
+    def holder(self, obj):
+        return obj.live_holder or "—"
+
+    @admin.display(description="allocated at")
+    def allocated_at(self, obj):
+        return obj.live_at or "—"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(CardAllocation)
+class CardAllocationAdmin(admin.ModelAdmin):
+    """Allocation history, read-only (provisioning writes it)."""
+
+    list_display = ["card", "holder_kind", "holder_id", "allocated_at", "released_at"]
+    list_filter = ["holder_kind", ("released_at", admin.EmptyFieldListFilter)]
+    search_fields = ["holder_id", "card__node__hostname"]
+    list_select_related = ["card__node"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

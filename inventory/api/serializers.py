@@ -1,0 +1,157 @@
+"""Serializers of the catalog API and the operators' admin API."""
+from rest_framework import serializers
+
+from core.fields import MoneyField
+
+from ..choices import NodeState, Vendor
+from ..models import Accelerator, Card, Image, Node, Price, Zone
+from ..node_import import DRIVERS, MAX_CARDS_PER_NODE
+from ..selectors import price_pair
+
+
+class AcceleratorSerializer(serializers.ModelSerializer):
+    """SPEC §5 catalog row; expects `with_current_prices` annotations and a `stock` dict in context."""
+
+    price_per_card_hour = serializers.SerializerMethodField()
+    monthly_price_per_card_hour = serializers.SerializerMethodField()
+    available_cards = serializers.SerializerMethodField()
+    total_cards = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Accelerator
+        fields = ["slug", "name", "vendor", "domestic", "memory_gb", "collective", "price_per_card_hour",
+                  "monthly_price_per_card_hour", "orderable", "available_cards", "total_cards"]
+
+    def _prices(self, obj):
+        return price_pair(obj.on_demand_ucny, obj.monthly_set_ucny) if obj.orderable else None
+
+    def get_price_per_card_hour(self, obj) -> str | None:
+        pair = self._prices(obj)
+        return MoneyField().to_representation(pair[0]) if pair else None
+
+    def get_monthly_price_per_card_hour(self, obj) -> str | None:
+        pair = self._prices(obj)
+        return MoneyField().to_representation(pair[1]) if pair else None
+
+    def get_available_cards(self, obj) -> int:
+        return self.context["stock"][obj.slug]["available_cards"]
+
+    def get_total_cards(self, obj) -> int:
+        return self.context["stock"][obj.slug]["total_cards"]
+
+
+class ImageSerializer(serializers.ModelSerializer):
+    """SPEC §5 image row."""
+
+    class Meta:
+        model = Image
+        fields = ["slug", "name", "description", "vendors"]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    """A node as operators see it; BMC credentials are never shown, only whether a reference is set."""
+
+    zone = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    accelerator = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    has_bmc_credentials = serializers.SerializerMethodField()
+    cards_free = serializers.IntegerField(read_only=True)
+    cards_allocated = serializers.IntegerField(read_only=True)
+    cards_failed = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Node
+        fields = ["id", "hostname", "zone", "accelerator", "card_count", "state", "state_reason",
+                  "state_changed_at", "driver", "ssh_host", "ssh_port", "bmc_address", "has_bmc_credentials",
+                  "cards_free", "cards_allocated", "cards_failed", "created_at"]
+        read_only_fields = fields
+
+    def get_has_bmc_credentials(self, obj) -> bool:
+        return bool(obj.bmc_credentials_ref)
+
+
+class NodeCreateSerializer(serializers.Serializer):
+    """Input of POST /admin-api/nodes/."""
+
+    hostname = serializers.CharField(max_length=200)
+    zone = serializers.SlugRelatedField(slug_field="slug", queryset=Zone.objects.all())
+    accelerator = serializers.SlugRelatedField(slug_field="slug", queryset=Accelerator.objects.all())
+    card_count = serializers.IntegerField(min_value=1, max_value=MAX_CARDS_PER_NODE, default=8)
+    driver = serializers.ChoiceField(choices=DRIVERS, default="simulated")
+    ssh_host = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    ssh_port = serializers.IntegerField(min_value=1, max_value=65535, default=22)
+    bmc_address = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+    bmc_credentials_ref = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                                write_only=True)
+    state = serializers.ChoiceField(choices=[NodeState.AVAILABLE, NodeState.MAINTENANCE], default=NodeState.AVAILABLE)
+
+    def validate_hostname(self, value):
+        return value.strip().lower()
+
+
+class NodeUpdateSerializer(serializers.Serializer):
+    """Input of PATCH /admin-api/nodes/{id}/ (connection details only; states go through actions)."""
+
+    driver = serializers.ChoiceField(choices=DRIVERS, required=False)
+    ssh_host = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    ssh_port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
+    bmc_address = serializers.CharField(max_length=300, required=False, allow_blank=True)
+    bmc_credentials_ref = serializers.CharField(max_length=200, required=False, allow_blank=True, write_only=True)
+
+    def validate(self, attrs):
+        unknown = set(self.initial_data) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({f: ["This field cannot be changed here."] for f in sorted(unknown)})
+        if not attrs:
+            raise serializers.ValidationError({"non_field_errors": ["Nothing to change."]})
+        return attrs
+
+
+class ReasonSerializer(serializers.Serializer):
+    """Input of the node state actions."""
+
+    reason = serializers.CharField(max_length=500)
+
+
+class CardSerializer(serializers.ModelSerializer):
+    """A card with its current holder (from the `live_*` annotations)."""
+
+    hostname = serializers.CharField(source="node.hostname", read_only=True)
+    accelerator = serializers.CharField(source="node.accelerator.slug", read_only=True)
+    holder = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Card
+        fields = ["id", "node", "hostname", "accelerator", "index", "health", "holder"]
+        read_only_fields = fields
+
+    def get_holder(self, obj) -> dict | None:
+        if obj.live_holder_id is None:
+            return None
+        return {"kind": obj.live_holder_kind, "id": str(obj.live_holder_id),
+                "allocated_at": serializers.DateTimeField().to_representation(obj.live_allocated_at)}
+
+
+class PriceSerializer(serializers.ModelSerializer):
+    """A price row; money as 6-decimal strings; `monthly_price_per_card_hour` null = the default discount."""
+
+    accelerator = serializers.SlugRelatedField(slug_field="slug", queryset=Accelerator.objects.all())
+    price_per_card_hour = MoneyField(source="on_demand_per_card_hour")
+    monthly_price_per_card_hour = MoneyField(source="monthly_per_card_hour", allow_null=True, required=False)
+    effective_from = serializers.DateTimeField(required=False)
+
+    class Meta:
+        model = Price
+        fields = ["id", "accelerator", "price_per_card_hour", "monthly_price_per_card_hour", "effective_from"]
+        read_only_fields = ["id"]
+        validators: list = []  # effective_from defaults to now; price_create maps a clash to a field error
+
+
+class ImageAdminSerializer(serializers.ModelSerializer):
+    """An image as operators edit it."""
+
+    vendors = serializers.ListField(child=serializers.ChoiceField(choices=Vendor.values), allow_empty=False)
+
+    class Meta:
+        model = Image
+        fields = ["id", "slug", "name", "description", "vendors", "active"]
+        read_only_fields = ["id"]

@@ -1,0 +1,202 @@
+"""The catalog API (every role) and the operators' admin API (staff only)."""
+import django_filters
+from django.db.models import Exists, OuterRef, Q, Subquery
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from core.idempotency import idempotent
+from tenancy.permissions import IsStaff, require
+
+from .. import selectors, services
+from ..choices import CardHealth, NodeState
+from ..models import Accelerator, Card, CardAllocation, Image, Node, Price
+from . import serializers as s
+
+
+class AcceleratorViewSet(viewsets.ReadOnlyModelViewSet):
+    """GET /accelerators/ — the catalog with current prices and live stock (three queries, any size)."""
+
+    permission_classes = [require(read="catalog")]
+    serializer_class = s.AcceleratorSerializer
+    lookup_field = "slug"
+    filter_backends: list = []
+
+    def get_queryset(self):
+        return selectors.with_current_prices(Accelerator.objects.order_by("slug"))
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        context["stock"] = selectors.stock_by_accelerator()
+        return context
+
+
+class ImageViewSet(viewsets.ReadOnlyModelViewSet):
+    """GET /images/ — active images and the vendors they run on."""
+
+    permission_classes = [require(read="catalog")]
+    serializer_class = s.ImageSerializer
+    lookup_field = "slug"
+    filter_backends: list = []
+
+    def get_queryset(self):
+        qs = Image.objects.filter(active=True).order_by("slug")
+        vendor = self.request.query_params.get("vendor")
+        # JSON containment is not portable to SQLite; filter the few images in Python instead.
+        return [i for i in qs if vendor in i.vendors] if vendor else qs
+
+
+class NodeFilter(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=NodeState.choices)
+    zone = django_filters.CharFilter(field_name="zone__slug")
+    accelerator = django_filters.CharFilter(field_name="accelerator__slug")
+    driver = django_filters.CharFilter()
+    q = django_filters.CharFilter(method="search", label="hostname or SSH host contains")
+
+    class Meta:
+        model = Node
+        fields = ["state", "zone", "accelerator", "driver"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(hostname__icontains=value) | Q(ssh_host__icontains=value))
+
+
+class NodeAdminViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                       mixins.UpdateModelMixin, viewsets.GenericViewSet):
+    """/admin-api/nodes/: list (filters state, zone, accelerator, driver, q), create, PATCH, state actions."""
+
+    permission_classes = [IsStaff]
+    serializer_class = s.NodeSerializer
+    filterset_class = NodeFilter
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def get_queryset(self):
+        return selectors.node_card_counts(Node.objects.select_related("zone", "accelerator").order_by("hostname"))
+
+    def _body(self, node, code=status.HTTP_200_OK):
+        return Response(s.NodeSerializer(self.get_queryset().get(pk=node.pk)).data, status=code)
+
+    @idempotent()
+    def create(self, request, *args, **kwargs):
+        data = s.NodeCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        node = services.node_create(**data.validated_data, actor=request.user, request=request)
+        return self._body(node, status.HTTP_201_CREATED)
+
+    def partial_update(self, request, *args, **kwargs):
+        node = self.get_object()
+        data = s.NodeUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.node_update(node=node, actor=request.user, request=request, **data.validated_data)
+        return self._body(node)
+
+    def update(self, request, *args, **kwargs):
+        return self.partial_update(request, *args, **kwargs)
+
+    def _set_state(self, request, verb):
+        node = self.get_object()
+        data = s.ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.node_set_state(node=node, state=verb, reason=data.validated_data["reason"], actor=request.user,
+                                request=request)
+        return self._body(node)
+
+    @action(detail=True, methods=["post"])
+    def drain(self, request, pk=None):
+        return self._set_state(request, "drain")
+
+    @action(detail=True, methods=["post"])
+    def undrain(self, request, pk=None):
+        return self._set_state(request, "undrain")
+
+    @action(detail=True, methods=["post"])
+    def maintenance(self, request, pk=None):
+        return self._set_state(request, "maintenance")
+
+    @action(detail=True, methods=["post"])
+    def quarantine(self, request, pk=None):
+        return self._set_state(request, "quarantine")
+
+    @action(detail=True, methods=["post"])
+    def retire(self, request, pk=None):
+        return self._set_state(request, "retire")
+
+
+class CardFilter(django_filters.FilterSet):
+    node = django_filters.UUIDFilter(field_name="node_id")
+    health = django_filters.ChoiceFilter(choices=CardHealth.choices)
+    zone = django_filters.CharFilter(field_name="node__zone__slug")
+    accelerator = django_filters.CharFilter(field_name="node__accelerator__slug")
+    allocated = django_filters.BooleanFilter(method="by_allocated")
+
+    class Meta:
+        model = Card
+        fields = ["node", "health", "zone", "accelerator"]
+
+    def by_allocated(self, queryset, name, value):
+        held = Exists(CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True))
+        return queryset.filter(held if value else ~held)
+
+
+class CardAdminViewSet(viewsets.ReadOnlyModelViewSet):
+    """/admin-api/cards/: read-only cards with their current holder."""
+
+    permission_classes = [IsStaff]
+    serializer_class = s.CardSerializer
+    filterset_class = CardFilter
+
+    def get_queryset(self):
+        live = CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+        return (Card.objects.select_related("node__accelerator").order_by("node__hostname", "index")
+                .annotate(live_holder_id=Subquery(live.values("holder_id")[:1]),
+                          live_holder_kind=Subquery(live.values("holder_kind")[:1]),
+                          live_allocated_at=Subquery(live.values("allocated_at")[:1])))
+
+
+class PriceAdminViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                        viewsets.GenericViewSet):
+    """/admin-api/prices/: the price history; a change is a new row from its effective time."""
+
+    permission_classes = [IsStaff]
+    serializer_class = s.PriceSerializer
+    filterset_fields = {"accelerator__slug": ["exact"]}
+
+    def get_queryset(self):
+        return Price.objects.select_related("accelerator").order_by("accelerator__slug", "-effective_from")
+
+    @idempotent()
+    def create(self, request, *args, **kwargs):
+        data = s.PriceSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        price = services.price_create(accelerator=v["accelerator"], on_demand_per_card_hour=v["on_demand_per_card_hour"],
+                                      monthly_per_card_hour=v.get("monthly_per_card_hour"),
+                                      effective_from=v.get("effective_from"), actor=request.user, request=request)
+        return Response(s.PriceSerializer(price).data, status=status.HTTP_201_CREATED)
+
+
+class ImageAdminViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                        mixins.UpdateModelMixin, viewsets.GenericViewSet):
+    """/admin-api/images/: all images (active or not); create and PATCH."""
+
+    permission_classes = [IsStaff]
+    serializer_class = s.ImageAdminSerializer
+    queryset = Image.objects.order_by("slug")
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    @idempotent()
+    def create(self, request, *args, **kwargs):
+        data = s.ImageAdminSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        image = services.image_save(image=Image(), actor=request.user, request=request, **data.validated_data)
+        return Response(s.ImageAdminSerializer(image).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, *args, **kwargs):
+        image = self.get_object()
+        data = s.ImageAdminSerializer(image, data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        image = services.image_save(image=image, actor=request.user, request=request, **data.validated_data)
+        return Response(s.ImageAdminSerializer(image).data)
+
+    def update(self, request, *args, **kwargs):
+        return self.partial_update(request, *args, **kwargs)

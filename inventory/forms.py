@@ -1,0 +1,21 @@
+"""Admin forms: the reason asked for by every node state action, and the CSV upload."""
+from django import forms
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+
+
+class NodeStateReasonForm(forms.Form):
+    """The intermediate page of a node action: which nodes, and why."""
+
+    _selected_action = forms.CharField(widget=forms.MultipleHiddenInput)
+    action = forms.CharField(widget=forms.HiddenInput)
+    reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+                             help_text="Shown to other operators and kept in the audit log.")
+
+    selected_field = ACTION_CHECKBOX_NAME
+
+
+class NodeCsvImportForm(forms.Form):
+    """Upload of a node CSV (columns: hostname, zone, accelerator[, card_count, driver, ssh_host, ssh_port,
+    bmc_address, bmc_credentials_ref, state])."""
+
+    file = forms.FileField(help_text="UTF-8 CSV with a header row; all rows are checked before any is imported.")

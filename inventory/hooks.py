@@ -1,0 +1,43 @@
+"""Capacity events: higher apps (provisioning's waitlist) register listeners; inventory never imports them.
+
+A listener is called as `fn(accelerator_ids=[...] | None, zone_ids=[...] | None)` after the
+transaction that freed capacity commits. None means "unknown: anything may have changed".
+"""
+import logging
+
+from django.db import transaction
+
+logger = logging.getLogger("cardmix.inventory")
+
+_listeners: list = []
+
+
+def register_capacity_listener(fn):
+    """Register `fn` once (usable as a decorator); call it from an AppConfig.ready()."""
+    if fn not in _listeners:
+        _listeners.append(fn)
+    return fn
+
+
+def unregister_capacity_listener(fn) -> None:
+    """Remove a listener (tests)."""
+    if fn in _listeners:
+        _listeners.remove(fn)
+
+
+def _ids(values):
+    return None if values is None else sorted({str(v) for v in values})
+
+
+def capacity_changed(*, accelerator_ids=None, zone_ids=None) -> None:
+    """Tell every listener, once the current transaction commits, that capacity became available."""
+    acc, zones = _ids(accelerator_ids), _ids(zone_ids)
+
+    def notify():
+        for fn in list(_listeners):
+            try:
+                fn(accelerator_ids=acc, zone_ids=zones)
+            except Exception:  # one broken listener must not hide the event from the others
+                logger.exception("capacity listener failed", extra={"listener": repr(fn)})
+
+    transaction.on_commit(notify)

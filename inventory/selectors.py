@@ -1,0 +1,167 @@
+"""Reads of the fleet and the catalog: stock, prices and the placement snapshot, each in a fixed
+number of queries whatever the size of the fleet."""
+from decimal import ROUND_FLOOR, Decimal
+
+from django.conf import settings
+from django.db.models import Count, Exists, OuterRef, Q, Subquery
+from django.db.models.functions import Now
+
+from core.errors import NotFoundError, ValidationFailed
+
+from .choices import CardHealth, NodeState
+from .models import Accelerator, Card, CardAllocation, Node, Price
+
+_ZERO = {"available_cards": 0, "allocated_cards": 0, "total_cards": 0}
+
+
+class Stock(dict):
+    """slug (or (zone, slug)) → counts; a key with no cards reads as zeros instead of raising."""
+
+    def __missing__(self, key):
+        return dict(_ZERO)
+
+
+class PriceMissing(ValidationFailed):
+    """The accelerator has no price in effect (e.g. not orderable yet)."""
+
+
+def _live_allocation():
+    return CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+
+
+def _stock_aggregates() -> dict:
+    held = Exists(_live_allocation())
+    return {
+        "total_cards": Count("pk"),
+        "allocated_cards": Count("pk", filter=Q(held)),
+        "available_cards": Count("pk", filter=Q(node__state=NodeState.AVAILABLE, health=CardHealth.OK) & ~Q(held)),
+    }
+
+
+def _stock_cards(zone=None):
+    cards = Card.objects.exclude(node__state=NodeState.RETIRED)
+    if zone is not None:
+        cards = cards.filter(node__zone=zone) if not isinstance(zone, str) else cards.filter(node__zone__slug=zone)
+    return cards
+
+
+def stock_by_accelerator(zone=None) -> dict[str, dict[str, int]]:
+    """{slug: {available_cards, allocated_cards, total_cards}} in one query.
+
+    available = healthy cards without a live allocation on `available` nodes; allocated = cards with a
+    live allocation; total = every card on a node that is not retired. `zone` is a Zone or a slug.
+    """
+    rows = (_stock_cards(zone).order_by().values("node__accelerator__slug").annotate(**_stock_aggregates()))
+    return Stock({r.pop("node__accelerator__slug"): r for r in rows})
+
+
+def stock_by_zone() -> dict[tuple[str, str], dict[str, int]]:
+    """{(zone slug, accelerator slug): {available_cards, allocated_cards, total_cards}} in one query."""
+    rows = (_stock_cards().order_by().values("node__zone__slug", "node__accelerator__slug")
+            .annotate(**_stock_aggregates()))
+    return Stock({(r.pop("node__zone__slug"), r.pop("node__accelerator__slug")): r for r in rows})
+
+
+def monthly_default(on_demand: int) -> int:
+    """floor(on-demand × MONTHLY_DISCOUNT) µCNY, computed in decimal so 0.65 is exact."""
+    discount = Decimal(str(settings.MONTHLY_DISCOUNT))
+    return int((Decimal(on_demand) * discount).to_integral_value(rounding=ROUND_FLOOR))
+
+
+def _effective(prices, at):
+    return prices.filter(effective_from__lte=Now() if at is None else at).order_by("-effective_from")
+
+
+def with_current_prices(accelerators, at=None):
+    """Annotate `on_demand_ucny` and `monthly_set_ucny` (None = default) on an Accelerator queryset."""
+    current = _effective(Price.objects.filter(accelerator=OuterRef("pk")), at)
+    return accelerators.annotate(
+        on_demand_ucny=Subquery(current.values("on_demand_per_card_hour")[:1]),
+        monthly_set_ucny=Subquery(current.values("monthly_per_card_hour")[:1]),
+    )
+
+
+def price_pair(on_demand: int | None, monthly: int | None) -> tuple[int, int] | None:
+    """(on-demand, monthly) with the monthly default applied; None when there is no price."""
+    if on_demand is None:
+        return None
+    return on_demand, (monthly if monthly is not None else monthly_default(on_demand))
+
+
+def current_price(accelerator, at=None) -> tuple[int, int]:
+    """(on-demand, monthly) µCNY per card-hour in effect at `at` (default: the database's now).
+
+    `accelerator` is an Accelerator, its pk or its slug. Raises PriceMissing (400) when none is in effect.
+    """
+    if isinstance(accelerator, Accelerator):
+        prices = Price.objects.filter(accelerator=accelerator)
+        slug = accelerator.slug
+    elif isinstance(accelerator, str) and not _looks_like_uuid(accelerator):
+        prices = Price.objects.filter(accelerator__slug=accelerator)
+        slug = accelerator
+    else:
+        prices = Price.objects.filter(accelerator_id=accelerator)
+        slug = str(accelerator)
+    row = _effective(prices, at).values_list("on_demand_per_card_hour", "monthly_per_card_hour").first()
+    if row is None:
+        raise PriceMissing(f"{slug} has no price in effect; it cannot be ordered.",
+                           details={"accelerator": [f"{slug} is not orderable."]})
+    return price_pair(*row)
+
+
+def _looks_like_uuid(text: str) -> bool:
+    return len(text) == 36 and text.count("-") == 4
+
+
+def current_prices(at=None) -> dict[str, tuple[int, int]]:
+    """{slug: (on-demand, monthly)} for every accelerator with a price in effect, in one query."""
+    rows = with_current_prices(Accelerator.objects.order_by(), at).values_list("slug", "on_demand_ucny",
+                                                                                "monthly_set_ucny")
+    return {slug: price_pair(od, mo) for slug, od, mo in rows if od is not None}
+
+
+def placement_snapshot(zone=None, accelerators=None) -> list[dict]:
+    """Every non-retired node as {id, zone, accelerator, card_count, free, state}, in two queries.
+
+    `free` is the frozenset of card indices that are healthy and hold no live allocation (computed
+    for every state; the placement engine only uses nodes whose state is `available`).
+    `zone` is a Zone or slug; `accelerators` an iterable of Accelerators or slugs.
+    """
+    nodes = Node.objects.exclude(state=NodeState.RETIRED)
+    if zone is not None:
+        nodes = nodes.filter(zone__slug=getattr(zone, "slug", zone))
+    if accelerators is not None:
+        nodes = nodes.filter(accelerator__slug__in=[getattr(a, "slug", a) for a in accelerators])
+    rows = list(nodes.order_by("hostname").values("id", "zone__slug", "accelerator__slug", "card_count", "state"))
+    free: dict = {r["id"]: set() for r in rows}
+    if rows:
+        cards = (Card.objects.filter(node_id__in=list(free), health=CardHealth.OK)
+                 .exclude(Exists(_live_allocation())).values_list("node_id", "index"))
+        for node_id, index in cards:
+            free[node_id].add(index)
+    return [{"id": r["id"], "zone": r["zone__slug"], "accelerator": r["accelerator__slug"],
+             "card_count": r["card_count"], "free": frozenset(free[r["id"]]), "state": r["state"]} for r in rows]
+
+
+def node_get(*, node_id) -> Node:
+    """One node with its zone and accelerator, or 404."""
+    node = Node.objects.select_related("zone", "accelerator").filter(pk=node_id).first()
+    if node is None:
+        raise NotFoundError("No such node.")
+    return node
+
+
+def node_card_counts(nodes):
+    """Annotate cards_free / cards_allocated / cards_failed on a Node queryset (one query)."""
+    held = Exists(CardAllocation.objects.filter(card=OuterRef("cards__pk"), released_at__isnull=True))
+    return nodes.annotate(
+        cards_allocated=Count("cards", filter=Q(held)),
+        cards_free=Count("cards", filter=Q(cards__health=CardHealth.OK) & ~Q(held)),
+        cards_failed=Count("cards", filter=Q(cards__health=CardHealth.FAILED)),
+    )
+
+
+def allocations_live(*, holder_id) -> list[CardAllocation]:
+    """The live allocations of one holder, with card → node → zone/accelerator, in card pk order."""
+    return list(CardAllocation.objects.filter(holder_id=holder_id, released_at__isnull=True)
+                .select_related("card__node__zone", "card__node__accelerator").order_by("card_id"))

@@ -1,0 +1,240 @@
+"""Writes to the fleet: node lifecycle, node creation and CSV import, and card allocations.
+
+Each service owns its transaction and the audit record; capacity that becomes available is
+announced through `hooks.capacity_changed` after commit.
+"""
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+
+from core.errors import InsufficientCapacity, InvalidState, ValidationFailed
+from tenancy.audit import audit_record
+
+from . import hooks
+from .choices import CardHealth, HolderKind, NodeState
+from .lock_objects import cards_lock, node_lock
+from .models import Card, CardAllocation, Node
+
+# Operator verbs → the state they set.
+NODE_ACTIONS = {
+    "drain": NodeState.DRAINING,
+    "undrain": NodeState.AVAILABLE,
+    "maintenance": NodeState.MAINTENANCE,
+    "quarantine": NodeState.QUARANTINED,
+    "retire": NodeState.RETIRED,
+}
+NODE_EDITABLE_FIELDS = ("driver", "ssh_host", "ssh_port", "bmc_address", "bmc_credentials_ref")
+
+
+class CardsUnavailable(InsufficientCapacity):
+    """Some of the requested cards were taken, unhealthy or on a node that takes nothing new."""
+
+    def __init__(self, message: str, *, card_ids):
+        self.card_ids = sorted(card_ids)
+        super().__init__(message, details={"card_ids": [str(c) for c in self.card_ids]})
+
+
+def _live_allocations_on(node) -> int:
+    return CardAllocation.objects.filter(card__node=node, released_at__isnull=True).count()
+
+
+def node_set_state(*, node, state, reason, actor=None, request=None) -> Node:
+    """Move a node to `state` (a NodeState or a verb: drain, undrain, maintenance, quarantine, retire)."""
+    state = NODE_ACTIONS.get(state, state)
+    if state not in NodeState.values:
+        raise ValidationFailed("Unknown node state.", details={"state": [f"{state!r} is not a node state."]})
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationFailed("A reason is required.", details={"reason": ["This field is required."]})
+    with transaction.atomic():
+        locked = node_lock(node.pk)
+        previous = locked.state
+        if previous == NodeState.RETIRED:
+            raise InvalidState(f"{locked.hostname} is retired; it cannot change state.")
+        if state == NodeState.RETIRED and (held := _live_allocations_on(locked)):
+            raise InvalidState(f"{locked.hostname} still has {held} allocated card(s); drain it first.",
+                               details={"allocated_cards": [str(held)]})
+        locked.state, locked.state_reason = state, reason[:500]
+        locked.save(update_fields=["state", "state_reason"])
+        Node.objects.filter(pk=locked.pk).update(state_changed_at=Now())
+        audit_record(action=f"node.{state}", actor=actor, request=request, target=locked,
+                     details={"from": previous, "to": state, "reason": reason, "hostname": locked.hostname})
+        if state == NodeState.AVAILABLE and previous != NodeState.AVAILABLE:
+            hooks.capacity_changed(accelerator_ids=[locked.accelerator_id], zone_ids=[locked.zone_id])
+    locked.refresh_from_db(fields=["state_changed_at"])
+    node.state, node.state_reason, node.state_changed_at = locked.state, locked.state_reason, locked.state_changed_at
+    return locked
+
+
+def _node_insert(*, hostname, zone, accelerator, card_count=8, driver="simulated", ssh_host="", ssh_port=22,
+                 bmc_address="", bmc_credentials_ref="", state=NodeState.AVAILABLE, actor=None, request=None,
+                 audit_action="node.create") -> Node:
+    node = Node.objects.create(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
+                               driver=driver, ssh_host=ssh_host or hostname, ssh_port=ssh_port,
+                               bmc_address=bmc_address, bmc_credentials_ref=bmc_credentials_ref, state=state)
+    Card.objects.bulk_create([Card(node=node, index=i, health=CardHealth.OK) for i in range(card_count)])
+    audit_record(action=audit_action, actor=actor, request=request, target=node,
+                 details={"hostname": hostname, "zone": zone.slug, "accelerator": accelerator.slug,
+                          "card_count": card_count, "state": state})
+    return node
+
+
+def node_validate(*, hostname, zone, accelerator, card_count, driver="simulated", ssh_port=22) -> dict:
+    """Field errors ({field: [messages]}) of a node about to be created; empty when it is fine."""
+    from .node_import import validate_node_fields
+
+    return validate_node_fields(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
+                                driver=driver, ssh_port=ssh_port)
+
+
+def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated", ssh_host="", ssh_port=22,
+                bmc_address="", bmc_credentials_ref="", state=NodeState.AVAILABLE, actor=None,
+                request=None) -> Node:
+    """Add a node and its `card_count` healthy cards; announces capacity when it is available."""
+    errors = node_validate(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
+                           driver=driver, ssh_port=ssh_port)
+    if errors:
+        raise ValidationFailed("The node is invalid.", details=errors)
+    try:
+        with transaction.atomic():
+            node = _node_insert(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
+                                driver=driver, ssh_host=ssh_host, ssh_port=ssh_port, bmc_address=bmc_address,
+                                bmc_credentials_ref=bmc_credentials_ref, state=state, actor=actor, request=request)
+            if state == NodeState.AVAILABLE:
+                hooks.capacity_changed(accelerator_ids=[accelerator.pk], zone_ids=[zone.pk])
+    except IntegrityError as exc:  # a concurrent insert of the same hostname
+        raise ValidationFailed("The node is invalid.", details={"hostname": ["A node with this hostname exists."]}) from exc
+    return node
+
+
+def node_update(*, node, actor=None, request=None, **fields) -> Node:
+    """Change a node's connection details (driver, SSH, BMC); state changes go through node_set_state."""
+    unknown = set(fields) - set(NODE_EDITABLE_FIELDS)
+    if unknown:
+        raise ValidationFailed("These fields cannot be changed.", details={f: ["Read-only."] for f in sorted(unknown)})
+    with transaction.atomic():
+        locked = node_lock(node.pk)
+        changed = {k: v for k, v in fields.items() if getattr(locked, k) != v}
+        for key, value in changed.items():
+            setattr(locked, key, value)
+        if changed:
+            locked.save(update_fields=list(changed))
+            # BMC credential references are logged by name only.
+            audit_record(action="node.update", actor=actor, request=request, target=locked,
+                         details={"fields": sorted(changed)})
+    return locked
+
+
+def nodes_import_csv(*, file, actor=None, request=None) -> list[Node]:
+    """Create nodes from a CSV (header row required); all or nothing — any bad row imports none.
+
+    Raises ValidationFailed naming each bad row (spreadsheet numbering: the header is row 1) and field.
+    """
+    from .node_import import parse_nodes_csv
+
+    rows = parse_nodes_csv(file)  # raises ValidationFailed before anything is written
+    with transaction.atomic():
+        nodes = [_node_insert(**row, actor=actor, request=request, audit_action="node.import") for row in rows]
+        audit_record(action="nodes.import_csv", actor=actor, request=request, target_type="inventory.node",
+                     details={"count": len(nodes), "hostnames": [n.hostname for n in nodes][:200]})
+        available = [n for n in nodes if n.state == NodeState.AVAILABLE]
+        if available:
+            hooks.capacity_changed(accelerator_ids=[n.accelerator_id for n in available],
+                                   zone_ids=[n.zone_id for n in available])
+    return nodes
+
+
+def cards_allocate(*, card_ids, holder_kind=HolderKind.INSTANCE, holder_id) -> list[CardAllocation]:
+    """Give these cards to a holder: locks them in pk order, re-checks them, inserts live allocations.
+
+    Raises CardsUnavailable (409 insufficient_capacity, `.card_ids` = the offending cards) when a
+    card is missing, unhealthy, on a node that takes nothing new, or already held; the unique
+    live-allocation constraint is the last guard against a concurrent allocator.
+    """
+    card_ids = sorted(set(card_ids))
+    if not card_ids:
+        raise ValidationFailed("No cards to allocate.", details={"card_ids": ["At least one card is required."]})
+    try:
+        with transaction.atomic():
+            cards = cards_lock(card_ids)
+            missing = set(card_ids) - {c.pk for c in cards}
+            if missing:
+                raise CardsUnavailable("Some cards do not exist.", card_ids=missing)
+            if holder_kind == HolderKind.INSTANCE:
+                bad = {c.pk for c in cards if c.health != CardHealth.OK or c.node.state != NodeState.AVAILABLE}
+                if bad:
+                    raise CardsUnavailable("Some cards are unhealthy or on nodes that take nothing new.", card_ids=bad)
+            held = set(CardAllocation.objects.filter(card_id__in=card_ids, released_at__isnull=True)
+                       .values_list("card_id", flat=True))
+            if held:
+                raise CardsUnavailable("Some cards are already allocated.", card_ids=held)
+            return CardAllocation.objects.bulk_create(
+                [CardAllocation(card_id=cid, holder_kind=holder_kind, holder_id=holder_id) for cid in card_ids])
+    except IntegrityError as exc:
+        raise CardsUnavailable("A card was allocated concurrently.", card_ids=card_ids) from exc
+
+
+def cards_release(*, holder_id, card_ids=None) -> int:
+    """Release a holder's live allocations (all, or only `card_ids`); returns how many were released.
+
+    Idempotent: releasing again releases nothing. Announces capacity after commit.
+    """
+    with transaction.atomic():
+        live = CardAllocation.objects.filter(holder_id=holder_id, released_at__isnull=True)
+        if card_ids is not None:
+            live = live.filter(card_id__in=list(card_ids))
+        where = list(live.order_by("card_id").select_for_update(of=("self",))
+                     .values_list("card__node__accelerator_id", "card__node__zone_id"))
+        if not where:
+            return 0
+        released = live.update(released_at=Now())
+        hooks.capacity_changed(accelerator_ids={a for a, _ in where}, zone_ids={z for _, z in where})
+    return released
+
+
+def price_create(*, accelerator, on_demand_per_card_hour, monthly_per_card_hour=None, effective_from=None,
+                 actor=None, request=None):
+    """Add a price from `effective_from` (default: now); history is kept, instances keep their locked rate."""
+    from django.utils import timezone
+
+    from .models import Price
+
+    errors = {}
+    if not isinstance(on_demand_per_card_hour, int) or on_demand_per_card_hour <= 0:
+        errors["price_per_card_hour"] = ["Must be a positive amount."]
+    if monthly_per_card_hour is not None and (not isinstance(monthly_per_card_hour, int) or monthly_per_card_hour <= 0):
+        errors["monthly_price_per_card_hour"] = ["Must be a positive amount or null."]
+    now = timezone.now()
+    effective_from = effective_from or now
+    if effective_from < now - timedelta(minutes=5):
+        errors["effective_from"] = ["A price cannot start in the past."]
+    if errors:
+        raise ValidationFailed("The price is invalid.", details=errors)
+    try:
+        with transaction.atomic():
+            price = Price.objects.create(accelerator=accelerator, on_demand_per_card_hour=on_demand_per_card_hour,
+                                         monthly_per_card_hour=monthly_per_card_hour, effective_from=effective_from)
+            audit_record(action="price.create", actor=actor, request=request, target=price,
+                         details={"accelerator": accelerator.slug, "on_demand": on_demand_per_card_hour,
+                                  "monthly": monthly_per_card_hour, "effective_from": effective_from.isoformat()})
+    except IntegrityError as exc:
+        raise ValidationFailed("The price is invalid.",
+                               details={"effective_from": ["A price already starts at this time."]}) from exc
+    return price
+
+
+def image_save(*, image, actor=None, request=None, **fields):
+    """Create (image unsaved) or update an image; audited."""
+    creating = image._state.adding
+    for key, value in fields.items():
+        setattr(image, key, value)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                image.save()
+        except IntegrityError as exc:
+            raise ValidationFailed("The image is invalid.", details={"slug": ["An image with this slug exists."]}) from exc
+        audit_record(action="image.create" if creating else "image.update", actor=actor, request=request,
+                     target=image, details={"slug": image.slug, "fields": sorted(fields)})
+    return image

@@ -1,0 +1,151 @@
+"""Instance, event, readiness and quote representations (SPEC §5)."""
+from rest_framework import serializers
+
+from core.money import format_price_per_second, format_ucny
+
+from ..choices import BillingMode, InstanceKind, InstanceState, PackageRenewal
+from ..placement.validation import MAX_POLICY_CARDS
+
+
+class ItemSerializer(serializers.Serializer):
+    accelerator = serializers.SlugField(max_length=40)
+    count = serializers.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS)
+
+
+class PolicySerializer(serializers.Serializer):
+    total_cards = serializers.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS)
+    compatible_vendors = serializers.ListField(child=serializers.CharField(max_length=30), min_length=1,
+                                               max_length=10)
+    min_domestic_share = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.0)
+
+
+class InstanceRequestSerializer(serializers.Serializer):
+    """The body of POST /quotes/ (and the placement part of POST /instances/)."""
+
+    kind = serializers.ChoiceField(choices=InstanceKind.choices)
+    items = ItemSerializer(many=True, required=False, allow_empty=False, max_length=16)
+    policy = PolicySerializer(required=False)
+    zone = serializers.SlugField(max_length=40, required=False, allow_blank=True)
+    # Image slugs carry dots ("pytorch-2.3-cuda12.3"), so not a SlugField.
+    image = serializers.RegexField(r"^[A-Za-z0-9._-]+$", max_length=60, required=False, allow_blank=True)
+    images = serializers.DictField(child=serializers.RegexField(r"^[A-Za-z0-9._-]+$", max_length=60),
+                                   required=False)
+    billing = serializers.ChoiceField(choices=BillingMode.choices, default=BillingMode.ON_DEMAND)
+
+    def validate(self, attrs):
+        if bool(attrs.get("items")) == bool(attrs.get("policy")):
+            raise serializers.ValidationError({"items": ["Give either items or a policy (not both)."]})
+        if attrs.get("image") and attrs.get("images"):
+            raise serializers.ValidationError({"images": ["Give either image or images (not both)."]})
+        return attrs
+
+
+class InstanceCreateSerializer(InstanceRequestSerializer):
+    """POST /instances/."""
+
+    name = serializers.CharField(max_length=100, required=False, default="instance")
+    ssh_key_ids = serializers.ListField(child=serializers.UUIDField(), required=False, default=list, max_length=20)
+    package_renewal = serializers.ChoiceField(choices=PackageRenewal.choices, default=PackageRenewal.STOP)
+    waitlist = serializers.BooleanField(default=False)
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        if not attrs.get("image") and not attrs.get("images"):
+            raise serializers.ValidationError({"image": ["Name an image (or images per vendor for a hybrid)."]})
+        return attrs
+
+
+class StateFilterSerializer(serializers.Serializer):
+    state = serializers.MultipleChoiceField(choices=InstanceState.choices, required=False)
+
+
+def _ssh_user(kind: str) -> str:
+    # Bare metal hands over the whole OS; a container runs as an unprivileged user.
+    return "root" if kind == InstanceKind.BARE_METAL else "cardmix"
+
+
+class InstanceSerializer(serializers.Serializer):
+    """The instance body of every instance endpoint. Context: costs, positions, now."""
+
+    def to_representation(self, instance):
+        ctx = self.context
+        groups = getattr(instance, "live_groups", None)
+        if groups is None:
+            groups = list(instance.groups.filter(released_at__isnull=True).select_related("node"))
+        nodes, ssh, seen = [], [], set()
+        for g in groups:
+            node = g.node
+            nodes.append({"node": node.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
+                          "cards": g.card_indices, "state": g.state})
+            if node.pk in seen:
+                continue
+            seen.add(node.pk)
+            host, user = node.ssh_host or node.hostname, _ssh_user(instance.kind)
+            ssh.append({"node": node.hostname, "host": host, "port": node.ssh_port, "user": user,
+                        "command": f"ssh -p {node.ssh_port} {user}@{host}"})
+        now = ctx.get("now")
+        deadline = instance.sla_deadline
+        if deadline is None:
+            breached = False
+        elif instance.ready_at is not None:
+            breached = instance.ready_at > deadline
+        elif instance.state == InstanceState.FAILED:
+            breached = True
+        else:
+            breached = instance.state in ("pending", "provisioning", "checking", "starting") and now is not None \
+                and now > deadline
+        return {
+            "id": str(instance.pk),
+            "name": instance.name,
+            "kind": instance.kind,
+            "state": instance.state,
+            "state_reason": instance.state_reason,
+            "items": [{"accelerator": it["accelerator"], "count": it["count"],
+                       "price_per_card_hour": format_ucny(int(it["rate"]))} for it in instance.items],
+            "policy": instance.policy,
+            "zone": instance.zone.slug if instance.zone_id else None,
+            "nodes": nodes,
+            "image": instance.image or None,
+            "images": instance.images,
+            "billing": instance.billing,
+            "package_renewal": instance.package_renewal,
+            "waitlist": instance.waitlist,
+            "created_at": instance.created_at,
+            "ready_at": instance.ready_at,
+            "price_per_hour": format_ucny(int(instance.price_per_hour)),
+            "price_per_second": format_price_per_second(int(instance.price_per_hour)),
+            "cost_so_far": format_ucny(int(ctx.get("costs", {}).get(instance.pk, 0) or 0)),
+            "ssh": ssh,
+            "sla": {"deadline": deadline, "breached": breached, "compensation": None},
+            "waitlist_position": ctx.get("positions", {}).get(instance.pk),
+            "slurm_partition": None,
+        }
+
+
+class InstanceEventSerializer(serializers.Serializer):
+    def to_representation(self, event):
+        return {"id": str(event.pk), "from": event.from_state or None, "to": event.to_state,
+                "reason": event.reason, "request_id": event.request_id,
+                "actor": str(event.actor_id) if event.actor_id else None, "at": event.created_at}
+
+
+class ReadinessReportSerializer(serializers.Serializer):
+    def to_representation(self, r):
+        return {"node": r.node.hostname, "nodes": r.nodes, "scope": r.scope, "tool": r.tool, "command": r.command,
+                "attempt": r.attempt, "cards": r.cards, "busbw_gbps": r.busbw_largest_gbps,
+                "busbw_peak_gbps": r.busbw_peak_gbps, "floor_gbps": r.floor_gbps, "passed": r.passed,
+                "rows": r.rows, "errors": r.errors, "exit_code": r.exit_code, "raw_output": r.raw_output,
+                "topology": r.topology, "started_at": r.started_at, "finished_at": r.finished_at}
+
+
+def quote_body(quote) -> dict:
+    """POST /quotes/ answer."""
+    return {
+        "items": [{"accelerator": r["accelerator"], "count": r["count"],
+                   "price_per_card_hour": format_ucny(r["price_per_card_hour"])} for r in quote.items],
+        "price_per_hour": format_ucny(quote.price_per_hour),
+        "price_per_second": format_price_per_second(quote.price_per_hour),
+        "available": quote.available,
+        "domestic_share": quote.domestic_share,
+        "missing": quote.missing,
+    }

@@ -1,0 +1,131 @@
+"""Instances, their events and readiness reports, and quotes (SPEC §5)."""
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.dbclock import db_now
+from core.idempotency import idempotent
+from core.pagination import LimitOffsetEnvelopePagination
+from tenancy.permissions import require
+
+from .. import selectors
+from ..choices import InstanceState
+from ..services import billing_port
+from ..services.instances import instance_create, instance_start, instance_stop, instance_terminate
+from ..services.quotes import quote_compute
+from ..services.specs import spec_from_data
+from .serializers import (
+    InstanceCreateSerializer,
+    InstanceEventSerializer,
+    InstanceRequestSerializer,
+    InstanceSerializer,
+    ReadinessReportSerializer,
+    StateFilterSerializer,
+    quote_body,
+)
+
+
+def _context(instances) -> dict:
+    """Costs, waitlist positions and the database clock, each fetched once for the whole page."""
+    ids = [i.pk for i in instances]
+    return {"costs": billing_port.instance_costs(ids) if ids else {},
+            "positions": selectors.waitlist_positions(instances), "now": db_now()}
+
+
+def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:
+    fresh = selectors.instance_get(org=request.org, instance_id=instance.pk)
+    return Response(InstanceSerializer(fresh, context=_context([fresh])).data, status=code)
+
+
+class InstanceListCreateView(APIView):
+    """GET: the organization's instances (?state=); POST: create one (201, or 202 when waitlisted)."""
+
+    permission_classes = [require(read="read", write="instances")]
+
+    def get(self, request):
+        filt = StateFilterSerializer(data={"state": request.query_params.getlist("state")} if
+                                     request.query_params.get("state") else {})
+        filt.is_valid(raise_exception=True)
+        states = ",".join(s for raw in filt.validated_data.get("state", []) for s in raw.split(","))
+        paginator = LimitOffsetEnvelopePagination()
+        page = paginator.paginate_queryset(selectors.instance_list(org=request.org, state=states or None),
+                                           request, view=self)
+        context = _context(page) if page else {}
+        data = [InstanceSerializer(i, context=context).data for i in page]
+        return paginator.get_paginated_response(data)
+
+    @idempotent()
+    def post(self, request):
+        body = InstanceCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        instance = instance_create(
+            org=request.org, actor=request.user, spec=spec_from_data(data), name=data["name"],
+            ssh_key_ids=data["ssh_key_ids"], waitlist=data["waitlist"], package_renewal=data["package_renewal"],
+            request=request)
+        code = status.HTTP_202_ACCEPTED if instance.state == InstanceState.WAITLISTED else status.HTTP_201_CREATED
+        return _instance_response(request, instance, code)
+
+
+class InstanceDetailView(APIView):
+    """GET one instance; DELETE terminates it (202, again for terminating/terminated)."""
+
+    permission_classes = [require(read="read", write="instances")]
+
+    def get(self, request, instance_id):
+        instance = selectors.instance_get(org=request.org, instance_id=instance_id)
+        return Response(InstanceSerializer(instance, context=_context([instance])).data)
+
+    def delete(self, request, instance_id):
+        selectors.instance_get(org=request.org, instance_id=instance_id)  # 404 first, before any lock
+        instance = instance_terminate(org=request.org, instance_id=instance_id, actor=request.user, request=request)
+        return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
+
+
+class InstanceActionView(APIView):
+    """POST /stop/ or /start/: 202 with the instance body; 409 invalid_state when the table forbids it."""
+
+    permission_classes = [require(read="read", write="instances")]
+    action = ""
+
+    def post(self, request, instance_id):
+        selectors.instance_get(org=request.org, instance_id=instance_id)
+        service = instance_stop if self.action == "stop" else instance_start
+        instance = service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
+        return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
+
+
+class InstanceEventsView(APIView):
+    """GET the state history (paginated, oldest first)."""
+
+    permission_classes = [require(read="read", write=None)]
+
+    def get(self, request, instance_id):
+        instance = selectors.instance_get(org=request.org, instance_id=instance_id)
+        paginator = LimitOffsetEnvelopePagination()
+        page = paginator.paginate_queryset(selectors.instance_events(instance=instance), request, view=self)
+        return paginator.get_paginated_response([InstanceEventSerializer(e).data for e in page])
+
+
+class InstanceReadinessView(APIView):
+    """GET the readiness reports per node group (paginated, in the order they ran)."""
+
+    permission_classes = [require(read="read", write=None)]
+
+    def get(self, request, instance_id):
+        instance = selectors.instance_get(org=request.org, instance_id=instance_id)
+        paginator = LimitOffsetEnvelopePagination()
+        page = paginator.paginate_queryset(selectors.instance_reports(instance=instance), request, view=self)
+        return paginator.get_paginated_response([ReadinessReportSerializer(r).data for r in page])
+
+
+class QuoteView(APIView):
+    """POST a create body: the mix the system would choose, its price, and whether it fits now."""
+
+    # A quote changes nothing: every role that may read instances may ask for one.
+    permission_classes = [require(read="read", write="read")]
+
+    def post(self, request):
+        body = InstanceRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(quote_body(quote_compute(spec=spec_from_data(body.validated_data))))

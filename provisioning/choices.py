@@ -1,0 +1,75 @@
+"""Instance kinds, billing modes, states and the one transition table (SPEC §3)."""
+from django.db import models
+
+
+class InstanceKind(models.TextChoices):
+    CONTAINER = "container"
+    BARE_METAL = "bare_metal"
+
+
+class BillingMode(models.TextChoices):
+    ON_DEMAND = "on_demand"
+    MONTHLY = "monthly"
+
+
+class PackageRenewal(models.TextChoices):
+    RENEW = "renew"
+    ON_DEMAND = "on_demand"
+    STOP = "stop"
+
+
+class InstanceState(models.TextChoices):
+    PENDING = "pending"
+    WAITLISTED = "waitlisted"
+    PROVISIONING = "provisioning"
+    CHECKING = "checking"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    STARTING = "starting"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    FAILED = "failed"
+
+
+S = InstanceState
+
+# SPEC §3, verbatim: the only source of truth for which state may follow which. Every change
+# goes through provisioning.services.transitions.instance_transition, which checks this table.
+INSTANCE_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.PENDING: frozenset({S.PROVISIONING, S.WAITLISTED, S.TERMINATING, S.FAILED}),
+    S.WAITLISTED: frozenset({S.PROVISIONING, S.TERMINATING}),
+    S.PROVISIONING: frozenset({S.CHECKING, S.PROVISIONING, S.TERMINATING, S.FAILED}),
+    S.CHECKING: frozenset({S.RUNNING, S.PROVISIONING, S.TERMINATING, S.FAILED}),
+    S.RUNNING: frozenset({S.STOPPING, S.TERMINATING}),
+    S.STOPPING: frozenset({S.STOPPED, S.TERMINATING}),
+    S.STOPPED: frozenset({S.STARTING, S.TERMINATING}),
+    S.STARTING: frozenset({S.PROVISIONING, S.WAITLISTED, S.TERMINATING, S.FAILED}),
+    S.FAILED: frozenset({S.TERMINATING}),
+    S.TERMINATING: frozenset({S.TERMINATED}),
+    S.TERMINATED: frozenset(),
+}
+
+# States in which an instance holds cards (for quota and for release on the way out).
+HOLDING_STATES = frozenset({S.PROVISIONING, S.CHECKING, S.RUNNING, S.STOPPING})
+# States the customer can no longer leave except by terminating.
+FINAL_STATES = frozenset({S.TERMINATED})
+
+
+def can_transition(current: str, target: str) -> bool:
+    """Whether the table allows current → target."""
+    return target in INSTANCE_TRANSITIONS.get(current, frozenset())
+
+
+class ReportScope(models.TextChoices):
+    INTRA_NODE = "intra_node"  # nccl-tests / hccl_test over a node group of ≥ 2 cards
+    HEALTH = "health"  # one-card group: device health check
+    INTER_NODE = "inter_node"  # a multi-node bare-metal item, against the zone's floor
+
+
+class GroupState(models.TextChoices):
+    PLACED = "placed"
+    PREPARED = "prepared"
+    CHECKED = "checked"
+    FAILED = "failed"
+    RELEASED = "released"

@@ -1,0 +1,94 @@
+"""Agent driver: each operation becomes an AgentCommand row that the node's agent runs and answers.
+
+Needs Django (the command queue is a table), so the registry imports it on first use only.
+Returns exactly what the node printed; a node that does not answer in time yields exit 124.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .base import Driver, DriverOutput, NodeRef, readiness_command
+from .registry import register_driver
+
+EXIT_NO_AGENT = 69  # EX_UNAVAILABLE: no agent token issued for this node
+EXIT_TIMEOUT = 124  # like `timeout`: the agent never answered
+
+
+@register_driver("agent")
+class AgentDriver(Driver):
+    """Talks to the node agent through the database (the agent polls /api/v1/agent/commands/)."""
+
+    def __init__(self, *, timeout_s: float | None = None, poll_s: float | None = None) -> None:
+        from django.conf import settings
+
+        self.timeout_s = float(timeout_s if timeout_s is not None else settings.AGENT_COMMAND_TIMEOUT_SECONDS)
+        self.poll_s = float(poll_s if poll_s is not None else settings.AGENT_COMMAND_POLL_SECONDS)
+
+    def run(self, node: NodeRef, kind: str, payload: dict[str, Any], *, timeout_s: float | None = None,
+            meta: dict[str, Any] | None = None) -> DriverOutput:
+        """Queue `kind` for the node's agent and wait for what it printed."""
+        from hardware.models import NodeCredential
+        from hardware.services import agent_command_enqueue, agent_command_wait
+
+        started = time.monotonic()
+        meta = dict(meta or {})
+        if not NodeCredential.objects.filter(node_id=node.id).exists():
+            return DriverOutput(f"{node.hostname}: no agent token issued for this node; issue one in the admin\n",
+                                EXIT_NO_AGENT, 0.0, meta)
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        cmd = agent_command_enqueue(node_id=node.id, kind=kind, payload=payload, timeout_s=timeout)
+        cmd = agent_command_wait(command_id=cmd.pk, poll_s=self.poll_s)
+        meta.update({"command_id": str(cmd.pk)})
+        if cmd.state != "done":
+            return DriverOutput(f"{node.hostname}: the agent did not answer {kind} within {timeout:g} s "
+                                f"(command {cmd.pk})\n", EXIT_TIMEOUT, time.monotonic() - started, meta)
+        meta.update(cmd.meta or {})
+        return DriverOutput(cmd.output, cmd.exit_code, cmd.duration_s or time.monotonic() - started, meta)
+
+    def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
+                env: Mapping[str, str], instance_id: str) -> DriverOutput:
+        """Create the instance's container on `cards` (or set up the bare-metal host)."""
+        payload = {"kind": kind, "cards": list(cards), "image": image, "ssh_keys": list(ssh_keys),
+                   "env": dict(env), "instance_id": instance_id, "vendor": node.vendor,
+                   "collective": node.collective}
+        return self.run(node, "prepare", payload, meta={"kind": kind, "image": image, "cards": list(cards)})
+
+    def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
+        """all_reduce_perf / all_reduce_test over `cards` on the node."""
+        command, tool = readiness_command(node.collective, len(cards))
+        payload = {"cards": list(cards), "collective": node.collective, "command": command, "tool": tool}
+        return self.run(node, "readiness", payload,
+                        meta={"command": command, "tool": tool, "ranks": len(cards), "cards": list(cards)})
+
+    def health_check(self, node: NodeRef, card: int) -> DriverOutput:
+        """nvidia-smi -q ECC/row remapper or npu-smi health for one card."""
+        command = (f"npu-smi info -t health -i {card}" if node.collective == "hccl"
+                   else f"nvidia-smi -q -i {card} -d ECC,ROW_REMAPPER")
+        return self.run(node, "health_check", {"card": card, "collective": node.collective},
+                        meta={"command": command, "card": card})
+
+    def inter_node(self, nodes: Sequence[NodeRef], cards_per_node: int) -> DriverOutput:
+        """mpirun of the collective test across `nodes`, started by the first node's agent."""
+        first = nodes[0]
+        ranks = len(nodes) * cards_per_node
+        tool = "hccl_test" if first.collective == "hccl" else "nccl-tests"
+        payload = {"hosts": [n.ssh_host or n.hostname for n in nodes], "cards_per_node": cards_per_node,
+                   "collective": first.collective, "tool": tool}
+        return self.run(first, "inter_node", payload,
+                        meta={"tool": tool, "ranks": ranks, "nodes": [n.hostname for n in nodes]})
+
+    def topology(self, node: NodeRef) -> DriverOutput:
+        """nvidia-smi topo -m / npu-smi info -t topo as the node prints it."""
+        command = "npu-smi info -t topo" if node.collective == "hccl" else "nvidia-smi topo -m"
+        return self.run(node, "topology", {"collective": node.collective}, meta={"command": command})
+
+    def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
+        """Remove the instance's container (the data disk is not touched)."""
+        return self.run(node, "release", {"cards": list(cards), "instance_id": instance_id},
+                        meta={"instance_id": instance_id})
+
+    def wipe(self, node: NodeRef) -> DriverOutput:
+        """Wipe the node's local scratch disks and reset its accelerators."""
+        return self.run(node, "wipe", {"collective": node.collective}, meta={"command": "wipe"})

@@ -1,0 +1,21 @@
+"""select_for_update helpers, always in pk order so concurrent writers never deadlock."""
+from core.errors import NotFoundError
+from inventory.models import Card
+
+from .models import Instance
+
+
+def instance_lock(*, instance_id, org=None) -> Instance:
+    """Lock one instance row (optionally scoped to an organization: 404 for other tenants)."""
+    qs = Instance.objects.select_for_update(of=("self",)).select_related("organization")
+    if org is not None:
+        qs = qs.filter(organization=org)
+    instance = qs.filter(pk=instance_id).first()
+    if instance is None:
+        raise NotFoundError("No such instance.")
+    return instance
+
+
+def cards_lock(*, card_ids) -> list[Card]:
+    """Lock card rows in pk order (the claim's first guard; the live-allocation constraint is the last)."""
+    return list(Card.objects.select_for_update(of=("self",)).filter(pk__in=card_ids).order_by("pk"))

@@ -1,0 +1,176 @@
+"""Instances, their state history, placement rows, readiness reports and simulated-fault switches."""
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from .choices import (
+    BillingMode,
+    GroupState,
+    InstanceKind,
+    InstanceState,
+    PackageRenewal,
+    ReportScope,
+    can_transition,
+)
+
+# Raw tool output kept per report (SPEC §3: "raw output up to 64 KB").
+RAW_OUTPUT_LIMIT = 64 * 1024
+
+
+class Instance(models.Model):
+    """A customer's machine: a card mix of one kind, with its locked rates and lifecycle state."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="instances")
+    creator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=12, choices=InstanceKind.choices)
+    # The chosen mix: [{"accelerator": slug, "count": n, "rate": µCNY per card-hour locked at create/start}].
+    items = models.JSONField(default=list)
+    # The request's policy when it gave one instead of items (the mix above is what it chose).
+    policy = models.JSONField(null=True, blank=True)
+    image = models.CharField(max_length=60, blank=True)  # single-image requests
+    images = models.JSONField(default=dict)  # {vendor: image slug}, always filled
+    ssh_key_ids = models.JSONField(default=list)
+    # Copied at create: deleting a key later must not change what the machine was built with.
+    ssh_public_keys = models.JSONField(default=list)
+    billing = models.CharField(max_length=10, choices=BillingMode.choices, default=BillingMode.ON_DEMAND)
+    package_renewal = models.CharField(max_length=10, choices=PackageRenewal.choices, default=PackageRenewal.STOP)
+    waitlist = models.BooleanField(default=False)
+    zone = models.ForeignKey("inventory.Zone", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(max_length=12, choices=InstanceState.choices, default=InstanceState.PENDING,
+                             db_index=True)
+    state_reason = models.CharField(max_length=300, blank=True)
+    price_per_hour = models.BigIntegerField(default=0)  # µCNY, Σ rate × count at the locked rates
+    # SLA window of the latest create/start (or wake-up) request; breach id = sla_event_id.
+    sla_deadline = models.DateTimeField(null=True, blank=True)
+    sla_event_id = models.UUIDField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    # When the current step must be done by; the reconciler finishes or rolls back past it.
+    step_deadline = models.DateTimeField(null=True, blank=True, db_index=True)
+    replacements = models.PositiveSmallIntegerField(default=0)
+    waitlisted_at = models.DateTimeField(null=True, blank=True)
+    terminated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["organization", "state"])]
+
+    def __str__(self):
+        return f"{self.name} ({self.state})"
+
+    def can_become(self, target: str) -> bool:
+        """Whether the transition table allows the current state → target (console buttons ask this)."""
+        return can_transition(self.state, target)
+
+    @property
+    def card_total(self) -> int:
+        """Cards in the mix."""
+        return sum(int(item["count"]) for item in self.items)
+
+
+class InstanceEvent(models.Model):
+    """One state change of an instance: from, to, why, who, which request, when."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="events")
+    from_state = models.CharField(max_length=12, blank=True)  # "" for the creation event
+    to_state = models.CharField(max_length=12)
+    reason = models.CharField(max_length=300, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self):
+        return f"{self.from_state or '∅'} → {self.to_state}"
+
+
+class NodeGroup(models.Model):
+    """The cards of one node given to one item of an instance (one placement row)."""
+
+    id = models.BigAutoField(primary_key=True)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="groups")
+    item_index = models.PositiveSmallIntegerField()
+    accelerator = models.CharField(max_length=40)  # catalog slug, denormalised for reports
+    node = models.ForeignKey("inventory.Node", on_delete=models.PROTECT, related_name="+")
+    card_indices = models.JSONField(default=list)
+    card_ids = models.JSONField(default=list)
+    state = models.CharField(max_length=10, choices=GroupState.choices, default=GroupState.PLACED)
+    prepare_attempts = models.PositiveSmallIntegerField(default=0)
+    check_attempts = models.PositiveSmallIntegerField(default=0)
+    # Wall time spent inside driver calls for this group (seconds): the bench's "time in the driver".
+    driver_seconds = models.FloatField(default=0.0)
+    prepare_output = models.TextField(blank=True)
+    prepare_exit_code = models.IntegerField(null=True, blank=True)
+    prepared_at = models.DateTimeField(null=True, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)  # set: a past placement
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["instance", "item_index", "id"]
+        indexes = [models.Index(fields=["instance"], condition=Q(released_at__isnull=True), name="live_groups")]
+
+    def __str__(self):
+        return f"item {self.item_index} on {self.node_id} cards {self.card_indices}"
+
+
+class ReadinessReport(models.Model):
+    """One readiness run over a node group (or an item's nodes for the inter-node test), parsed."""
+
+    id = models.BigAutoField(primary_key=True)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="readiness_reports")
+    group = models.ForeignKey(NodeGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="reports")
+    node = models.ForeignKey("inventory.Node", on_delete=models.PROTECT, related_name="+")
+    nodes = models.JSONField(default=list)  # hostnames; more than one for inter-node tests
+    scope = models.CharField(max_length=12, choices=ReportScope.choices)
+    tool = models.CharField(max_length=30)
+    command = models.CharField(max_length=300, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    cards = models.JSONField(default=list)
+    rows = models.JSONField(default=list)
+    busbw_peak_gbps = models.FloatField(null=True, blank=True)
+    busbw_largest_gbps = models.FloatField(null=True, blank=True)
+    floor_gbps = models.FloatField(null=True, blank=True)
+    errors = models.JSONField(default=list)  # verdict reasons, error lines, parse errors
+    passed = models.BooleanField(default=False)
+    raw_output = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    topology = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["instance", "id"]
+
+    def __str__(self):
+        return f"{self.tool} {'passed' if self.passed else 'failed'} (attempt {self.attempt})"
+
+
+class SimulatedFault(models.Model):
+    """Forces simulated-driver faults on a node, across processes (tests and demos; not for real drivers)."""
+
+    class Operation(models.TextChoices):
+        PREPARE = "prepare"
+        READINESS = "readiness"
+        HEALTH_CHECK = "health_check"
+        INTER_NODE = "inter_node"
+
+    id = models.BigAutoField(primary_key=True)
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+")
+    operation = models.CharField(max_length=12, choices=Operation.choices)
+    faults = models.JSONField(default=list)  # e.g. ["low_bandwidth"]
+    remaining = models.PositiveIntegerField(null=True, blank=True)  # None: every call
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.operation}: {self.faults}"

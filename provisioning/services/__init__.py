@@ -1,0 +1,1 @@
+"""Provisioning writes: instances (create/stop/start/terminate), claims, steps, quotes, transitions."""

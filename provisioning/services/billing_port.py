@@ -1,0 +1,49 @@
+"""The calls provisioning makes into billing, in one place (billing sits below provisioning).
+
+Imported at call time so provisioning keeps working while billing's services are being built;
+a missing function is a programming error and raises.
+"""
+import logging
+
+logger = logging.getLogger("cardmix.provisioning")
+
+PACKAGE_HOURS = 720  # SPEC §4: a monthly package is charged 720 h at the monthly rate
+
+
+def _services():
+    from billing import services
+
+    return services
+
+
+def funds_check(*, org, price_per_hour: int, billing: str) -> None:
+    """402 insufficient_funds unless the org can pay FUNDS_MIN_MINUTES (or the whole package)."""
+    hours = PACKAGE_HOURS if billing == "monthly" else None
+    _services().funds_check(org=org, price_per_hour=price_per_hour, hours=hours)
+
+
+def meters_open(*, instance) -> None:
+    """One meter per item at its locked rate (a hybrid gets one per accelerator); on entering running."""
+    services = _services()
+    if instance.billing == "monthly" and hasattr(services, "package_start"):
+        services.package_start(org=instance.organization, instance_id=instance.pk, items=instance.items,
+                               renewal=instance.package_renewal)
+        return
+    for index, item in enumerate(instance.items):
+        services.meter_open(org=instance.organization, instance_id=instance.pk, item_index=index,
+                            accelerator=item["accelerator"], cards=int(item["count"]), rate=int(item["rate"]))
+
+
+def meters_close(*, instance_id, at=None) -> None:
+    """Close the instance's open meters to the second (on leaving running)."""
+    _services().meters_close(instance_id=instance_id, at=at)
+
+
+def instance_costs(instance_ids) -> dict:
+    """{instance id: µCNY charged so far}; empty when billing cannot answer yet."""
+    try:
+        from billing.selectors import instance_costs as costs
+    except ImportError:
+        logger.warning("billing.selectors.instance_costs is not available; cost_so_far shows 0")
+        return {}
+    return costs(list(instance_ids))

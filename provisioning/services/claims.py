@@ -1,0 +1,71 @@
+"""Placement plus the claim of the chosen cards, safe under concurrency.
+
+Placement runs over a snapshot read without locks; the claim then locks the chosen cards in pk
+order and re-checks them (inventory.services.cards_allocate), with the unique live-allocation
+constraint as the last guard. A conflict means another request won those cards: take a fresh
+snapshot and place again, a few times.
+"""
+from django.db import transaction
+from django.db.models import Q
+
+from core.dbclock import db_now
+from inventory.models import Card
+from inventory.services import CardsUnavailable, cards_allocate, cards_release
+
+from ..choices import GroupState
+from ..models import Instance, NodeGroup
+from ..placement import AcceleratorInfo, PlacementResult, place
+from .capacity import free_snapshot
+
+CLAIM_ATTEMPTS = 5
+
+
+def placement_decide(request, catalog: dict[str, AcceleratorInfo]) -> PlacementResult:
+    """Place a request over a fresh snapshot (nothing is taken)."""
+    accelerators = None
+    if request.items:
+        accelerators = sorted({item.accelerator for item in request.items})
+    return place(free_snapshot(zone=request.zone, accelerators=accelerators), request, catalog)
+
+
+def _card_ids(result: PlacementResult) -> dict[tuple[str, int], int]:
+    """(node id, card index) → Card pk for every card the result names, in one query."""
+    where = Q()
+    for a in result.assignments:
+        where |= Q(node_id=a.node_id, index__in=list(a.card_indices))
+    return {(str(n), i): pk for pk, n, i in Card.objects.filter(where).values_list("pk", "node_id", "index")}
+
+
+def placement_claim(*, instance: Instance, request, catalog) -> PlacementResult:
+    """Place and claim cards for `instance`, writing its NodeGroup rows; call inside transaction.atomic.
+
+    Returns the successful result, or the last unsuccessful one (insufficient capacity or invalid).
+    """
+    result = PlacementResult(ok=False)
+    for _attempt in range(CLAIM_ATTEMPTS):
+        result = placement_decide(request, catalog)
+        if not result.ok:
+            return result
+        ids = _card_ids(result)
+        try:
+            # cards_allocate runs in a savepoint: a lost race undoes only this attempt.
+            cards_allocate(card_ids=list(ids.values()), holder_id=instance.pk)
+        except CardsUnavailable:
+            continue
+        NodeGroup.objects.bulk_create([
+            NodeGroup(instance=instance, item_index=a.item_index, accelerator=a.accelerator, node_id=a.node_id,
+                      card_indices=list(a.card_indices),
+                      card_ids=[ids[(str(a.node_id), i)] for i in a.card_indices])
+            for a in result.assignments
+        ])
+        return result
+    return PlacementResult.insufficient({}, "capacity kept changing under concurrent requests; try again")
+
+
+def placement_release(*, instance: Instance) -> int:
+    """Release every card the instance holds and mark its live groups released (idempotent)."""
+    with transaction.atomic():
+        released = cards_release(holder_id=instance.pk)
+        NodeGroup.objects.filter(instance=instance, released_at__isnull=True).update(
+            released_at=db_now(), state=GroupState.RELEASED)
+    return released

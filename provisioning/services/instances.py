@@ -1,0 +1,214 @@
+"""Customer-facing instance writes: create, stop, start, terminate (SPEC §3)."""
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from core.dbclock import db_now
+from core.errors import InsufficientCapacity, QuotaExceeded, ValidationFailed
+from tenancy.audit import audit_record
+from tenancy.models import Organization, SshKey
+
+from ..choices import InstanceState as S
+from ..lock_objects import instance_lock
+from ..models import Instance
+from ..placement import Item, PlacementRequest
+from ..selectors import org_cards_in_use
+from . import billing_port
+from .capacity import placement_catalog
+from .claims import placement_claim
+from .specs import InstanceSpec, images_resolve, placement_invalid, spec_check
+from .transitions import event_record, instance_transition
+
+# How long a step may take before the reconciler acts (container; bare metal gets 3×).
+STEP_SECONDS = 15 * 60
+
+
+def _dispatch(instance_id) -> None:
+    from ..tasks import instance_advance
+
+    transaction.on_commit(lambda: instance_advance.delay(str(instance_id)))
+
+
+def step_deadline(instance: Instance, now):
+    """When the reconciler may act on an instance stuck in its current step."""
+    factor = 3 if instance.kind == "bare_metal" else 1
+    return now + timedelta(seconds=STEP_SECONDS * factor)
+
+
+def _ssh_keys(actor, ids) -> list[SshKey]:
+    """The creator's own keys, in the order given (400 when one is not theirs)."""
+    ids = [str(i) for i in ids or []]
+    keys = {str(k.pk): k for k in SshKey.objects.filter(user=actor, pk__in=ids)} if ids else {}
+    unknown = [i for i in ids if i not in keys]
+    if unknown:
+        raise ValidationFailed("The request is invalid.",
+                               details={"ssh_key_ids": [f"Unknown SSH key {i}." for i in unknown]})
+    return [keys[i] for i in ids]
+
+
+def _quota_check(org: Organization, cards: int) -> None:
+    """409 quota_exceeded when the org's allocated cards plus these pass its quota."""
+    in_use = org_cards_in_use(org=org)
+    if in_use + cards > org.card_quota:
+        raise QuotaExceeded(
+            f"This needs {cards} card(s); {in_use} of the organization's quota of {org.card_quota} are in use.",
+            details={"quota": [str(org.card_quota)], "in_use": [str(in_use)], "requested": [str(cards)]})
+
+
+def _claim_or_waitlist(*, instance: Instance, request: PlacementRequest, catalog, spec: InstanceSpec, actor,
+                       reason: str, now) -> None:
+    """Place and claim; on success lock the rates and go provisioning, else waitlist or raise 409."""
+    result = placement_claim(instance=instance, request=request, catalog=catalog)
+    placement_invalid(result)
+    if not result.ok:
+        if not instance.waitlist:
+            raise InsufficientCapacity(result.message or "Not enough free capacity now.",
+                                       details={"missing": [f"{k}: {v}" for k, v in sorted(result.missing.items())]})
+        instance_transition(instance=instance, to=S.WAITLISTED, reason=f"{reason}: sold out", actor=actor,
+                            waitlisted_at=now, sla_deadline=None, step_deadline=None)
+        return
+    items = [{"accelerator": it.accelerator, "count": it.count, "rate": catalog[it.accelerator].price_per_card_hour}
+             for it in result.items]
+    images = images_resolve(spec, result.items, catalog)
+    price = sum(it["rate"] * it["count"] for it in items)
+    billing_port.funds_check(org=instance.organization, price_per_hour=price, billing=instance.billing)
+    instance_transition(instance=instance, to=S.PROVISIONING, reason=f"{reason}: placed", actor=actor,
+                        items=items, images=images, price_per_hour=price, step_deadline=step_deadline(instance, now))
+
+
+def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, ssh_key_ids=(),
+                    waitlist: bool = False, package_renewal: str = "stop", request=None) -> Instance:
+    """Validate, check quota and funds, place and claim cards, then hand over to the worker.
+
+    No capacity → 409 insufficient_capacity (nothing kept) unless `waitlist` → state waitlisted.
+    """
+    catalog = placement_catalog(billing=spec.billing)
+    spec_check(spec, catalog)
+    keys = _ssh_keys(actor, ssh_key_ids)
+    if spec.items:
+        images_resolve(spec, spec.items, catalog)  # fail fast, before any lock is taken
+        estimate = sum(catalog[it.accelerator].price_per_card_hour * it.count for it in spec.items)
+    else:
+        estimate = 0  # a policy's price is known once the mix is chosen
+    cards = sum(it.count for it in spec.items) if spec.items else spec.policy.total_cards
+    with transaction.atomic():
+        # One create at a time per organization, so two requests cannot both pass the quota.
+        org = Organization.objects.select_for_update().get(pk=org.pk)
+        _quota_check(org, cards)
+        if estimate:
+            billing_port.funds_check(org=org, price_per_hour=estimate, billing=spec.billing)
+        now = db_now()
+        instance = Instance.objects.create(
+            organization=org, creator=actor, name=name, kind=spec.kind,
+            items=[{"accelerator": it.accelerator, "count": it.count,
+                    "rate": catalog[it.accelerator].price_per_card_hour} for it in spec.items],
+            policy=({"total_cards": spec.policy.total_cards,
+                     "compatible_vendors": list(spec.policy.compatible_vendors),
+                     "min_domestic_share": spec.policy.min_domestic_share} if spec.policy else None),
+            image=spec.image, images=spec.images, ssh_key_ids=[str(k.pk) for k in keys],
+            ssh_public_keys=[k.public_key for k in keys], billing=spec.billing, package_renewal=package_renewal,
+            waitlist=waitlist, zone=None, price_per_hour=estimate, sla_deadline=now + timedelta(
+                seconds=settings.SLA_SECONDS),
+        )
+        if spec.zone:
+            instance.zone_id = _zone_id(spec.zone)
+            instance.save(update_fields=["zone"])
+        created = event_record(instance=instance, from_state="", to_state=S.PENDING, reason="create", actor=actor,
+                               at=now)
+        instance.sla_event_id = created.pk
+        instance.save(update_fields=["sla_event_id"])
+        _claim_or_waitlist(instance=instance, request=spec.placement_request(), catalog=catalog, spec=spec,
+                           actor=actor, reason="create", now=now)
+        audit_record(action="instance.create", org=org, actor=actor, target=instance, request=request,
+                     details={"kind": spec.kind, "items": instance.items, "policy": instance.policy,
+                              "state": instance.state, "price_per_hour": instance.price_per_hour})
+        if instance.state == S.PROVISIONING:
+            _dispatch(instance.pk)
+    return instance
+
+
+def _zone_id(slug):
+    from inventory.models import Zone
+
+    return Zone.objects.only("pk").get(slug=slug).pk
+
+
+def instance_stop(*, org: Organization, instance_id, actor, request=None) -> Instance:
+    """running → stopping (meters close now); the worker releases the cards and the state becomes stopped."""
+    with transaction.atomic():
+        instance = instance_lock(instance_id=instance_id, org=org)
+        instance_transition(instance=instance, to=S.STOPPING, reason="stop requested", actor=actor,
+                            step_deadline=step_deadline(instance, db_now()))
+        audit_record(action="instance.stop", org=org, actor=actor, target=instance, request=request)
+        _dispatch(instance.pk)
+    return instance
+
+
+def instance_start(*, org: Organization, instance_id, actor, request=None) -> Instance:
+    """stopped → starting → placed again at today's rates (provisioning), waitlisted, or 409 when sold out."""
+    with transaction.atomic():
+        org = Organization.objects.select_for_update().get(pk=org.pk)
+        instance = instance_lock(instance_id=instance_id, org=org)
+        now = db_now()
+        event = instance_transition(instance=instance, to=S.STARTING, reason="start requested", actor=actor,
+                                    sla_deadline=now + timedelta(seconds=settings.SLA_SECONDS))
+        instance.sla_event_id = event.pk
+        instance.save(update_fields=["sla_event_id"])
+        _quota_check(org, instance.card_total)
+        spec = instance_spec(instance)
+        catalog = placement_catalog(billing=instance.billing)
+        spec_check(spec, catalog)
+        _claim_or_waitlist(instance=instance, request=spec.placement_request(), catalog=catalog, spec=spec,
+                           actor=actor, reason="start", now=now)
+        audit_record(action="instance.start", org=org, actor=actor, target=instance, request=request,
+                     details={"state": instance.state, "price_per_hour": instance.price_per_hour})
+        if instance.state == S.PROVISIONING:
+            _dispatch(instance.pk)
+    return instance
+
+
+def instance_spec(instance: Instance) -> InstanceSpec:
+    """The spec to place an existing instance again: its chosen mix (or its policy if it has no mix yet)."""
+    from ..placement import Policy
+
+    items = tuple(Item(it["accelerator"], int(it["count"])) for it in instance.items)
+    policy = None
+    if not items and instance.policy:
+        p = instance.policy
+        policy = Policy(p["total_cards"], tuple(p["compatible_vendors"]), float(p.get("min_domestic_share", 0)))
+    return InstanceSpec(kind=instance.kind, items=items, policy=policy,
+                        zone=instance.zone.slug if instance.zone_id else None, image=instance.image,
+                        images=dict(instance.images), billing=instance.billing)
+
+
+def instance_terminate(*, org: Organization, instance_id, actor, request=None) -> Instance:
+    """Any state → terminating (idempotent: terminating/terminated answer as they are)."""
+    with transaction.atomic():
+        instance = instance_lock(instance_id=instance_id, org=org)
+        if instance.state in (S.TERMINATING, S.TERMINATED):
+            return instance
+        instance_transition(instance=instance, to=S.TERMINATING, reason="terminate requested", actor=actor,
+                            step_deadline=step_deadline(instance, db_now()))
+        audit_record(action="instance.terminate", org=org, actor=actor, target=instance, request=request)
+        _dispatch(instance.pk)
+    return instance
+
+
+def instances_autostop(*, org_id, at=None, reason: str = "funds_exhausted") -> list:
+    """Billing's auto-stop: stop every running on-demand instance of the organization; returns their ids."""
+    stopped = []
+    ids = list(Instance.objects.filter(organization_id=org_id, state=S.RUNNING, billing="on_demand")
+               .order_by("pk").values_list("pk", flat=True))
+    for instance_id in ids:
+        with transaction.atomic():
+            instance = instance_lock(instance_id=instance_id)
+            if instance.state != S.RUNNING:
+                continue
+            instance_transition(instance=instance, to=S.STOPPING, reason=f"auto-stop: {reason}",
+                                step_deadline=step_deadline(instance, db_now()))
+            audit_record(action="instance.autostop", org=instance.organization, target=instance,
+                         details={"reason": reason, "at": str(at) if at else None})
+            _dispatch(instance.pk)
+        stopped.append(instance_id)
+    return stopped

@@ -1,0 +1,80 @@
+"""A create/quote request turned into placement terms, with the checks that need the database."""
+from dataclasses import dataclass, field
+
+from core.errors import ValidationFailed
+from inventory.models import Image, Zone
+
+from ..choices import BillingMode
+from ..placement import INVALID_REQUEST, AcceleratorInfo, Item, PlacementRequest, PlacementResult, Policy
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """What the customer asked for (already shape-checked by the API serializer)."""
+
+    kind: str
+    items: tuple[Item, ...] = ()
+    policy: Policy | None = None
+    zone: str | None = None
+    image: str = ""
+    images: dict = field(default_factory=dict)
+    billing: str = BillingMode.ON_DEMAND
+
+    def placement_request(self) -> PlacementRequest:
+        """The engine's request (items or policy, kind, zone)."""
+        return PlacementRequest(kind=self.kind, items=self.items, policy=self.policy, zone=self.zone)
+
+
+def spec_from_data(data: dict) -> InstanceSpec:
+    """Build a spec from validated serializer data."""
+    policy = data.get("policy")
+    return InstanceSpec(
+        kind=data["kind"],
+        items=tuple(Item(i["accelerator"], i["count"]) for i in data.get("items") or ()),
+        policy=Policy(policy["total_cards"], tuple(policy["compatible_vendors"]),
+                      float(policy.get("min_domestic_share", 0.0))) if policy else None,
+        zone=data.get("zone") or None,
+        image=data.get("image") or "",
+        images=dict(data.get("images") or {}),
+        billing=data.get("billing") or BillingMode.ON_DEMAND,
+    )
+
+
+def spec_check(spec: InstanceSpec, catalog: dict[str, AcceleratorInfo]) -> None:
+    """Accelerators orderable and zone known → else 400 validation_error with details."""
+    details: dict[str, list[str]] = {}
+    for i, item in enumerate(spec.items):
+        if item.accelerator not in catalog:
+            details.setdefault("items", []).append(f"item {i}: {item.accelerator!r} is not an orderable accelerator.")
+    if spec.policy is not None and not any(info.vendor in spec.policy.compatible_vendors
+                                           for info in catalog.values()):
+        details["policy"] = ["No orderable accelerator is made by the compatible vendors."]
+    if spec.zone and not Zone.objects.filter(slug=spec.zone).exists():
+        details["zone"] = [f"Unknown zone {spec.zone!r}."]
+    if details:
+        raise ValidationFailed("The request is invalid.", details=details)
+
+
+def placement_invalid(result: PlacementResult) -> None:
+    """Turn the engine's invalid_request into a 400 (capacity shortfalls are the caller's business)."""
+    if not result.ok and result.error_code == INVALID_REQUEST:
+        field_name = "policy" if result.message.startswith("policy") else "items"
+        raise ValidationFailed("The request is invalid.", details={field_name: [result.message]})
+
+
+def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo]) -> dict[str, str]:
+    """{vendor: image slug} for the chosen mix; each image must run on its vendor (400 otherwise)."""
+    vendors = sorted({catalog[item.accelerator].vendor for item in items})
+    wanted = {v: spec.image for v in vendors} if spec.image else {v: spec.images.get(v, "") for v in vendors}
+    found = {img.slug: img for img in Image.objects.filter(slug__in=[s for s in wanted.values() if s], active=True)}
+    details: list[str] = []
+    for vendor, slug in wanted.items():
+        if not slug:
+            details.append(f"Name an image for {vendor} (hybrid: images: {{\"{vendor}\": …}}).")
+        elif slug not in found:
+            details.append(f"Unknown image {slug!r}.")
+        elif vendor not in (found[slug].vendors or []):
+            details.append(f"Image {slug!r} does not run on {vendor} accelerators.")
+    if details:
+        raise ValidationFailed("The request is invalid.", details={"image" if spec.image else "images": details})
+    return wanted

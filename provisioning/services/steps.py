@@ -1,0 +1,254 @@
+"""The worker's steps: prepare node groups, run readiness, go running; release on stop/terminate.
+
+Each step reads the rows, skips what is already done, and locks the instance only for its state
+change, so a retried or re-dispatched task resumes where the last one stopped.
+"""
+import logging
+import time
+
+from django.db import transaction
+from django.db.models import Prefetch
+
+from core.dbclock import db_now
+from core.failpoints import failpoint
+from inventory.models import Node
+
+from ..choices import GroupState, ReportScope
+from ..choices import InstanceState as S
+from ..lock_objects import instance_lock
+from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
+from ..readiness import evaluate, parse_device_health, parse_output
+from . import billing_port
+from .claims import placement_release
+from .fleet import driver_for, forced_faults, instance_env, node_ref
+from .transitions import instance_transition
+
+logger = logging.getLogger("cardmix.provisioning")
+
+PREPARE_ATTEMPTS = 2  # a boot failure is retried once on the same node
+CHECK_ATTEMPTS = 2  # SPEC §3: a failed readiness test is retried once on the same node
+
+
+def _groups(instance_id) -> list[NodeGroup]:
+    nodes = Node.objects.select_related("zone", "accelerator")
+    return list(NodeGroup.objects.filter(instance_id=instance_id, released_at__isnull=True)
+                .prefetch_related(Prefetch("node", queryset=nodes)).order_by("item_index", "id"))
+
+
+def _advance(instance_id, *, expect: str, to: str, reason: str, **fields) -> Instance | None:
+    """Lock; if the instance is still in `expect`, move it to `to`. None when someone else moved it."""
+    with transaction.atomic():
+        instance = instance_lock(instance_id=instance_id)
+        if instance.state != expect:
+            return None
+        if to == S.RUNNING:
+            failpoint("provision:before_meter")
+            billing_port.meters_open(instance=instance)
+        instance_transition(instance=instance, to=to, reason=reason, **fields)
+        return instance
+
+
+def _call(group: NodeGroup, method, *args, **kwargs):
+    """Call a driver method, adding its wall time to group.driver_seconds (saved by the caller)."""
+    start = time.perf_counter()
+    try:
+        return method(*args, **kwargs)
+    finally:
+        group.driver_seconds += time.perf_counter() - start
+
+
+def _clip(text: str) -> str:
+    data = (text or "").encode()
+    return text if len(data) <= RAW_OUTPUT_LIMIT else data[:RAW_OUTPUT_LIMIT].decode(errors="ignore")
+
+
+# -- provisioning ----------------------------------------------------------------------------
+
+def group_prepare(instance: Instance, group: NodeGroup) -> bool:
+    """Start the container / deploy the node for one group (skipped when already prepared)."""
+    if group.prepared_at is not None:
+        return True
+    node = group.node
+    driver = driver_for(node)
+    ref = node_ref(node)
+    vendor = node.accelerator.vendor
+    while group.prepare_attempts < PREPARE_ATTEMPTS:
+        group.prepare_attempts += 1
+        failpoint("provision:before_driver")
+        out = _call(group, driver.prepare, ref, group.card_indices, kind=instance.kind, image=instance.images.get(vendor, ""),
+                             ssh_keys=instance.ssh_public_keys,
+                             env=instance_env(instance_id=str(instance.pk), collective=ref.collective,
+                                              cards=group.card_indices),
+                             instance_id=str(instance.pk), **forced_faults(driver, [node.pk], "prepare"))
+        failpoint("provision:after_driver")
+        group.prepare_output, group.prepare_exit_code = _clip(out.text), out.exit_code
+        if out.ok:
+            group.prepared_at, group.state = db_now(), GroupState.PREPARED
+        group.save(update_fields=["prepare_attempts", "prepare_output", "prepare_exit_code", "prepared_at", "state",
+                                  "driver_seconds"])
+        if out.ok:
+            return True
+    return False
+
+
+def instance_provision(instance_id) -> None:
+    """provisioning → checking once every group is prepared; failed when a group will not boot."""
+    instance = Instance.objects.select_related("organization").get(pk=instance_id)
+    if instance.state != S.PROVISIONING:
+        return
+    failpoint("provision:after_claim")
+    for group in _groups(instance_id):
+        if not group_prepare(instance, group):
+            group_failed(instance, group, f"{group.node.hostname}: provisioning failed "
+                                          f"(exit {group.prepare_exit_code})")
+            return
+    _advance(instance_id, expect=S.PROVISIONING, to=S.CHECKING, reason="provisioned")
+
+
+# -- readiness -------------------------------------------------------------------------------
+
+def _report(instance, group, node, *, scope, tool, command, attempt, cards, out, started, parsed=None,
+            verdict=None, health=None, topology="", nodes=None) -> ReadinessReport:
+    errors: list[str] = []
+    if verdict is not None:
+        errors += list(verdict.reasons)
+    if parsed is not None:
+        errors += [e for e in parsed.error_lines if e not in errors]
+    if health is not None:
+        errors += list(health.issues)
+    return ReadinessReport.objects.create(
+        instance=instance, group=group, node=node, nodes=nodes or [node.hostname], scope=scope, tool=tool,
+        command=command[:300], attempt=attempt, cards=list(cards), rows=parsed.rows if parsed else [],
+        busbw_peak_gbps=parsed.busbw_peak_gbps if parsed else None,
+        busbw_largest_gbps=parsed.busbw_largest_gbps if parsed else None,
+        floor_gbps=verdict.floor_gbps if verdict else None, errors=errors,
+        passed=bool(verdict.passed if verdict else health.healthy), raw_output=_clip(out.text),
+        exit_code=out.exit_code, topology=_clip(topology), started_at=started, finished_at=db_now(),
+    )
+
+
+def group_check(instance: Instance, group: NodeGroup) -> bool:
+    """Intra-node all_reduce (≥ 2 cards) or a device health check (1 card), retried once."""
+    if group.state == GroupState.CHECKED:
+        return True
+    node = group.node
+    driver = driver_for(node)
+    ref = node_ref(node)
+    floor = float(node.accelerator.readiness_floor_gbps or 0)
+    topology = _call(group, driver.topology, ref).text
+    while group.check_attempts < CHECK_ATTEMPTS:
+        group.check_attempts += 1
+        group.save(update_fields=["check_attempts", "driver_seconds"])
+        started = db_now()
+        cards = group.card_indices
+        if len(cards) >= 2:
+            out = _call(group, driver.readiness, ref, cards, **forced_faults(driver, [node.pk], "readiness"))
+            tool = out.meta.get("tool") or ("hccl_test" if ref.collective == "hccl" else "nccl-tests")
+            parsed = parse_output(out.text, tool=tool, ranks=len(cards))
+            verdict = evaluate(parsed, floor, out.exit_code)
+            report = _report(instance, group, node, scope=ReportScope.INTRA_NODE, tool=tool,
+                             command=out.meta.get("command", ""), attempt=group.check_attempts, cards=cards,
+                             out=out, started=started, parsed=parsed, verdict=verdict, topology=topology)
+        else:
+            out = _call(group, driver.health_check, ref, cards[0], **forced_faults(driver, [node.pk], "health_check"))
+            tool = "npu-smi" if ref.collective == "hccl" else "nvidia-smi"
+            report = _report(instance, group, node, scope=ReportScope.HEALTH, tool=tool,
+                             command=out.meta.get("command", ""), attempt=group.check_attempts, cards=cards,
+                             out=out, started=started, health=parse_device_health(out.text, out.exit_code),
+                             topology=topology)
+        failpoint("provision:after_readiness")
+        if report.passed:
+            group.state, group.checked_at = GroupState.CHECKED, db_now()
+            group.save(update_fields=["state", "checked_at", "driver_seconds"])
+            return True
+    return False
+
+
+def item_inter_node(instance: Instance, groups: list[NodeGroup]) -> bool:
+    """Multi-node bare-metal item: all_reduce across its nodes against the zone's floor (once passed, skipped)."""
+    first = groups[0]
+    if ReadinessReport.objects.filter(group=first, scope=ReportScope.INTER_NODE, passed=True).exists():
+        return True
+    nodes = [g.node for g in groups]
+    driver = driver_for(first.node)
+    refs = [node_ref(n) for n in nodes]
+    floor = float(first.node.zone.inter_node_floor_gbps)
+    per_node = len(first.card_indices)
+    for attempt in range(1, CHECK_ATTEMPTS + 1):
+        started = db_now()
+        out = _call(first, driver.inter_node, refs, per_node, **forced_faults(driver, [n.pk for n in nodes], "inter_node"))
+        tool = out.meta.get("tool") or ("hccl_test" if refs[0].collective == "hccl" else "nccl-tests")
+        parsed = parse_output(out.text, tool=tool, ranks=len(nodes) * per_node)
+        verdict = evaluate(parsed, floor, out.exit_code)
+        report = _report(instance, first, first.node, scope=ReportScope.INTER_NODE, tool=tool,
+                         command=out.meta.get("command", ""), attempt=attempt, cards=first.card_indices,
+                         out=out, started=started, parsed=parsed, verdict=verdict,
+                         nodes=[n.hostname for n in nodes])
+        NodeGroup.objects.filter(pk=first.pk).update(driver_seconds=first.driver_seconds)
+        if report.passed:
+            return True
+    return False
+
+
+def instance_check(instance_id) -> None:
+    """checking → running (meters open) when every group and multi-node item passes."""
+    instance = Instance.objects.select_related("organization").get(pk=instance_id)
+    if instance.state != S.CHECKING:
+        return
+    groups = _groups(instance_id)
+    for group in groups:
+        if not group_check(instance, group):
+            group_failed(instance, group, f"{group.node.hostname}: readiness failed twice")
+            return
+    by_item: dict[int, list[NodeGroup]] = {}
+    for group in groups:
+        by_item.setdefault(group.item_index, []).append(group)
+    for item_groups in by_item.values():
+        if instance.kind == "bare_metal" and len(item_groups) > 1 and not item_inter_node(instance, item_groups):
+            group_failed(instance, item_groups[0], "inter-node readiness failed twice")
+            return
+    _advance(instance_id, expect=S.CHECKING, to=S.RUNNING, reason="readiness passed", ready_at=db_now(),
+             step_deadline=None)
+
+
+def group_failed(instance: Instance, group: NodeGroup, reason: str) -> None:
+    """A group failed beyond its retries.
+
+    Seam for the next issue: quarantine `group.node` and re-place this group while the SLA window
+    is open (≤ 2 re-placements per instance). For now the instance fails and its cards are freed.
+    """
+    NodeGroup.objects.filter(pk=group.pk).update(state=GroupState.FAILED)
+    moved = _advance(instance.pk, expect=instance.state, to=S.FAILED, reason=reason[:300], step_deadline=None)
+    if moved is not None:
+        groups_release(instance.pk)
+
+
+# -- stop / terminate -------------------------------------------------------------------------
+
+def groups_release(instance_id) -> None:
+    """Stop containers / power nodes off for every live group, then free the cards (idempotent)."""
+    instance = Instance.objects.get(pk=instance_id)
+    for group in _groups(instance_id):
+        if group.prepared_at is not None:
+            node = group.node
+            cards = group.card_indices if instance.kind == "container" else []
+            driver = driver_for(node)
+            _call(group, driver.release, node_ref(node), cards, instance_id=str(instance_id))
+            NodeGroup.objects.filter(pk=group.pk).update(driver_seconds=group.driver_seconds)
+        failpoint("release:after_driver")
+    placement_release(instance=instance)
+
+
+def instance_stop_finish(instance_id) -> None:
+    """stopping → stopped once the groups are released (data disk kept)."""
+    if Instance.objects.filter(pk=instance_id, state=S.STOPPING).exists():
+        groups_release(instance_id)
+        _advance(instance_id, expect=S.STOPPING, to=S.STOPPED, reason="stopped", step_deadline=None)
+
+
+def instance_terminate_finish(instance_id) -> None:
+    """terminating → terminated once everything is released."""
+    if Instance.objects.filter(pk=instance_id, state=S.TERMINATING).exists():
+        groups_release(instance_id)
+        _advance(instance_id, expect=S.TERMINATING, to=S.TERMINATED, reason="terminated", step_deadline=None,
+                 terminated_at=db_now())

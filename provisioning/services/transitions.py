@@ -1,0 +1,54 @@
+"""The one place an instance changes state: checks the table and records the event."""
+from django.db import transaction
+
+from core.dbclock import db_now
+from core.errors import InvalidState
+from core.request_context import request_id_var
+
+from ..choices import InstanceState, can_transition
+from ..lock_objects import instance_lock
+from ..models import Instance, InstanceEvent
+from . import billing_port
+
+
+def event_record(*, instance: Instance, from_state: str, to_state: str, reason: str = "", actor=None,
+                 at=None) -> InstanceEvent:
+    """Append one event row (used for the creation event and by instance_transition)."""
+    return InstanceEvent.objects.create(
+        instance=instance, from_state=from_state, to_state=to_state, reason=reason[:300],
+        request_id=request_id_var.get(), actor=actor, created_at=at or db_now(),
+    )
+
+
+def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=None, **fields) -> InstanceEvent:
+    """Move a LOCKED instance to `to` if the table allows it; save `fields` with it; record the event.
+
+    Callers lock the row first (lock_objects.instance_lock) inside their transaction, so the check
+    and the write cannot interleave with another process. Illegal → InvalidState (409).
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("instance_transition must run inside transaction.atomic")
+    current = instance.state
+    if not can_transition(current, to):
+        raise InvalidState(
+            f"An instance in state {current!r} cannot become {to!r}.",
+            details={"state": [current], "requested": [to]},
+        )
+    now = db_now()
+    if current == InstanceState.RUNNING and to != InstanceState.RUNNING:
+        # Billing stops the second the instance leaves running, in the same transaction.
+        billing_port.meters_close(instance_id=instance.pk, at=now)
+    instance.state = to
+    instance.state_reason = reason[:300]
+    for name, value in fields.items():
+        setattr(instance, name, value)
+    instance.save(update_fields=["state", "state_reason", "updated_at", *fields])
+    return event_record(instance=instance, from_state=current, to_state=to, reason=reason, actor=actor, at=now)
+
+
+def instance_transition_by_id(*, instance_id, to: str, reason: str = "", actor=None, **fields) -> Instance:
+    """Lock, transition and return the instance in its own transaction."""
+    with transaction.atomic():
+        instance = instance_lock(instance_id=instance_id)
+        instance_transition(instance=instance, to=to, reason=reason, actor=actor, **fields)
+        return instance

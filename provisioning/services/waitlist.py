@@ -1,0 +1,77 @@
+"""Waking waitlisted instances when capacity frees (first come, first served per shape)."""
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from core.dbclock import db_now
+from core.errors import ServiceError
+from core.locks import try_advisory_xact_lock
+from tenancy.models import Organization
+
+from ..choices import InstanceState as S
+from ..lock_objects import instance_lock
+from ..models import Instance
+from ..selectors import waitlist_shape
+from .capacity import placement_catalog
+from .claims import placement_claim
+from .instances import _dispatch, _quota_check, instance_spec, step_deadline
+from .specs import images_resolve
+from .transitions import instance_transition
+
+logger = logging.getLogger("cardmix.provisioning")
+
+
+def _wake_one(instance_id) -> bool:
+    """Place one waitlisted instance if it fits now; True when it moved to provisioning."""
+    with transaction.atomic():
+        instance = instance_lock(instance_id=instance_id)
+        if instance.state != S.WAITLISTED:
+            return False
+        org = Organization.objects.select_for_update().get(pk=instance.organization_id)
+        spec = instance_spec(instance)
+        catalog = placement_catalog(billing=instance.billing)
+        cards = instance.card_total or (instance.policy or {}).get("total_cards", 0)
+        try:
+            _quota_check(org, cards)
+            with transaction.atomic():
+                result = placement_claim(instance=instance, request=spec.placement_request(), catalog=catalog)
+                if not result.ok:
+                    return False
+                items = [{"accelerator": it.accelerator, "count": it.count,
+                          "rate": catalog[it.accelerator].price_per_card_hour} for it in result.items]
+                from . import billing_port
+
+                price = sum(it["rate"] * it["count"] for it in items)
+                billing_port.funds_check(org=org, price_per_hour=price, billing=instance.billing)
+                now = db_now()
+                event = instance_transition(
+                    instance=instance, to=S.PROVISIONING, reason="woken: capacity freed", items=items,
+                    images=images_resolve(spec, result.items, catalog), price_per_hour=price,
+                    sla_deadline=now + timedelta(seconds=settings.SLA_SECONDS), step_deadline=step_deadline(instance, now))
+                instance.sla_event_id = event.pk
+                instance.save(update_fields=["sla_event_id"])
+        except ServiceError as exc:  # over quota or out of funds now: stays in the queue
+            logger.info("waitlisted instance not woken", extra={"instance": str(instance_id), "why": exc.code})
+            return False
+        _dispatch(instance.pk)
+        return True
+
+
+def waitlist_wake() -> int:
+    """Walk the queue FIFO; a shape that does not fit blocks only later requests of the same shape."""
+    with transaction.atomic():
+        if not try_advisory_xact_lock("provisioning:waitlist_wake"):
+            return 0
+        queue = list(Instance.objects.filter(state=S.WAITLISTED).order_by("waitlisted_at", "created_at", "id"))
+        woken, blocked = 0, set()
+        for instance in queue:
+            shape = waitlist_shape(instance)
+            if shape in blocked:
+                continue
+            if _wake_one(instance.pk):
+                woken += 1
+            else:
+                blocked.add(shape)
+    return woken

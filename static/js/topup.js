@@ -1,0 +1,97 @@
+/* Console top-up: create the top-up through our API, confirm it with Stripe.js (card data goes
+   straight to Stripe), then let htmx poll the status partial until the webhook has credited cash. */
+(function () {
+  "use strict";
+  var form = document.getElementById("topup-form");
+  if (!form || typeof window.Stripe !== "function") { return; }
+  var stripe = window.Stripe(form.dataset.publishableKey);
+  var elements = stripe.elements();
+  var card = elements.create("card");
+  card.mount("#card-element");
+  var errorBox = document.getElementById("topup-error");
+  var busy = false;
+
+  function showError(message) {
+    errorBox.textContent = message;
+    errorBox.hidden = !message;
+  }
+
+  function csrfToken() {
+    var input = form.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function newKey() {
+    if (window.crypto && window.crypto.randomUUID) { return window.crypto.randomUUID(); }
+    return "topup-" + Date.now() + "-" + Math.random().toString(16).slice(2);
+  }
+
+  function createTopUp(amount, key) {
+    return fetch(form.dataset.apiUrl, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Idempotency-Key": key},
+      body: JSON.stringify({amount: amount})
+    }).then(function (response) {
+      return response.json().then(function (body) {
+        if (!response.ok) {
+          var err = body && body.error ? body.error : {message: "The top-up could not be created."};
+          var details = err.details && err.details.amount ? " " + err.details.amount.join(" ") : "";
+          throw new Error(err.message + details);
+        }
+        return body;
+      });
+    });
+  }
+
+  function pollStatus(topupId) {
+    var slot = document.getElementById("topup-status-slot");
+    var url = form.dataset.statusUrl.replace("00000000-0000-0000-0000-000000000000", topupId);
+    slot.innerHTML = '<div id="topup-status" class="card" hx-get="' + url +
+      '" hx-trigger="load, every 2s" hx-swap="outerHTML"><p class="muted">Waiting for the payment…</p></div>';
+    if (window.htmx) { window.htmx.process(slot); }
+  }
+
+  function confirm(method, clientSecret) {
+    if (method === "alipay") {
+      return stripe.confirmAlipayPayment(clientSecret, {return_url: form.dataset.returnUrl});
+    }
+    if (method === "wechat_pay") {
+      return stripe.confirmWechatPayPayment(clientSecret, {
+        payment_method_options: {wechat_pay: {client: "web"}}
+      });
+    }
+    return stripe.confirmCardPayment(clientSecret, {payment_method: {card: card}});
+  }
+
+  // One Idempotency-Key per amount the customer submits: a double click or a retry after a network
+  // error reuses the same top-up and PaymentIntent.
+  var pending = {amount: null, key: null};
+
+  function pay(method) {
+    if (busy) { return; }
+    var amount = form.querySelector("#topup-amount").value.trim();
+    if (!amount) { showError("Enter an amount."); return; }
+    if (pending.amount !== amount) { pending = {amount: amount, key: newKey()}; }
+    busy = true;
+    showError("");
+    createTopUp(amount, pending.key).then(function (topup) {
+      pollStatus(topup.id);
+      if (!topup.client_secret) { return null; }
+      return confirm(method, topup.client_secret).then(function (result) {
+        if (result && result.error) { throw new Error(result.error.message || "The payment failed."); }
+        pending = {amount: null, key: null};
+      });
+    }).catch(function (err) {
+      showError(err.message);
+    }).then(function () { busy = false; });
+  }
+
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    pay("card");
+  });
+  Array.prototype.forEach.call(form.querySelectorAll("button[type=button][data-method]"), function (button) {
+    button.addEventListener("click", function () { pay(button.dataset.method); });
+  });
+}());

@@ -1,0 +1,235 @@
+"""Writes for tenancy: signup and verification, organizations, members (tokens and SSH keys: credentials.py)."""
+import secrets
+
+from django.conf import settings
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from core.errors import InvalidState, PermissionDeniedError, ValidationFailed
+
+from . import hooks
+from .audit import audit_record
+from .choices import Role
+from .credentials import ssh_key_add, ssh_key_delete, token_create, token_revoke  # noqa: F401 (re-exported)
+from .middleware import SESSION_ORG_KEY
+from .models import ApiToken, Membership, Organization, TrialClaim, User, normalize_email
+from .permissions import role_can
+from .selectors import membership_get_for_user
+from .verification import verification_email_send, verification_token_read
+
+
+def email_domain_refused(email: str) -> bool:
+    """Whether the address's domain (or a parent domain) is in settings.REFUSED_EMAIL_DOMAINS."""
+    domain = email.rsplit("@", 1)[-1]
+    for refused in settings.REFUSED_EMAIL_DOMAINS:
+        refused = refused.strip().lower().lstrip("@")
+        if refused and (domain == refused or domain.endswith("." + refused)):
+            return True
+    return False
+
+
+def _clean_signup(*, email: str, password: str | None, name: str) -> str:
+    email = normalize_email(email)
+    errors: dict[str, list[str]] = {}
+    try:
+        validate_email(email)
+    except ValidationError:
+        errors["email"] = ["Enter a valid email address."]
+    else:
+        if email_domain_refused(email):
+            errors["email"] = ["Sign-ups from this email domain are not accepted."]
+        elif User.objects.filter(email=email).exists():
+            errors["email"] = ["An account with this email address already exists."]
+    if password is not None:
+        try:
+            validate_password(password, User(email=email, name=name))
+        except ValidationError as exc:
+            errors["password"] = list(exc.messages)
+    if errors:
+        raise ValidationFailed("The sign-up form has errors.", details=errors)
+    return email
+
+
+def _unique_slug(base: str) -> str:
+    base = (slugify(base) or "org")[:60]
+    while True:
+        slug = f"{base}-{secrets.token_hex(3)}"
+        if not Organization.objects.filter(slug=slug).exists():
+            return slug
+
+
+def user_signup(*, email: str, password: str | None, name: str = "", request=None,
+                send_verification: bool = True) -> User:
+    """Create a user (unverified) with a personal organization it owns, and email the verification link."""
+    email = _clean_signup(email=email, password=password, name=name)
+    name = (name or "").strip()[:150]
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(email, password, name=name)
+            org = Organization.objects.create(name=f"{name or email.split('@')[0]}'s lab"[:150],
+                                              slug=_unique_slug(email.split("@")[0]), is_personal=True)
+            Membership.objects.create(organization=org, user=user, role=Role.OWNER)
+            audit_record(action="user.signup", org=org, actor=user, target=user, request=request,
+                         details={"email": email})
+            if send_verification:
+                transaction.on_commit(lambda: verification_email_send(user))
+    except IntegrityError:  # a concurrent sign-up with the same address won the unique index
+        raise ValidationFailed("The sign-up form has errors.",
+                               details={"email": ["An account with this email address already exists."]}) from None
+    return user
+
+
+def _trial_org(user) -> Organization | None:
+    membership = (Membership.objects.select_related("organization")
+                  .filter(user=user, role=Role.OWNER).order_by("-organization__is_personal", "created_at").first())
+    return membership.organization if membership else None
+
+
+def user_mark_verified(*, user: User, request=None) -> bool:
+    """Mark the email verified and, the first time this address is ever verified, grant the trial.
+
+    Returns False when the user was already verified (nothing happens twice).
+    """
+    with transaction.atomic():
+        user = User.objects.select_for_update().get(pk=user.pk)
+        if user.email_verified_at is not None:
+            return False
+        user.email_verified_at = timezone.now()
+        user.save(update_fields=["email_verified_at"])
+        org = _trial_org(user)
+        audit_record(action="user.verify_email", org=org, actor=user, target=user, request=request,
+                     details={"email": user.email})
+        if org is not None:
+            # The claim row outlives the account: deleting and re-creating it never earns a second trial.
+            _, first = TrialClaim.objects.get_or_create(email=user.email, defaults={"user": user, "organization": org})
+            if first:
+                hooks.trial_grant(org=org, user=user)
+                audit_record(action="trial.claim", org=org, actor=user, target=org, request=request)
+    return True
+
+
+def email_verify(*, token: str, request=None) -> User:
+    """Verify the address named by a signed link (see verification.py); ValidationFailed if invalid."""
+    data = verification_token_read(token)
+    user = User.objects.filter(pk=data["u"]).first() if data else None
+    if user is None or user.email != data.get("e"):
+        raise ValidationFailed("This verification link is invalid or has expired.",
+                               details={"token": ["Invalid or expired."]})
+    user_mark_verified(user=user, request=request)
+    return user
+
+
+def user_create_verified(*, email: str, password: str | None = None, name: str = "", request=None) -> User:
+    """Sign up and verify at once (`issue_token --create-user`, the demo seed): trial hook included."""
+    user = user_signup(email=email, password=password, name=name, request=request, send_verification=False)
+    user_mark_verified(user=user, request=request)
+    return user
+
+
+def organization_switch(*, request, org_id) -> Membership:
+    """Make another of the user's organizations current for the console session (404 if not a member)."""
+    membership = membership_get_for_user(user=request.user, org_id=org_id)
+    request.session[SESSION_ORG_KEY] = str(membership.organization_id)
+    request.org, request.membership = membership.organization, membership
+    audit_record(action="organization.switch", org=membership.organization, actor=request.user,
+                 target=membership.organization, request=request)
+    return membership
+
+
+def organization_quota_set(*, org: Organization, card_quota: int, actor=None, request=None) -> Organization:
+    """Operators change an organization's card quota (staff only; audited)."""
+    if card_quota < 0:
+        raise ValidationFailed("The quota cannot be negative.", details={"card_quota": ["Must be ≥ 0."]})
+    with transaction.atomic():
+        org = Organization.objects.select_for_update().get(pk=org.pk)
+        old = org.card_quota
+        org.card_quota = card_quota
+        org.save(update_fields=["card_quota"])
+        audit_record(action="organization.quota_set", org=org, actor=actor, target=org, request=request,
+                     details={"old": old, "new": card_quota})
+    return org
+
+
+# --- Members -----------------------------------------------------------------------------------
+
+def _check_role(role: str) -> None:
+    if role not in Role.values:
+        raise ValidationFailed("Unknown role.", details={"role": [f"Choose one of {', '.join(Role.values)}."]})
+
+
+def _check_manager(actor_membership: Membership, *, target_role: str | None = None, new_role: str | None = None):
+    if not role_can(actor_membership.role, "members_manage"):
+        raise PermissionDeniedError("Your role does not allow managing members.")
+    if actor_membership.role != Role.OWNER and Role.OWNER in (target_role, new_role):
+        raise PermissionDeniedError("Only owners may manage owners.")
+
+
+def _lock_org(org_id) -> Organization:
+    # Serialises member changes in one organization, so two owners cannot demote each other at once.
+    return Organization.objects.select_for_update().get(pk=org_id)
+
+
+def _owner_count(org_id) -> int:
+    return Membership.objects.filter(organization_id=org_id, role=Role.OWNER).count()
+
+
+def member_invite(*, actor_membership: Membership, email: str, role: str, request=None) -> Membership:
+    """Add an existing user to the actor's organization with a role."""
+    _check_role(role)
+    _check_manager(actor_membership, new_role=role)
+    org = actor_membership.organization
+    user = User.objects.filter(email=normalize_email(email), is_active=True).first()
+    if user is None:
+        raise ValidationFailed("No Cardmix account uses this email address; ask them to sign up first.",
+                               details={"email": ["No account with this email address."]})
+    with transaction.atomic():
+        _lock_org(org.pk)
+        if Membership.objects.filter(organization=org, user=user).exists():
+            raise ValidationFailed("This user is already a member.", details={"email": ["Already a member."]})
+        membership = Membership.objects.create(organization=org, user=user, role=role)
+        audit_record(action="member.invite", org=org, actor=actor_membership.user, target=membership,
+                     request=request, details={"email": user.email, "role": role})
+    return membership
+
+
+def member_role_change(*, actor_membership: Membership, membership: Membership, role: str,
+                       request=None) -> Membership:
+    """Change a member's role; the last owner cannot be demoted (409), admins cannot touch owners (403)."""
+    _check_role(role)
+    _check_manager(actor_membership, target_role=membership.role, new_role=role)
+    with transaction.atomic():
+        _lock_org(membership.organization_id)
+        membership = Membership.objects.select_related("user").get(pk=membership.pk)
+        _check_manager(actor_membership, target_role=membership.role, new_role=role)
+        old = membership.role
+        if old == Role.OWNER and role != Role.OWNER and _owner_count(membership.organization_id) <= 1:
+            raise InvalidState("The organization's last owner cannot be demoted.")
+        membership.role = role
+        membership.save(update_fields=["role"])
+        audit_record(action="member.role_change", org=actor_membership.organization,
+                     actor=actor_membership.user, target=membership, request=request,
+                     details={"email": membership.user.email, "old": old, "new": role})
+    return membership
+
+
+def member_remove(*, actor_membership: Membership, membership: Membership, request=None) -> None:
+    """Remove a member; their API tokens in this organization are revoked (and fail anyway without membership)."""
+    _check_manager(actor_membership, target_role=membership.role)
+    with transaction.atomic():
+        _lock_org(membership.organization_id)
+        membership = Membership.objects.select_related("user").filter(pk=membership.pk).first()
+        if membership is None:
+            return
+        _check_manager(actor_membership, target_role=membership.role)
+        if membership.role == Role.OWNER and _owner_count(membership.organization_id) <= 1:
+            raise InvalidState("The organization's last owner cannot be removed.")
+        ApiToken.objects.filter(organization_id=membership.organization_id, user_id=membership.user_id,
+                                revoked_at__isnull=True).update(revoked_at=timezone.now())
+        audit_record(action="member.remove", org=actor_membership.organization, actor=actor_membership.user,
+                     target=membership, request=request, details={"email": membership.user.email,
+                                                                  "role": membership.role})
+        membership.delete()

@@ -1,0 +1,185 @@
+"""Processes the hardware tests start — the node agent, sushy-emulator, munged and slurmctld — on free
+loopback ports and in temporary directories; every one is stopped at teardown."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(__file__).resolve().parent / "bin"
+AGENT = ROOT / "agent" / "cardmix_agent.py"
+# The agent is stdlib-only: run it with the system interpreter, isolated from the virtualenv, to prove it.
+AGENT_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout=30.0, interval=0.1, what="condition"):
+    """Poll until predicate() is truthy; its value, or AssertionError after `timeout` seconds."""
+    give_up = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > give_up:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class AgentProcess:
+    """cardmix_agent.py as a separate OS process with the `process` runtime and fake device tools."""
+
+    def __init__(self, server: str, token: str, state_dir: Path, extra_env=None, extra_args=()):
+        self.state_dir = state_dir
+        self.log_path = state_dir.parent / f"{state_dir.name}.log"
+        argv = [AGENT_PYTHON, "-I", str(AGENT), "--server", server, "--token", token, "--runtime", "process",
+                "--readiness-bin", str(BIN / "all_reduce_perf"), "--nvidia-smi", str(BIN / "nvidia-smi"),
+                "--vendor", "nvidia", "--state-dir", str(state_dir), "--heartbeat-interval", "0.3",
+                "--poll-interval", "0.1", "--readiness-timeout", "60", "--http-timeout", "10",
+                "--hostname", "agent-under-test", *extra_args]
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(extra_env or {})}, start_new_session=True)
+
+    def log_tail(self, n=3000) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")[-n:]
+
+    def kill(self, sig=signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM if self.proc.poll() is None else signal.SIGKILL)
+        # Stand-in "containers" run in their own sessions; a killed agent leaves them behind.
+        for pid_file in self.state_dir.glob("instances/*/pid"):
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        self.log.close()
+
+
+@pytest.fixture
+def start_agent(tmp_path):
+    started: list[AgentProcess] = []
+
+    def start(server: str, token: str, name: str = "agent", **kwargs) -> AgentProcess:
+        agent = AgentProcess(server, token, tmp_path / f"{name}-{len(started)}", **kwargs)
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        agent.stop()
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group, then SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture
+def sushy_emulator(tmp_path):
+    """sushy-emulator --fake on a free loopback port with 3 fake systems and htpasswd (bcrypt) auth."""
+    import bcrypt
+
+    exe = Path(sys.executable).with_name("sushy-emulator")
+    if not exe.exists():
+        pytest.fail(f"sushy-emulator not installed next to {sys.executable} (pip install sushy-tools)")
+    port = free_port()
+    username, password = "cardmix-bmc", "bmc-pass-123"
+    htpasswd = tmp_path / "htpasswd"
+    htpasswd.write_text(f"{username}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()}\n")
+    systems = [{"uuid": f"2794{i}b59-9e44-4fa7-8e91-f3527a1ef09{i}", "name": f"fake-bm-{i}", "power_state": "Off",
+                "nics": [{"mac": f"00:5c:52:31:3a:9{i}", "ip": f"172.22.0.10{i}"}]} for i in range(3)]
+    config = tmp_path / "emulator.conf"
+    config.write_text(
+        f"SUSHY_EMULATOR_LISTEN_IP = '127.0.0.1'\nSUSHY_EMULATOR_LISTEN_PORT = {port}\n"
+        f"SUSHY_EMULATOR_FAKE_DRIVER = True\nSUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}\n"
+        f"SUSHY_EMULATOR_STATE_DIR = {str(tmp_path / 'emulator-state')!r}\n"
+        f"SUSHY_EMULATOR_AUTH_FILE = {str(htpasswd)!r}\n")
+    log = open(tmp_path / "emulator.log", "wb")
+    proc = subprocess.Popen([str(exe), "--config", str(config), "--fake", "-i", "127.0.0.1", "-p", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def up():
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+        wait_for(up, timeout=30, what="sushy-emulator to listen")
+        yield {"url": f"http://127.0.0.1:{port}", "username": username, "password": password, "systems": systems,
+               "log": tmp_path / "emulator.log"}
+    finally:
+        stop_process(proc)
+        log.close()
+
+
+@pytest.fixture
+def slurm_cluster(tmp_path_factory):
+    """munged + slurmctld (foreground) in a temporary directory with 4 FUTURE nodes; → SLURM_CONF path."""
+    work = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "munge", "log"):
+        (work / sub).mkdir()
+    os.chmod(work / "munge", 0o700)
+    key = work / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    os.chmod(key, 0o600)
+    socket_path = work / "munge" / "munge.socket"
+    munged = subprocess.Popen(["/usr/sbin/munged", "--foreground", "--force", f"--socket={socket_path}",
+                               f"--key-file={key}", f"--pid-file={work / 'munge' / 'munged.pid'}",
+                               f"--log-file={work / 'log' / 'munged.log'}",
+                               f"--seed-file={work / 'munge' / 'munged.seed'}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    port = free_port()
+    conf = work / "slurm.conf"
+    conf.write_text("\n".join([
+        "ClusterName=cardmixtest", "SlurmctldHost=localhost", f"SlurmctldPort={port}",
+        f"SlurmdPort={free_port()}", "SlurmUser=root", f"StateSaveLocation={work / 'state'}",
+        f"SlurmctldPidFile={work / 'slurmctld.pid'}", f"SlurmctldLogFile={work / 'log' / 'slurmctld.log'}",
+        "AuthType=auth/munge", f"AuthInfo=socket={socket_path}", "CredType=cred/munge",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
+        "SchedulerType=sched/builtin", "ReturnToService=2", "MpiDefault=none", "GresTypes=gpu",
+        "NodeName=gpu-a[01-02] CPUs=4 RealMemory=1000 State=FUTURE",
+        "NodeName=npu-a[01-02] CPUs=4 RealMemory=1000 State=FUTURE",
+        "PartitionName=debug Nodes=ALL Default=YES State=UP", ""]))
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    slurmctld = None
+    try:
+        wait_for(lambda: socket_path.exists(), timeout=20, what="munged socket")
+        slurmctld = subprocess.Popen(["/usr/sbin/slurmctld", "-D", "-i", "-f", str(conf)], env=env,
+                                     stdout=open(work / "log" / "slurmctld.out", "wb"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        scontrol = shutil.which("scontrol") or "/usr/bin/scontrol"
+
+        def ping():
+            if slurmctld.poll() is not None:
+                raise AssertionError("slurmctld exited:\n" + (work / "log" / "slurmctld.log").read_text()[-3000:]
+                                     if (work / "log" / "slurmctld.log").exists() else "slurmctld exited")
+            out = subprocess.run([scontrol, "ping"], env=env, capture_output=True, text=True)
+            return "UP" in out.stdout
+        wait_for(ping, timeout=30, interval=0.3, what="slurmctld to answer")
+        yield {"conf": conf, "env": env, "scontrol": scontrol, "work": work}
+    finally:
+        if slurmctld is not None:
+            stop_process(slurmctld)
+        stop_process(munged)

@@ -1,0 +1,125 @@
+"""The node agent as a separate OS process against the live test server (process runtime, fake device
+tools printing real formats, a recorded nccl-tests run as the readiness binary)."""
+import signal
+from datetime import timedelta
+
+import pytest
+
+from core.dbclock import db_now
+from hardware.cleaning import node_clean
+from hardware.models import AgentCommand, NodeCredential
+from hardware.selectors import unreachable_instance_ids
+from hardware.services import heartbeats_check
+from inventory.choices import NodeState
+from inventory.models import Card, CardAllocation
+from provisioning.drivers import get_driver
+from provisioning.readiness import evaluate, parse_device_health, parse_output
+from tenancy.models import AuditEvent
+from tests.factories.hardware import agent_node
+
+from .conftest import wait_for
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+
+
+def registered(node):
+    return NodeCredential.objects.filter(node=node, registered_at__isnull=False).first()
+
+
+def ref_of(node):
+    from hardware.cleaning import _driver_and_ref
+
+    return _driver_and_ref(node)[1]
+
+
+def test_agent_registers_runs_commands_and_goes_unreachable(live_server, start_agent):
+    node, token = agent_node(hostname="gpu-agent-01.test")
+    agent = start_agent(live_server.url, token)
+    cred = wait_for(lambda: registered(node), timeout=30, what=f"registration\n{agent.log_tail()}")
+    assert cred.runtime == "process" and cred.agent_version
+    assert [d["index"] for d in cred.facts["devices"]] == list(range(8))
+    assert cred.facts["devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert cred.facts["driver_versions"] == {"nvidia": "550.90.07"}
+    assert cred.heartbeat_deadline > db_now()
+
+    driver = get_driver("agent", poll_s=0.05, timeout_s=30)
+    ref = ref_of(node)
+    prepared = driver.prepare(ref, [0, 1, 2, 3, 4, 5, 6, 7], kind="container", image="pytorch-2.3-cuda12.3",
+                              ssh_keys=["ssh-ed25519 AAAAC3Nza test@cardmix"], env={"NCCL_DEBUG": "WARN"},
+                              instance_id="11111111-2222-3333-4444-555555555555")
+    assert prepared.exit_code == 0, prepared.text
+    assert "process " in prepared.text and "devices 0,1,2,3,4,5,6,7" in prepared.text
+    assert prepared.meta["pid"] > 0
+
+    out = driver.readiness(ref, list(range(8)))
+    assert out.exit_code == 0, out.text
+    assert out.meta["tool"] == "nccl-tests"
+    assert "argv=['-b', '8G', '-e', '8G', '-f', '2', '-g', '8', '-c', '1']" in out.text
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in out.text
+    parsed = parse_output(out.text, tool=out.meta["tool"], ranks=8)
+    verdict = evaluate(parsed, float(node.accelerator.readiness_floor_gbps), out.exit_code)
+    assert verdict.passed, verdict.reasons
+    assert parsed.busbw_largest_gbps == pytest.approx(430.69, abs=0.5)
+
+    health = driver.health_check(ref, 3)
+    assert parse_device_health(health.text, health.exit_code).healthy, health.text
+    assert "NV18" in driver.topology(ref).text
+    released = driver.release(ref, list(range(8)), instance_id="11111111-2222-3333-4444-555555555555")
+    assert released.exit_code == 0 and "stopped" in released.text
+    assert set(AgentCommand.objects.filter(node=node).values_list("state", flat=True)) == {"done"}
+
+    # An instance holds a card; then the agent dies.
+    holder = "99999999-8888-7777-6666-555555555555"
+    CardAllocation.objects.create(card=Card.objects.get(node=node, index=0), holder_id=holder)
+    agent.kill(signal.SIGKILL)
+    assert heartbeats_check() == []  # the deadline has not passed yet
+    NodeCredential.objects.filter(node=node).update(heartbeat_deadline=db_now() - timedelta(seconds=1))
+    assert heartbeats_check() == [node.hostname]
+    node.refresh_from_db()
+    assert node.state == NodeState.UNREACHABLE and node.state_reason.startswith("agent heartbeat missed")
+    flagged = AuditEvent.objects.get(action="instance.node_unreachable")
+    assert flagged.target_id == holder and flagged.details["hostname"] == node.hostname
+    assert {str(i) for i in unreachable_instance_ids()} == {holder}
+    assert heartbeats_check() == []  # already marked: nothing new
+
+    # A command for a dead agent ends in a clean timeout, not a hang.
+    late = get_driver("agent", poll_s=0.05, timeout_s=0.5).topology(ref)
+    assert late.exit_code == 124 and "did not answer" in late.text
+
+    # The agent comes back: the node returns to the pool.
+    start_agent(live_server.url, token, name="again")
+    wait_for(lambda: node.__class__.objects.get(pk=node.pk).state == NodeState.AVAILABLE, timeout=30,
+             what="the node to return to available")
+
+
+def test_node_cleaning_through_the_agent(live_server, start_agent):
+    node, token = agent_node(hostname="gpu-agent-02.test")
+    start_agent(live_server.url, token)
+    wait_for(lambda: registered(node), timeout=30, what="registration")
+    from django.test import override_settings
+
+    with override_settings(AGENT_COMMAND_POLL_SECONDS=0.05):
+        cleaned = node_clean(node=node)
+    assert cleaned.state == NodeState.AVAILABLE, cleaned.state_reason
+    assert "disks wiped, 8 card(s) healthy" in cleaned.state_reason
+    wipe = AgentCommand.objects.get(node=node, kind="wipe")
+    assert wipe.exit_code == 0 and "successfully reset" in wipe.output
+    assert AgentCommand.objects.filter(node=node, kind="health_check", exit_code=0).count() == 8
+    steps = list(AuditEvent.objects.filter(target_id=str(node.pk), action__in=["node.cleaning", "node.available"])
+                 .order_by("created_at").values_list("action", flat=True))
+    assert steps == ["node.cleaning", "node.available"]
+
+
+def test_cleaning_failure_keeps_the_node_out_of_the_pool(live_server, start_agent):
+    node, token = agent_node(hostname="gpu-agent-03.test")
+    # The readiness "binary" doubles as a broken nvidia-smi: reset fails with a non-zero exit.
+    start_agent(live_server.url, token, extra_args=("--nvidia-smi", "/nonexistent/nvidia-smi"))
+    wait_for(lambda: registered(node), timeout=30, what="registration")
+    from django.test import override_settings
+
+    with override_settings(AGENT_COMMAND_POLL_SECONDS=0.05):
+        cleaned = node_clean(node=node)
+    assert cleaned.state == NodeState.MAINTENANCE
+    assert cleaned.state_reason.startswith("cleaning failed: wipe failed (exit 127)")
+    assert "nvidia-smi: command not found" in cleaned.state_reason
+    assert registered(node).facts["health"] == "degraded"

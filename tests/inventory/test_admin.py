@@ -1,0 +1,87 @@
+"""The operators' admin: node actions ask for a reason and are audited, CSV import, read-only cards."""
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from inventory.choices import NodeState
+from inventory.models import Node
+from tenancy.models import AuditEvent
+from tests.factories.inventory import CardAllocationFactory, NodeFactory, ZoneFactory
+from tests.factories.tenancy import UserFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+@pytest.fixture
+def operator_client():
+    user = UserFactory(is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(user)
+    client.user = user
+    return client
+
+
+def test_admin_pages_render_without_secrets(operator_client, catalog):
+    node = NodeFactory(bmc_credentials_ref="vault:bmc/secret-ref")
+    CardAllocationFactory(card=node.cards.get(index=0))
+    for url in ("/admin/inventory/node/", "/admin/inventory/node/?state__exact=available&accelerator__id__exact="
+                f"{node.accelerator_id}", "/admin/inventory/node/?q=node-", f"/admin/inventory/node/{node.pk}/change/",
+                "/admin/inventory/node/add/", "/admin/inventory/card/", "/admin/inventory/cardallocation/",
+                f"/admin/inventory/accelerator/{catalog['h100-sxm-80g'].pk}/change/", "/admin/inventory/accelerator/",
+                "/admin/inventory/image/", "/admin/inventory/zone/", "/admin/inventory/node/import-csv/"):
+        response = operator_client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+    changelist = operator_client.get("/admin/inventory/node/").content.decode()
+    assert node.hostname in changelist and "Import CSV" in changelist
+    assert "vault:bmc" not in changelist and "vault:bmc" not in operator_client.get("/admin/inventory/card/").content.decode()
+    accel = operator_client.get("/admin/inventory/accelerator/").content.decode()
+    assert "1.900000" in accel and "1.235000" in accel
+
+
+def test_drain_action_asks_for_a_reason_then_audits(operator_client, catalog):
+    nodes = [NodeFactory(), NodeFactory()]
+    ids = [str(n.pk) for n in nodes]
+    page = operator_client.post("/admin/inventory/node/", {"action": "action_drain", "_selected_action": ids})
+    assert page.status_code == 200 and b"give a reason" in page.content
+    assert Node.objects.filter(state=NodeState.DRAINING).count() == 0  # nothing happens before the reason
+    empty = operator_client.post("/admin/inventory/node/", {"action": "action_drain", "_selected_action": ids,
+                                                             "apply": "1", "reason": ""})
+    assert empty.status_code == 200 and b"This field is required" in empty.content
+    done = operator_client.post("/admin/inventory/node/", {"action": "action_drain", "_selected_action": ids,
+                                                            "apply": "1", "reason": "rack move"})
+    assert done.status_code == 302
+    assert set(Node.objects.filter(pk__in=ids).values_list("state", "state_reason")) == {("draining", "rack move")}
+    assert AuditEvent.objects.filter(action="node.draining", actor=operator_client.user).count() == 2
+    # Retire is refused for a node with allocated cards and reported, the other one retires.
+    CardAllocationFactory(card=nodes[0].cards.get(index=0))
+    operator_client.post("/admin/inventory/node/", {"action": "action_retire", "_selected_action": ids,
+                                                     "apply": "1", "reason": "eol"})
+    assert Node.objects.get(pk=nodes[0].pk).state == NodeState.DRAINING
+    assert Node.objects.get(pk=nodes[1].pk).state == NodeState.RETIRED
+
+
+def test_csv_import_view_all_or_nothing(operator_client, catalog):
+    ZoneFactory(slug="zone-x")
+    bad = b"hostname,zone,accelerator\nok-1.test,zone-x,h100-sxm-80g\nok-2.test,zone-y,h100-sxm-80g\n"
+    response = operator_client.post("/admin/inventory/node/import-csv/",
+                                    {"file": SimpleUploadedFile("nodes.csv", bad, content_type="text/csv")})
+    assert response.status_code == 200
+    assert "row 3: zone" in response.content.decode() and "Unknown zone" in response.content.decode()
+    assert not Node.objects.filter(hostname__startswith="ok-").exists()
+    good = b"hostname,zone,accelerator,card_count\nok-1.test,zone-x,h100-sxm-80g,8\nok-2.test,zone-x,ascend-910b,4\n"
+    response = operator_client.post("/admin/inventory/node/import-csv/",
+                                    {"file": SimpleUploadedFile("nodes.csv", good, content_type="text/csv")})
+    assert response.status_code == 302
+    assert Node.objects.get(hostname="ok-2.test").cards.count() == 4
+
+
+def test_admin_add_node_creates_cards(operator_client, catalog):
+    zone = ZoneFactory()
+    response = operator_client.post("/admin/inventory/node/add/", {
+        "hostname": "added.test", "zone": zone.pk, "accelerator": catalog["h800-sxm-80g"].pk, "card_count": 8,
+        "driver": "simulated", "ssh_host": "", "ssh_port": 22, "bmc_address": "", "bmc_credentials_ref": "",
+        "cards-TOTAL_FORMS": 0, "cards-INITIAL_FORMS": 0, "cards-MIN_NUM_FORMS": 0, "cards-MAX_NUM_FORMS": 1000})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    node = Node.objects.get(hostname="added.test")
+    assert node.cards.count() == 8
+    assert AuditEvent.objects.filter(action="node.create", target_id=str(node.pk)).exists()

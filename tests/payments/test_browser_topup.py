@@ -1,0 +1,69 @@
+"""The console top-up page in headless Chromium, with localstripe's Stripe.js stand-in: card Element,
+confirmCardPayment (localstripe's 3-D Secure modal), and the balance appearing once the webhook lands."""
+import pytest
+import stripe
+from django.conf import settings as django_settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+
+from billing.models_payments import TopUp, TopUpState
+from billing.payments.selectors import cash_balance
+from tenancy.middleware import SESSION_ORG_KEY
+from tests.payments.conftest import wait_for
+
+pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+THREE_D_SECURE_CARD = {"number": "4000002500003155", "exp_month": 12, "exp_year": 2034, "cvc": "123"}
+
+
+def _session_cookie(membership) -> str:
+    session = SessionStore()
+    session[SESSION_KEY] = str(membership.user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = membership.user.get_session_auth_hash()
+    session[SESSION_ORG_KEY] = str(membership.organization_id)
+    session.create()
+    return session.session_key
+
+
+def test_card_payment_in_the_browser_credits_and_shows_the_new_balance(
+        stripe_env, webhook_to_live_server, live_server, localstripe_url, member_factory, monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # the ORM is used between browser steps
+    stripe_env.STRIPE_JS_URL = f"{localstripe_url}/js.stripe.com/v3/"
+    stripe_env.STRIPE_PUBLISHABLE_KEY = "pk_test_cardmix_browser"
+    owner = member_factory(role="owner")
+    cookie = {"name": django_settings.SESSION_COOKIE_NAME, "value": _session_cookie(owner), "url": live_server.url}
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        try:
+            context = browser.new_context()
+            context.add_cookies([cookie])
+            page = context.new_page()
+            page.goto(f"{live_server.url}/billing/topup/")
+            page.fill("#topup-amount", "25.00")
+            page.wait_for_selector("#card-element input[placeholder=number]")
+            page.fill("#card-element input[placeholder=number]", THREE_D_SECURE_CARD["number"])
+            page.click("button[data-method=card]")
+
+            # Our API created the top-up and its PaymentIntent; Stripe.js now asks for 3-D Secure.
+            topup = wait_for(lambda: TopUp.objects.filter(organization=owner.organization,
+                                                          stripe_payment_intent_id__isnull=False).first(),
+                             what="the top-up created by the page")
+            assert topup.amount_fen == 2500
+            page.wait_for_selector("text=Complete authentication")
+            # localstripe's stand-in does not send the card Element's data; attach the card as Stripe would.
+            method = stripe.PaymentMethod.create(type="card", card=THREE_D_SECURE_CARD)
+            stripe.PaymentIntent.modify(topup.stripe_payment_intent_id, payment_method=method.id)
+            assert stripe.PaymentIntent.retrieve(topup.stripe_payment_intent_id).confirm().status == "requires_action"
+            page.click("text=Complete authentication")
+
+            page.wait_for_selector("#topup-status[data-state=succeeded]", timeout=20_000)
+            assert page.inner_text("#cash-balance") == "¥25.00"
+            assert page.inner_text("#topup-error") == ""
+        finally:
+            browser.close()
+    topup.refresh_from_db()
+    assert topup.state == TopUpState.SUCCEEDED and cash_balance(org=owner.organization) == 25_000_000

@@ -1,0 +1,93 @@
+"""Console top-up page and its htmx status partial (server-rendered; the browser flow is in test_browser_topup)."""
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from billing.models_payments import TopUp, TopUpState
+from billing.services import cash_credit
+from tenancy.middleware import SESSION_ORG_KEY
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+PAGE = "/billing/topup/"
+
+
+def console_for(membership) -> Client:
+    client = Client()
+    client.force_login(membership.user)
+    session = client.session
+    session[SESSION_ORG_KEY] = str(membership.organization_id)
+    session.save()
+    return client
+
+
+def test_page_loads_stripe_js_from_settings_and_mounts_a_card_element(member_factory, settings):
+    settings.STRIPE_JS_URL = "http://127.0.0.1:9/js.stripe.com/v3/"
+    settings.STRIPE_PUBLISHABLE_KEY = "pk_test_console"
+    html = console_for(member_factory(role="billing")).get(PAGE).content.decode()
+    assert '<script src="http://127.0.0.1:9/js.stripe.com/v3/"></script>' in html
+    assert "/static/js/topup.js" in html and 'id="card-element"' in html
+    assert 'data-publishable-key="pk_test_console"' in html
+    assert 'data-api-url="/api/v1/billing/topups/"' in html
+    assert "Alipay" not in html and "WeChat Pay" not in html
+    # Only Stripe.js is external: every other script is served by the app.
+    scripts = [line for line in html.splitlines() if "<script src=" in line]
+    assert all("/static/" in s or "js.stripe.com" in s for s in scripts), scripts
+
+
+def test_alipay_and_wechat_buttons_when_enabled(member_factory, settings):
+    settings.STRIPE_EXTRA_PAYMENT_METHODS = ["alipay", "wechat_pay"]
+    html = console_for(member_factory(role="owner")).get(PAGE).content.decode()
+    assert 'data-method="alipay"' in html and 'data-method="wechat_pay"' in html
+
+
+def test_js_is_served_by_the_app(client):
+    response = client.get("/static/js/topup.js")
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    assert b"confirmCardPayment" in body and b"Idempotency-Key" in body
+
+
+@pytest.mark.parametrize("role,status,form", [("owner", 200, True), ("billing", 200, True),
+                                              ("member", 200, False), ("viewer", 404, False)])
+def test_roles(member_factory, role, status, form):
+    response = console_for(member_factory(role=role)).get(PAGE)
+    assert response.status_code == status
+    if status == 200:
+        assert ('id="topup-form"' in response.content.decode()) is form
+
+
+def test_status_partial_polls_until_credited_then_shows_the_new_balance(member_factory):
+    membership = member_factory(role="owner")
+    org = membership.organization
+    topup = TopUp.objects.create(organization=org, amount=100_000_000, amount_fen=10000,
+                                 stripe_payment_intent_id="pi_console")
+    client = console_for(membership)
+    url = f"/billing/topup/{topup.pk}/status/"
+    pending = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-trigger="every 2s"' in pending and 'data-state="created"' in pending and "¥0.00" in pending
+    cash_credit(org=org, amount=100_000_000, key="stripe_pi:pi_console", code="topup", payment_ref="pi_console")
+    TopUp.objects.filter(pk=topup.pk).update(state=TopUpState.SUCCEEDED)
+    done = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "hx-trigger" not in done and 'data-state="succeeded"' in done and "¥100.00" in done
+
+
+def test_other_organizations_status_is_404(member_factory):
+    theirs = TopUp.objects.create(organization=member_factory().organization, amount=10_000_000, amount_fen=1000)
+    assert console_for(member_factory(role="owner")).get(f"/billing/topup/{theirs.pk}/status/").status_code == 404
+
+
+def test_page_query_count_does_not_grow_with_topups(member_factory):
+    membership = member_factory(role="owner")
+    client = console_for(membership)
+
+    def count_for(n):
+        TopUp.objects.filter(organization=membership.organization).delete()
+        TopUp.objects.bulk_create([TopUp(organization=membership.organization, amount=10_000_000, amount_fen=1000)
+                                   for _ in range(n)])
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(PAGE).status_code == 200
+        return len(ctx.captured_queries)
+
+    assert count_for(2) == count_for(10)

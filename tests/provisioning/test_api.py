@@ -1,0 +1,250 @@
+"""The instances and quotes API: roles × scopes, tenant isolation, query counts, validation errors."""
+import uuid
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from inventory.models import CardAllocation
+from provisioning.models import Instance, NodeGroup
+from tests.factories.provisioning import InstanceFactory, container_body, funded, make_fleet
+from tests.factories.tenancy import SshKeyFactory, make_token
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+URL = "/api/v1/instances/"
+
+
+def bearer(membership, scope="write"):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(membership, scope)[1]}")
+    return client
+
+
+# --- roles and scopes (SPEC §5) -----------------------------------------------------------------
+
+@pytest.mark.parametrize(("role", "read_ok", "write_ok"), [
+    ("owner", True, True), ("admin", True, True), ("member", True, True),
+    ("billing", False, False), ("viewer", True, False)])
+def test_roles(member_factory, session_client_for, role, read_ok, write_ok):
+    make_fleet(h100=1)
+    m = funded(member_factory(role=role))
+    client = session_client_for(m)
+    inst = InstanceFactory(organization=m.organization, state="running")
+    assert (client.get(URL).status_code == 200) is read_ok
+    assert (client.get(f"{URL}{inst.pk}/").status_code == 200) is read_ok
+    assert (client.get(f"{URL}{inst.pk}/events/").status_code == 200) is read_ok
+    assert (client.get(f"{URL}{inst.pk}/readiness/").status_code == 200) is read_ok
+    assert (client.post("/api/v1/quotes/", container_body(), format="json").status_code == 200) is read_ok
+    r = client.post(URL, container_body(), format="json")
+    assert r.status_code == (201 if write_ok else 403), r.json()
+    if not write_ok:
+        assert r.json()["error"]["code"] == "permission_denied"
+        for action in ("stop", "start"):
+            assert client.post(f"{URL}{inst.pk}/{action}/").status_code == 403
+        assert client.delete(f"{URL}{inst.pk}/").status_code == 403
+
+
+def test_read_scope_token_reads_but_cannot_write(member_factory):
+    make_fleet(h100=1)
+    m = funded(member_factory(role="owner"))
+    client = bearer(m, "read")
+    inst = InstanceFactory(organization=m.organization, state="running")
+    assert client.get(URL).status_code == 200
+    assert client.post("/api/v1/quotes/", container_body(), format="json").status_code == 200
+    assert client.post(URL, container_body(), format="json").status_code == 403
+    assert client.post(f"{URL}{inst.pk}/stop/").status_code == 403
+    assert bearer(m, "write").post(URL, container_body(), format="json").status_code == 201
+
+
+def test_anonymous_is_401(api_client):
+    assert api_client.get(URL).status_code in (401, 403)
+    assert api_client.get(URL).json()["error"]["code"] == "not_authenticated"
+
+
+# --- tenant isolation ------------------------------------------------------------------------------
+
+def test_other_organizations_instance_is_404_everywhere(client, member_factory):
+    other = InstanceFactory(organization=member_factory(role="owner").organization, state="running")
+    for path in ("", "events/", "readiness/"):
+        r = client.get(f"{URL}{other.pk}/{path}")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    assert client.post(f"{URL}{other.pk}/stop/").status_code == 404
+    assert client.post(f"{URL}{other.pk}/start/").status_code == 404
+    assert client.delete(f"{URL}{other.pk}/").status_code == 404
+    assert client.get(f"{URL}not-a-uuid/").status_code == 404
+    assert client.get(f"{URL}{uuid.uuid4()}/").status_code == 404
+    assert other.pk not in [x["id"] for x in client.get(URL).json()["results"]]
+    other.refresh_from_db()
+    assert other.state == "running"
+
+
+# --- lists: envelope, filter, constant queries ---------------------------------------------------
+
+def _instances(org, n, node):
+    for i in range(n):
+        inst = InstanceFactory(organization=org, state="running" if i % 2 else "stopped")
+        NodeGroup.objects.create(instance=inst, item_index=0, accelerator="h100-sxm-80g", node=node,
+                                 card_indices=[i % 8], card_ids=[])
+
+
+def _count_queries(client, path):
+    with CaptureQueriesContext(connection) as ctx:
+        r = client.get(path)
+    assert r.status_code == 200
+    return len(ctx.captured_queries), r.json()
+
+
+def test_list_queries_do_not_grow_with_the_page(client, owner):
+    node = make_fleet(h100=1)[0]
+    _instances(owner.organization, 2, node)
+    few, body = _count_queries(client, f"{URL}?limit=500")
+    assert body["count"] == 2 and set(body) == {"count", "next", "previous", "results"}
+    _instances(owner.organization, 48, node)
+    many, body = _count_queries(client, f"{URL}?limit=500")
+    assert body["count"] == 50 and len(body["results"]) == 50
+    assert few == many
+    running, body = _count_queries(client, f"{URL}?state=running")
+    assert body["count"] == 25 and {x["state"] for x in body["results"]} == {"running"}
+
+
+def test_state_filter_rejects_unknown_states(client):
+    r = client.get(f"{URL}?state=flying")
+    assert r.status_code == 400 and "state" in r.json()["error"]["details"]
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("patch", "field"), [
+    ({"kind": "vm"}, "kind"),
+    ({"items": [{"accelerator": "h100-sxm-80g", "count": 0}]}, "items"),
+    ({"items": []}, "items"),
+    ({"items": [{"accelerator": "nope", "count": 1}]}, "items"),
+    ({"items": [{"accelerator": "h100-sxm-80g", "count": 9}]}, "items"),
+    ({"policy": {"total_cards": 4, "compatible_vendors": ["nvidia"]}}, "items"),  # both
+    ({"image": ""}, "image"),
+    ({"image": "cann-torch-npu"}, "image"),  # does not run on nvidia
+    ({"image": "no-such-image"}, "image"),
+    ({"zone": "nowhere"}, "zone"),
+    ({"ssh_key_ids": ["not-a-uuid"]}, "ssh_key_ids"),
+    ({"ssh_key_ids": [str(uuid.uuid4())]}, "ssh_key_ids"),
+    ({"billing": "yearly"}, "billing"),
+    ({"waitlist": "perhaps"}, "waitlist"),
+])
+def test_create_validation_errors(client, patch, field):
+    make_fleet(h100=1)
+    body = {**container_body("h100-sxm-80g", 2), **patch}
+    r = client.post(URL, body, format="json")
+    assert r.status_code == 400, r.json()
+    error = r.json()["error"]
+    assert error["code"] == "validation_error" and field in error["details"], error
+    assert not Instance.objects.exists()
+
+
+def test_bare_metal_must_take_whole_nodes(client):
+    make_fleet(h100=1)
+    r = client.post(URL, {**container_body("h100-sxm-80g", 4), "kind": "bare_metal"}, format="json")
+    assert r.status_code == 400 and "items" in r.json()["error"]["details"]
+
+
+def test_hybrid_needs_an_image_per_vendor(client):
+    make_fleet(h100=1, ascend=1)
+    body = {"kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1},
+                                           {"accelerator": "ascend-910b", "count": 1}],
+            "images": {"nvidia": "pytorch-2.3-cuda12.3"}}
+    r = client.post(URL, body, format="json")
+    assert r.status_code == 400 and "images" in r.json()["error"]["details"]
+
+
+def test_someone_elses_ssh_key_is_refused_and_own_keys_are_copied(client, owner):
+    make_fleet(h100=1)
+    theirs = SshKeyFactory()
+    r = client.post(URL, container_body(ssh_key_ids=[str(theirs.pk)]), format="json")
+    assert r.status_code == 400 and "ssh_key_ids" in r.json()["error"]["details"]
+    mine = SshKeyFactory(user=owner.user)
+    r = client.post(URL, container_body(ssh_key_ids=[str(mine.pk)]), format="json")
+    assert r.status_code == 201
+    assert Instance.objects.get(pk=r.json()["id"]).ssh_public_keys == [mine.public_key]
+
+
+# --- capacity, quota, funds, waitlist, idempotency -----------------------------------------------
+
+def test_sold_out_is_409_and_keeps_nothing_unless_waitlisted(client):
+    make_fleet(h100=1)
+    assert client.post(URL, container_body(count=8), format="json").status_code == 201
+    r = client.post(URL, container_body(count=1), format="json")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "insufficient_capacity"
+    assert Instance.objects.count() == 1
+    r = client.post(URL, container_body(count=1, waitlist=True), format="json")
+    assert r.status_code == 202 and r.json()["state"] == "waitlisted" and r.json()["waitlist_position"] == 1
+    r2 = client.post(URL, container_body(count=1, waitlist=True), format="json")
+    assert r2.json()["waitlist_position"] == 2
+    # Cancelling a waitlisted instance is a terminate.
+    assert client.delete(f"{URL}{r.json()['id']}/").json()["state"] == "terminating"
+
+
+def test_quota_exceeded(client, owner):
+    make_fleet(h100=3)
+    owner.organization.card_quota = 10
+    owner.organization.save()
+    assert client.post(URL, container_body(count=8), format="json").status_code == 201
+    r = client.post(URL, container_body(count=4), format="json")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "quota_exceeded"
+    assert client.post(URL, container_body(count=2), format="json").status_code == 201
+
+
+def test_insufficient_funds_is_402(member_factory, session_client_for):
+    make_fleet(h800=1)
+    poor = session_client_for(member_factory(role="owner"))  # no money at all
+    r = poor.post(URL, container_body("h800-sxm-80g", 8), format="json")
+    assert r.status_code == 402 and r.json()["error"]["code"] == "insufficient_funds"
+    assert not CardAllocation.objects.filter(released_at__isnull=True).exists()
+
+
+def test_idempotent_create(client):
+    make_fleet(h100=1)
+    headers = {"HTTP_IDEMPOTENCY_KEY": "abc-1"}
+    a = client.post(URL, container_body(count=2), format="json", **headers)
+    b = client.post(URL, container_body(count=2), format="json", **headers)
+    assert a.status_code == b.status_code == 201 and a.json()["id"] == b.json()["id"]
+    assert Instance.objects.count() == 1
+    c = client.post(URL, container_body(count=3), format="json", **headers)
+    assert c.status_code == 422
+
+
+def test_stop_of_a_stopped_instance_is_409(client, owner):
+    inst = InstanceFactory(organization=owner.organization, state="stopped")
+    r = client.post(f"{URL}{inst.pk}/stop/")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "invalid_state"
+
+
+# --- quotes ----------------------------------------------------------------------------------------
+
+def test_quote_for_items(client):
+    make_fleet(h100=1)
+    r = client.post("/api/v1/quotes/", container_body("h100-sxm-80g", 4), format="json")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["items"] == [{"accelerator": "h100-sxm-80g", "count": 4, "price_per_card_hour": "1.900000"}]
+    assert body["price_per_hour"] == "7.600000" and body["price_per_second"] == "0.002111111"
+    assert body["available"] is True and body["domestic_share"] == 0.0
+    assert not CardAllocation.objects.exists()  # a quote takes nothing
+    r = client.post("/api/v1/quotes/", container_body("h800-sxm-80g", 4), format="json")
+    assert r.json()["available"] is False and r.json()["price_per_hour"] == "27.200000"
+
+
+def test_quote_for_a_policy_chooses_the_cheapest_mix(client):
+    make_fleet(h100=1, ascend=1, h800=1)
+    body = {"kind": "container", "policy": {"total_cards": 8, "compatible_vendors": ["nvidia", "huawei"],
+                                            "min_domestic_share": 0.5}}
+    r = client.post("/api/v1/quotes/", body, format="json")
+    assert r.status_code == 200, r.json()
+    q = r.json()
+    assert q["available"] is True and q["domestic_share"] >= 0.5
+    assert {i["accelerator"] for i in q["items"]} == {"ascend-910b", "h100-sxm-80g"}
+    assert q["price_per_hour"] == "17.200000"  # 4 × 2.40 + 4 × 1.90
+
+
+def test_quote_validation_error(client):
+    r = client.post("/api/v1/quotes/", {"kind": "container"}, format="json")
+    assert r.status_code == 400 and "items" in r.json()["error"]["details"]

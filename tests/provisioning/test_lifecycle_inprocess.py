@@ -1,0 +1,155 @@
+"""Create → running → stop → start → terminate, with the task body run in this process.
+
+(The same flow through a real worker process is in test_worker_lifecycle.py; these tests exercise
+every step's database effects quickly and deterministically.)
+"""
+import pytest
+
+from billing.models import Meter
+from inventory.models import CardAllocation
+from provisioning.models import Instance, ReadinessReport
+from provisioning.services.fleet import fault_force
+from provisioning.tasks import instance_advance
+from tests.factories.provisioning import container_body, make_fleet
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+URL = "/api/v1/instances/"
+
+
+def _create(client, body):
+    return client.post(URL, body, format="json")
+
+
+def test_create_runs_readiness_and_opens_one_meter(client):
+    make_fleet(h100=1)
+    r = _create(client, container_body("h100-sxm-80g", 4))
+    assert r.status_code == 201, r.json()
+    body = r.json()
+    assert body["state"] == "provisioning"
+    assert body["price_per_hour"] == "7.600000"
+    assert len(body["nodes"]) == 1 and len(body["nodes"][0]["cards"]) == 4
+    assert body["ssh"][0]["command"] == f"ssh -p 22 cardmix@{body['ssh'][0]['host']}"
+    assert instance_advance(body["id"]) == "running"
+    inst = Instance.objects.get(pk=body["id"])
+    assert inst.ready_at is not None
+    report = ReadinessReport.objects.get(instance=inst)
+    assert report.passed and report.tool == "nccl-tests" and report.busbw_largest_gbps >= 235
+    assert report.topology
+    meters = list(Meter.objects.filter(instance_id=inst.pk, closed_at__isnull=True))
+    assert [(m.accelerator, m.cards, m.rate) for m in meters] == [("h100-sxm-80g", 4, 1_900_000)]
+    r = client.get(f"{URL}{inst.pk}/readiness/")
+    assert r.status_code == 200 and r.json()["results"][0]["passed"] is True
+
+
+def test_readiness_retried_once_then_failed_and_cards_released(client):
+    node = make_fleet(h100=1)[0]
+    fault_force(node=node, operation="readiness", faults=["low_bandwidth"], times=2)
+    r = _create(client, container_body("h100-sxm-80g", 2))
+    assert r.status_code == 201
+    assert instance_advance(r.json()["id"]) == "failed"
+    reports = ReadinessReport.objects.filter(instance_id=r.json()["id"]).order_by("attempt")
+    assert [(x.attempt, x.passed) for x in reports] == [(1, False), (2, False)]
+    assert any(e.startswith("below_floor") for e in reports[0].errors)
+    assert not CardAllocation.objects.filter(holder_id=r.json()["id"], released_at__isnull=True).exists()
+
+
+def test_readiness_retry_passes_on_second_attempt(client):
+    node = make_fleet(h100=1)[0]
+    fault_force(node=node, operation="readiness", faults=["nccl_error"], times=1)
+    r = _create(client, container_body("h100-sxm-80g", 8))
+    assert instance_advance(r.json()["id"]) == "running"
+    assert list(ReadinessReport.objects.filter(instance_id=r.json()["id"]).order_by("attempt")
+                .values_list("attempt", "passed")) == [(1, False), (2, True)]
+
+
+def test_one_card_group_gets_a_health_check(client):
+    make_fleet(ascend=1)
+    r = _create(client, container_body("ascend-910b", 1))
+    assert instance_advance(r.json()["id"]) == "running"
+    report = ReadinessReport.objects.get(instance_id=r.json()["id"])
+    assert (report.scope, report.tool, report.passed) == ("health", "npu-smi", True)
+
+
+def test_stop_start_terminate(client):
+    make_fleet(h100=1)
+    iid = _create(client, container_body("h100-sxm-80g", 2)).json()["id"]
+    instance_advance(iid)
+    r = client.post(f"{URL}{iid}/stop/")
+    assert r.status_code == 202 and r.json()["state"] == "stopping"
+    assert Meter.objects.filter(instance_id=iid, closed_at__isnull=False).count() == 1
+    assert instance_advance(iid) == "stopped"
+    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+    assert client.post(f"{URL}{iid}/stop/").json()["error"]["code"] == "invalid_state"
+    r = client.post(f"{URL}{iid}/start/")
+    assert r.status_code == 202 and r.json()["state"] == "provisioning", r.json()
+    assert instance_advance(iid) == "running"
+    assert Meter.objects.filter(instance_id=iid, closed_at__isnull=True).count() == 1
+    r = client.delete(f"{URL}{iid}/")
+    assert r.status_code == 202 and r.json()["state"] == "terminating"
+    assert instance_advance(iid) == "terminated"
+    assert client.delete(f"{URL}{iid}/").status_code == 202
+    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+    events = client.get(f"{URL}{iid}/events/").json()["results"]
+    assert [e["to"] for e in events] == ["pending", "provisioning", "checking", "running", "stopping", "stopped",
+                                         "starting", "provisioning", "checking", "running", "terminating",
+                                         "terminated"]
+
+
+def test_crash_before_meter_resumes_without_double_meters(client):
+    from core.failpoints import FailpointCrash, armed
+
+    make_fleet(h100=1)
+    iid = _create(client, container_body("h100-sxm-80g", 2)).json()["id"]
+    with armed({"provision:before_meter"}), pytest.raises(FailpointCrash):
+        instance_advance(iid)
+    inst = Instance.objects.get(pk=iid)
+    assert inst.state == "checking" and not Meter.objects.filter(instance_id=iid).exists()
+    assert instance_advance(iid) == "running"  # resumes: the passed group is not re-tested
+    assert ReadinessReport.objects.filter(instance_id=iid).count() == 1
+    assert Meter.objects.filter(instance_id=iid, closed_at__isnull=True).count() == 1
+
+
+def test_boot_failure_retried_once_then_failed(client):
+    node = make_fleet(h100=1)[0]
+    fault_force(node=node, operation="prepare", faults=["boot_failure"], times=2)
+    iid = _create(client, container_body("h100-sxm-80g", 2)).json()["id"]
+    assert instance_advance(iid) == "failed"
+    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+    assert "provisioning failed" in Instance.objects.get(pk=iid).state_reason
+
+
+def test_multi_node_bare_metal_runs_the_inter_node_test(client):
+    make_fleet(h100=2)
+    r = _create(client, {**container_body("h100-sxm-80g", 16), "kind": "bare_metal"})
+    assert r.status_code == 201, r.json()
+    assert r.json()["ssh"][0]["user"] == "root" and len(r.json()["ssh"]) == 2
+    assert instance_advance(r.json()["id"]) == "running"
+    scopes = sorted(ReadinessReport.objects.filter(instance_id=r.json()["id"]).values_list("scope", flat=True))
+    assert scopes == ["inter_node", "intra_node", "intra_node"]
+
+
+def test_autostop_hook_stops_on_demand_instances(client, owner):
+    from billing.hooks import autostop_hook
+
+    make_fleet(h100=1)
+    iid = _create(client, container_body("h100-sxm-80g", 1)).json()["id"]
+    instance_advance(iid)
+    autostop_hook()(org_id=owner.organization_id, at=None, reason="funds_exhausted")
+    assert Instance.objects.get(pk=iid).state == "stopping"
+    assert not Meter.objects.filter(instance_id=iid, closed_at__isnull=True).exists()
+
+
+def test_waitlisted_instance_is_woken_when_capacity_frees(client):
+    from provisioning.services.waitlist import waitlist_wake
+
+    make_fleet(h100=1)
+    first = _create(client, container_body("h100-sxm-80g", 8)).json()["id"]
+    waiting = _create(client, container_body("h100-sxm-80g", 4, waitlist=True)).json()
+    assert waiting["state"] == "waitlisted" and waiting["sla"]["deadline"] is None
+    assert waitlist_wake() == 0
+    client.delete(f"{URL}{first}/")
+    instance_advance(first)
+    assert waitlist_wake() == 1
+    inst = Instance.objects.get(pk=waiting["id"])
+    assert inst.state == "provisioning" and inst.sla_deadline is not None
+    assert instance_advance(inst.pk) == "running"

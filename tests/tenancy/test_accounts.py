@@ -1,0 +1,189 @@
+"""Signup, verification, trial once per email ever, org switching, the audit log, members rules, query counts."""
+import re
+
+import pytest
+from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from tenancy import services
+from tenancy.middleware import SESSION_ORG_KEY
+from tenancy.models import AuditEvent, Membership, TrialClaim, User
+from tests.factories.tenancy import SshKeyFactory, UserFactory, ed25519_public_key, make_token
+
+from .conftest import assert_error
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+PASSWORD = "plum-tangerine-river-42"
+
+
+def _signup(client, email, name="Ada"):
+    return client.post(reverse("console:signup"), {"email": email, "name": name, "password": PASSWORD},
+                       REMOTE_ADDR="203.0.113.7", HTTP_USER_AGENT="pytest-browser")
+
+
+def _verify_link_from_mail() -> str:
+    match = re.search(r"https?://[^/\s]+(/verify-email/\S+/)", mail.outbox[-1].body)
+    assert match, mail.outbox[-1].body
+    return match.group(1)
+
+
+def test_signup_verify_grants_trial_once_and_refuses_recased_duplicate(client, trial_calls):
+    response = _signup(client, "  Ada@Example.COM ")
+    assert response.status_code == 302 and response["Location"] == reverse("console:check_email")
+    user = User.objects.get(email="ada@example.com")
+    membership = Membership.objects.select_related("organization").get(user=user)
+    assert membership.role == "owner" and membership.organization.is_personal
+    assert user.email_verified_at is None and trial_calls == []
+    link = _verify_link_from_mail()
+    assert client.get(link).status_code == 200
+    user.refresh_from_db()
+    assert user.email_verified_at is not None
+    assert trial_calls == [(membership.organization_id, "ada@example.com")]
+    assert client.get(link).status_code == 200  # clicking again is harmless
+    assert len(trial_calls) == 1
+    # A second sign-up with the same address in other case is refused.
+    client.logout()
+    refused = _signup(client, "ADA@example.com")
+    assert refused.status_code == 200 and "already exists" in refused.content.decode()
+    assert User.objects.filter(email__iexact="ada@example.com").count() == 1
+    # Deleting the account and signing up again never earns a second trial.
+    user.delete()
+    assert _signup(client, "ada@EXAMPLE.com").status_code == 302
+    assert client.get(_verify_link_from_mail()).status_code == 200
+    assert len(trial_calls) == 1
+    assert TrialClaim.objects.filter(email="ada@example.com").count() == 1
+
+
+def test_forged_verification_link_and_refused_domain(client, trial_calls, settings):
+    assert client.get(reverse("console:verify_email", args=["forged:token"])).status_code == 400
+    settings.REFUSED_EMAIL_DOMAINS = ["mailinator.com"]
+    response = _signup(client, "x@sub.Mailinator.com")
+    assert response.status_code == 200 and "not accepted" in response.content.decode()
+    assert not User.objects.exists() and trial_calls == []
+
+
+def test_weak_password_refused_with_details(client):
+    response = client.post(reverse("console:signup"), {"email": "b@example.com", "password": "123"})
+    assert response.status_code == 200 and "too short" in response.content.decode()
+    assert not User.objects.exists()
+
+
+def test_signup_throttled_per_ip(client, settings, monkeypatch):
+    from tenancy.throttles import SignupRateThrottle
+
+    monkeypatch.setattr(SignupRateThrottle, "THROTTLE_RATES", {"signup": "2/hour"})
+    assert _signup(client, "a1@example.com").status_code == 302
+    client.logout()
+    assert _signup(client, "a2@example.com").status_code == 302
+    client.logout()
+    assert _signup(client, "a3@example.com").status_code == 429
+    assert not User.objects.filter(email="a3@example.com").exists()
+
+
+def test_audit_log_records_every_action_with_actor_and_ip(client, trial_calls, member_factory):
+    assert _signup(client, "eve@example.com").status_code == 302
+    assert client.get(_verify_link_from_mail(), REMOTE_ADDR="203.0.113.7").status_code == 200
+    eve = User.objects.get(email="eve@example.com")
+    personal = Membership.objects.get(user=eve)
+    other = member_factory(role="owner")
+    Membership.objects.create(organization=other.organization, user=eve, role="admin")
+    ip = {"REMOTE_ADDR": "203.0.113.7"}
+    client.post(reverse("console:organization_switch"), {"organization": str(other.organization_id)}, **ip)
+    assert client.session[SESSION_ORG_KEY] == str(other.organization_id)
+    client.post(reverse("console:organization_switch"), {"organization": str(personal.organization_id)}, **ip)
+    client.post(reverse("console:tokens"), {"name": "ci", "scope": "write"}, **ip)
+    token = eve.api_tokens.get()
+    client.post(reverse("console:token_revoke", args=[token.pk]), **ip)
+    client.post(reverse("console:ssh_keys"), {"name": "k", "public_key": ed25519_public_key()}, **ip)
+    key = eve.ssh_keys.get()
+    client.post(reverse("console:ssh_key_delete", args=[key.pk]), **ip)
+    friend = UserFactory()
+    client.post(reverse("console:members"), {"email": friend.email, "role": "member"}, **ip)
+    friend_m = Membership.objects.get(user=friend)
+    client.post(reverse("console:member_update", args=[friend_m.pk]), {"role": "viewer"}, **ip)
+    client.post(reverse("console:member_update", args=[friend_m.pk]), {"remove": "1"}, **ip)
+    events = list(AuditEvent.objects.filter(actor=eve).order_by("created_at"))
+    actions = [e.action for e in events]
+    for action in ["user.signup", "user.verify_email", "trial.claim", "organization.switch", "token.create",
+                   "token.revoke", "ssh_key.add", "ssh_key.delete", "member.invite", "member.role_change",
+                   "member.remove"]:
+        assert action in actions, (action, actions)
+    assert all(e.ip == "203.0.113.7" for e in events), [(e.action, e.ip) for e in events]
+    assert actions.count("organization.switch") == 2
+    # Owners read it through the API, newest first; the other org's switch event is not in the personal org's log.
+    api = AuditEvent.objects.filter(organization=personal.organization).order_by("-created_at")
+    session = client.get("/api/v1/audit-events/").json()
+    assert [r["id"] for r in session["results"]] == [str(e.pk) for e in api]
+    assert session["results"][0]["actor_email"] == "eve@example.com"
+
+
+def test_quota_change_in_admin_is_audited(admin_client, member_factory):
+    org = member_factory().organization
+    url = reverse("admin:tenancy_organization_change", args=[org.pk])
+    page = admin_client.get(url)
+    assert page.status_code == 200
+    services.organization_quota_set(org=org, card_quota=64, actor=User.objects.get(is_staff=True))
+    org.refresh_from_db()
+    assert org.card_quota == 64
+    event = AuditEvent.objects.get(action="organization.quota_set")
+    assert event.details == {"old": 16, "new": 64}
+
+
+def test_member_rules(member_factory, token_client_for):
+    owner = member_factory(role="owner")
+    org = owner.organization
+    admin = member_factory(role="admin", org=org)
+    as_owner, as_admin = token_client_for(owner), token_client_for(admin)
+    url = "/api/v1/organizations/current/members/{}/"
+    # The last owner can be neither demoted nor removed.
+    assert_error(as_owner.patch(url.format(owner.pk), {"role": "admin"}, format="json"), 409, "invalid_state")
+    assert_error(as_owner.delete(url.format(owner.pk)), 409, "invalid_state")
+    # Admins cannot touch owners or make owners.
+    assert_error(as_admin.patch(url.format(owner.pk), {"role": "member"}, format="json"), 403, "permission_denied")
+    assert_error(as_admin.delete(url.format(owner.pk)), 403, "permission_denied")
+    assert_error(as_admin.patch(url.format(admin.pk), {"role": "owner"}, format="json"), 403, "permission_denied")
+    newcomer = UserFactory()
+    assert_error(as_admin.post(url.format("")[:-1] if False else "/api/v1/organizations/current/members/",
+                               {"email": newcomer.email, "role": "owner"}, format="json"), 403, "permission_denied")
+    # Inviting: unknown email, bad role, duplicates → 400 with details.
+    members_url = "/api/v1/organizations/current/members/"
+    err = assert_error(as_owner.post(members_url, {"email": "nobody@example.com"}, format="json"), 400,
+                       "validation_error")
+    assert "email" in err["details"]
+    err = assert_error(as_owner.post(members_url, {"email": newcomer.email, "role": "god"}, format="json"), 400,
+                       "validation_error")
+    assert "role" in err["details"]
+    assert as_owner.post(members_url, {"email": newcomer.email.upper(), "role": "owner"}, format="json").status_code == 201
+    assert_error(as_owner.post(members_url, {"email": newcomer.email}, format="json"), 400, "validation_error")
+    # With two owners one can be demoted; then the remaining one is the last again.
+    new_owner = Membership.objects.get(user=newcomer, organization=org)
+    assert as_owner.patch(url.format(new_owner.pk), {"role": "member"}, format="json").json()["role"] == "member"
+    assert_error(as_owner.patch(url.format(owner.pk), {"role": "viewer"}, format="json"), 409, "invalid_state")
+
+
+LISTS = ["/api/v1/organizations/current/members/", "/api/v1/tokens/", "/api/v1/ssh-keys/", "/api/v1/audit-events/"]
+
+
+def _fill(owner, n):
+    for _ in range(n):
+        m = Membership.objects.create(organization=owner.organization, user=UserFactory(), role="member")
+        make_token(owner)
+        SshKeyFactory(user=owner.user)
+        AuditEvent.objects.create(organization=owner.organization, actor=m.user, action="test.event")
+
+
+@pytest.mark.parametrize("url", LISTS)
+def test_list_query_count_does_not_grow(url, member_factory, token_client_for):
+    counts = []
+    for n in (2, 50):
+        owner = member_factory(role="owner")
+        _fill(owner, n)
+        client = token_client_for(owner)
+        client.get(url)  # the first call records last_used_at
+        with CaptureQueriesContext(connection) as ctx:
+            response = client.get(url)
+        assert response.status_code == 200 and response.json()["count"] >= n
+        counts.append(len(ctx.captured_queries))
+    assert counts[0] == counts[1], counts
