@@ -33,6 +33,9 @@ class IdempotencyRecord(models.Model):
             )
         ]
 
+    def __str__(self):
+        return f"{self.method} {self.path} [{self.key}]"
+
 
 class WorkerHeartbeat(models.Model):
     """Last time each Celery worker process ran the heartbeat task (shown by /healthz)."""
@@ -43,3 +46,6 @@ class WorkerHeartbeat(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["hostname", "pid"], name="worker_heartbeat_unique")]
+
+    def __str__(self):
+        return f"{self.hostname}:{self.pid}"

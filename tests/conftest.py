@@ -9,7 +9,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from hypothesis import HealthCheck, settings as hyp_settings
+from hypothesis import HealthCheck
+from hypothesis import settings as hyp_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = os.getpid()
@@ -89,6 +90,17 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     db = settings.DATABASES["default"]
     if db["ENGINE"] != "django.db.backends.sqlite3":
         db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{RUN_ID}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hasher():
+    """PBKDF2 at full cost makes every login seconds long; tests do not need it."""
+    from django.test.utils import override_settings
+
+    override = override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"])
+    override.enable()
+    yield
+    override.disable()
 
 
 @pytest.fixture(scope="session", autouse=True)

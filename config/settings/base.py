@@ -166,6 +166,13 @@ CELERY_BEAT_SCHEDULE: dict = {
     "purge-idempotency-records": {"task": "core.purge_idempotency_records", "schedule": 3600.0},
 }
 
+# --- Cache: Redis when configured (throttles and lockouts must be shared by every process) ---
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="cardmix")}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 # --- REST API conventions (SPEC §5) ---------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
