@@ -26,7 +26,10 @@ from collections import Counter
 from multiprocessing import Pool
 from pathlib import Path
 
-from provisioning.placement import (
+if not __package__:  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from provisioning.placement import (  # noqa: E402
     CONTAINER,
     AcceleratorInfo,
     Fleet,

@@ -8,7 +8,7 @@ class BillingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import tasks  # noqa: F401  (register Celery tasks)
+        from . import lookups, tasks  # noqa: F401  (register the any_array lookup and Celery tasks)
         from .credits import trial_grant
 
         try:  # tenancy calls it when an organization is created

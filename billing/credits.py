@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core.dbclock import db_now
+from core.metrics import SLA_BREACHES_TOTAL
 from tenancy.audit import audit_record
 
 from .choices import AccountKind, TransferCode
@@ -80,6 +81,8 @@ def compensation_grant(*, org, breach_id: str, amount: int) -> Transfer:
     """Credit SLA compensation once per breach (`sla:<breach id>`), from promotions into compensation."""
     org_id = _org_id(org)
     ids = org_account_ids([org_id])[org_id]
+    if not Transfer.objects.filter(key=f"sla:{breach_id}").exists():  # observability: count each breach once
+        transaction.on_commit(SLA_BREACHES_TOTAL.inc)
     return _post_once(org=org, key=f"sla:{breach_id}", debit_id=platform_id(AccountKind.PROMOTIONS),
                       credit_id=ids[AccountKind.COMPENSATION], amount=amount, code=TransferCode.SLA,
                       action="billing.compensation_grant", grant_ref=str(breach_id),

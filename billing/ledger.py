@@ -66,7 +66,7 @@ def org_account_ids(org_ids) -> dict:
     """{org_id: {kind: account_id}} for these organizations, creating missing accounts and profiles."""
     org_ids = set(org_ids)
     found: dict = defaultdict(dict)
-    for org_id, kind, pk in Account.objects.filter(organization_id__in=org_ids).values_list(
+    for org_id, kind, pk in Account.objects.filter(organization_id__any_array=list(org_ids)).values_list(
             "organization_id", "kind", "pk"):
         found[org_id][kind] = pk
     missing = [Account(organization_id=o, kind=k) for o in org_ids for k in ORG_KINDS if k not in found[o]]
@@ -74,7 +74,7 @@ def org_account_ids(org_ids) -> dict:
         Account.objects.bulk_create(missing, ignore_conflicts=True)
         BillingProfile.objects.bulk_create([BillingProfile(organization_id=o) for o in org_ids],
                                            ignore_conflicts=True)
-        for org_id, kind, pk in Account.objects.filter(organization_id__in=org_ids).values_list(
+        for org_id, kind, pk in Account.objects.filter(organization_id__any_array=list(org_ids)).values_list(
                 "organization_id", "kind", "pk"):
             found[org_id][kind] = pk
     return {o: dict(found[o]) for o in org_ids}

@@ -4,7 +4,7 @@ from .models import Account, BillingProfile, Meter
 
 def accounts_lock(ids) -> dict[int, Account]:
     """Lock these accounts FOR UPDATE in pk order; {id: Account}."""
-    return {a.pk: a for a in Account.objects.filter(pk__in=set(ids)).order_by("pk").select_for_update()}
+    return {a.pk: a for a in Account.objects.filter(pk__any_array=sorted(set(ids))).order_by("pk").select_for_update()}
 
 
 def meters_lock_open(*, instance_id) -> list[Meter]:

@@ -21,11 +21,11 @@ from .rating import whole_seconds
 def funds_snapshot(org_ids) -> dict:
     """{org_id: (available, burn_per_hour)} for these organizations in three queries."""
     org_ids = set(org_ids)
-    burn = dict(Meter.objects.filter(organization_id__in=org_ids, closed_at__isnull=True)
+    burn = dict(Meter.objects.filter(organization_id__any_array=list(org_ids), closed_at__isnull=True)
                 .values("organization_id").annotate(b=Sum(F("rate") * F("cards"))).values_list("organization_id", "b"))
-    held = dict(Account.objects.filter(organization_id__in=org_ids, kind__in=SPEND_ORDER)
+    held = dict(Account.objects.filter(organization_id__any_array=list(org_ids), kind__in=SPEND_ORDER)
                 .values("organization_id").annotate(s=Sum("balance")).values_list("organization_id", "s"))
-    limits = dict(BillingProfile.objects.filter(organization_id__in=org_ids).values_list("organization_id",
+    limits = dict(BillingProfile.objects.filter(organization_id__any_array=list(org_ids)).values_list("organization_id",
                                                                                           "credit_limit"))
     return {o: (int(held.get(o) or 0) + int(limits.get(o) or 0), int(burn.get(o) or 0)) for o in org_ids}
 
@@ -33,7 +33,7 @@ def funds_snapshot(org_ids) -> dict:
 def funds_watch(*, org_ids, now=None) -> dict:
     """Auto-stop or warn the organizations whose funds run short; returns {"stopped": [...], "warned": [...]}."""
     now = now or db_now()
-    stopped, warned = [], []
+    stopped, warned, healthy = [], [], []
     for org_id, (available, burn) in funds_snapshot(org_ids).items():
         if burn <= 0:
             continue
@@ -44,9 +44,11 @@ def funds_watch(*, org_ids, now=None) -> dict:
         elif left_seconds < settings.LOW_BALANCE_WARNING_SECONDS:
             if _warn(org_id=org_id, available=available, left_seconds=left_seconds):
                 warned.append(org_id)
-        elif left_seconds >= settings.LOW_BALANCE_WARNING_SECONDS:
-            BillingProfile.objects.filter(pk=org_id).exclude(low_balance_warned_at=None, autostop_requested_at=None) \
-                .update(low_balance_warned_at=None, autostop_requested_at=None)
+        else:
+            healthy.append(org_id)
+    if healthy:  # funds recovered: clear the banner and the auto-stop episode, in one statement
+        BillingProfile.objects.filter(pk__any_array=healthy).exclude(low_balance_warned_at=None, autostop_requested_at=None) \
+            .update(low_balance_warned_at=None, autostop_requested_at=None)
     return {"stopped": stopped, "warned": warned}
 
 

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import views as core_views
 from core.metrics_view import metrics
+from core.ping import PingView  # observability: bench baseline
 
 api_v1 = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -14,6 +15,7 @@ api_v1 = [
     path("", include("hardware.api.urls")),
     path("", include("billing.api.urls")),
     path("", include("provisioning.api.urls")),
+    path("ping/", PingView.as_view(), name="ping"),  # observability: bench baseline
     path("<path:unknown>", core_views.api_not_found, name="not-found"),
 ]
 

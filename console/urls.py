@@ -37,3 +37,27 @@ urlpatterns += [
     path("billing/topup/", billing_topup.billing_topup, name="billing_topup"),
     path("billing/topup/<uuid:id>/status/", billing_topup.billing_topup_status, name="billing_topup_status"),
 ]
+
+# --- billing products: statements, sponsorship, invoices ---
+from .views import billing_products  # noqa: E402
+
+urlpatterns += [
+    path("billing/statements/", billing_products.statements, name="billing_statements"),
+    path("billing/statements/<str:month>/", billing_products.statement_detail, name="billing_statement"),
+    path("billing/statements/<str:month>/csv/", billing_products.statement_csv_download, name="billing_statement_csv"),
+    path("billing/sponsorships/", billing_products.sponsorships, name="billing_sponsorships"),
+    path("billing/invoices/", billing_products.invoices, name="billing_invoices"),
+]
+
+# --- console: dashboard, instances, billing overview (issue 11) ---
+from .views import billing as billing_views  # noqa: E402
+from .views import instances  # noqa: E402
+
+urlpatterns += [
+    path("instances/", instances.instance_list, name="instance_list"),
+    path("instances/new/", instances.instance_new, name="instance_new"),
+    path("instances/quote/", instances.instance_quote, name="instance_quote"),
+    path("instances/<str:instance_id>/", instances.instance_detail, name="instance_detail"),
+    path("instances/<str:instance_id>/<str:action>/", instances.instance_action, name="instance_action"),
+    path("billing/", billing_views.billing, name="billing"),
+]

@@ -36,6 +36,24 @@ def _queue_length():
     yield family
 
 
+@register_scrape_collector
+def _instances_by_state():
+    """Instances per state, one GROUP BY at scrape time (the model is looked up lazily: core imports no app)."""
+    from django.apps import apps
+    from django.db.models import Count
+
+    family = GaugeMetricFamily("cardmix_instances", "Instances by state", labels=["state"])
+    try:
+        model = apps.get_model("provisioning", "Instance")
+        counts = dict(model.objects.order_by().values_list("state").annotate(n=Count("pk")))
+        states = [value for value, _ in model._meta.get_field("state").choices]
+    except Exception:  # a scrape must not fail because the database is away
+        counts, states = {}, []
+    for state in states or sorted(counts):
+        family.add_metric([state], counts.get(state, 0))
+    yield family
+
+
 def _authorised(request) -> bool:
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated and user.is_staff:

@@ -2,6 +2,7 @@
 import re
 import uuid
 
+from .logging import log_context
 from .request_context import request_id_var
 
 _SAFE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -18,7 +19,8 @@ class RequestIdMiddleware:
         request.request_id = incoming if _SAFE.match(incoming) else uuid.uuid4().hex
         token = request_id_var.set(request.request_id)
         try:
-            response = self.get_response(request)
+            with log_context(org_id="", instance_id=""):  # auth sets the org; nothing leaks to the next request
+                response = self.get_response(request)
         finally:
             request_id_var.reset(token)
         response["X-Request-ID"] = request.request_id

@@ -13,10 +13,10 @@ def _on_capacity(**_kwargs):
 
 
 def _on_autostop(*, org_id, at, reason):
-    """billing says the organization's funds run out at `at`: stop its on-demand instances."""
-    from .services.instances import instances_autostop
+    """billing says the organization's funds run out at `at`: stop its on-demand instances then (now if passed)."""
+    from .services.autostop import autostop_schedule
 
-    instances_autostop(org_id=org_id, at=at, reason=reason)
+    autostop_schedule(org_id=org_id, at=at, reason=reason)
 
 
 class ProvisioningConfig(AppConfig):

@@ -54,6 +54,15 @@ class Instance(models.Model):
     replacements = models.PositiveSmallIntegerField(default=0)
     waitlisted_at = models.DateTimeField(null=True, blank=True)
     terminated_at = models.DateTimeField(null=True, blank=True)
+    # --- SLA, waitlist expiry, retention, reconciler (services/sla.py, expiry.py, reconciler.py) ---
+    # The breach id (= sla_event_id) whose SLA outcome was settled, breached or not, and the µCNY granted.
+    sla_settled_event_id = models.UUIDField(null=True, blank=True)
+    sla_compensation = models.BigIntegerField(default=0)
+    # Waitlisted: expiry; stopped: end of retention. Set by every transition (None in other states).
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Times the reconciler re-dispatched the current step (reset by every transition).
+    step_retries = models.PositiveSmallIntegerField(default=0)
+    # --- end SLA ---
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -12,7 +12,7 @@ from .models import Instance, InstanceEvent, NodeGroup, ReadinessReport
 
 def _live_groups():
     return Prefetch("groups", queryset=NodeGroup.objects.filter(released_at__isnull=True)
-                    .select_related("node").order_by("item_index", "id"), to_attr="live_groups")
+                    .select_related("node__accelerator").order_by("item_index", "id"), to_attr="live_groups")
 
 
 def instance_list(*, org, state: str | None = None):

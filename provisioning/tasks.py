@@ -1,9 +1,16 @@
 """Thin Celery tasks: load an id, run the next steps of its lifecycle (each one resumable)."""
+import logging
+import time
+
 from celery import shared_task
+
+from core.logging import log_context
 
 from .choices import InstanceState as S
 from .models import Instance
 from .services import steps
+
+logger = logging.getLogger("cardmix.provisioning")
 
 # What the worker does in each state; states not listed wait for a person or another process.
 _STEPS = {
@@ -23,8 +30,13 @@ def instance_advance(instance_id: str) -> str:
         step = _STEPS.get(state)
         if step is None:
             break
-        step(instance_id)
+        started = time.perf_counter()
+        with log_context(instance_id=instance_id):  # observability: instance id on every log line of the step
+            step(instance_id)
         after = Instance.objects.filter(pk=instance_id).values_list("state", flat=True).first()
+        logger.info("provisioning step", extra={"instance_id": str(instance_id), "step": step.__name__,
+                                                "from_state": state, "to_state": after,
+                                                "duration_s": round(time.perf_counter() - started, 3)})
         if after == state:
             break  # the step could not progress (someone else moved it, or it waits)
         state = after
@@ -37,3 +49,46 @@ def waitlist_wake() -> int:
     from .services.waitlist import waitlist_wake as wake
 
     return wake()
+
+
+# --- SLA, reconciler, expiry, auto-stop (issue 10: services/sla.py, reconciler.py, retention.py, autostop.py) ---
+
+@shared_task(name="provisioning.sla_settle")
+def sla_settle_task(instance_id: str):
+    """Settle one instance's SLA window (compensation once per breach id); µCNY granted or None."""
+    from .services.sla import sla_settle
+
+    return sla_settle(instance_id=instance_id)
+
+
+@shared_task(name="provisioning.sla_settle_due")
+def sla_settle_due_task() -> int:
+    """Beat: settle every SLA window whose outcome is known; returns how many breaches were compensated."""
+    from .services.sla import sla_settle_due
+
+    return sla_settle_due()
+
+
+@shared_task(name="provisioning.reconcile")
+def reconcile_task() -> dict:
+    """Beat: finish or roll back stuck instances, release leaked cards, close leaked meters."""
+    from .services.reconciler import reconcile
+
+    return reconcile()
+
+
+@shared_task(name="provisioning.expire_due")
+def expire_due_task() -> int:
+    """Beat: terminate waitlisted instances past their expiry and stopped ones past their retention."""
+    from .services.retention import instances_expire_due
+
+    return instances_expire_due()
+
+
+@shared_task(name="provisioning.instances_autostop")
+def instances_autostop_task(org_id: str, reason: str = "funds_exhausted") -> int:
+    """Auto-stop scheduled for the exhaustion second: stop the organization's on-demand instances."""
+    from .services.instances import instances_autostop
+
+    return len(instances_autostop(org_id=org_id, at=None, reason=reason))
+# --- end issue 10 ---

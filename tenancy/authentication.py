@@ -2,6 +2,8 @@
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
+from core.logging import log_context_set
+
 from .credentials import token_touch
 from .selectors import token_authenticate
 from .token_secrets import TOKEN_PREFIX, token_hash
@@ -38,6 +40,7 @@ class BearerTokenAuthentication(BaseAuthentication):
         django_request = getattr(request, "_request", request)
         django_request.org = membership.organization
         django_request.membership = membership
+        log_context_set(org_id=membership.organization_id)  # observability: org id on every log line
         return token.user, token
 
     def authenticate_header(self, request):

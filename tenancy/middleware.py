@@ -1,4 +1,6 @@
 """Resolves the console session's current organization onto request.org / request.membership."""
+from core.logging import log_context_set
+
 from .selectors import membership_for_session
 
 SESSION_ORG_KEY = "current_org_id"
@@ -19,4 +21,5 @@ class CurrentOrganizationMiddleware:
             if membership is not None:
                 request.membership = membership
                 request.org = membership.organization
+                log_context_set(org_id=membership.organization_id)  # observability: org id on log lines
         return self.get_response(request)

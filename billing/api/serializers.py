@@ -46,15 +46,11 @@ class TransferLineSerializer(serializers.Serializer):
 class UsageQuerySerializer(serializers.Serializer):
     """`?from=&to=` (ISO-8601); default: the last 30 days up to now."""
 
-    from_ = serializers.DateTimeField(required=False)
+    locals()["from"] = serializers.DateTimeField(required=False)  # `from` is a Python keyword
     to = serializers.DateTimeField(required=False)
 
-    def to_internal_value(self, data):
-        data = {("from_" if k == "from" else k): v for k, v in data.items()}
-        return super().to_internal_value(data)
-
     def validate(self, attrs):
-        if attrs.get("from_") and attrs.get("to") and attrs["from_"] >= attrs["to"]:
+        if attrs.get("from") and attrs.get("to") and attrs["from"] >= attrs["to"]:
             raise serializers.ValidationError({"from": ["`from` must be before `to`."]})
         return attrs
 

@@ -48,7 +48,7 @@ class UsageListView(generics.ListAPIView):
             q.is_valid(raise_exception=True)
             now = db_now()
             end = q.validated_data.get("to") or now
-            start = q.validated_data.get("from_") or end - timedelta(days=30)
+            start = q.validated_data.get("from") or end - timedelta(days=30)
             self._window_cache = (start, end, now)
         return self._window_cache
 

@@ -7,8 +7,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing.models_payments import UCNY_PER_FEN, TopUp, TopUpState
+from core.errors import ValidationFailed
 from core.fields import MoneyField
 from core.idempotency import idempotent
+from core.metrics import WEBHOOK_FAILURES_TOTAL
 from tenancy.permissions import require
 
 from .events import stripe_event_apply, stripe_event_verify
@@ -77,8 +79,17 @@ class StripeWebhookView(APIView):
 
     @extend_schema(request=None, responses={200: None})
     def post(self, request):
-        event = stripe_event_verify(payload=request.body, signature=request.headers.get("Stripe-Signature"))
-        outcome = stripe_event_apply(event=event, source="webhook")
+        try:
+            event = stripe_event_verify(payload=request.body, signature=request.headers.get("Stripe-Signature"))
+        except ValidationFailed as exc:  # observability: refused deliveries, by reason
+            bad_sig = "Stripe-Signature" in (getattr(exc, "details", None) or {})
+            WEBHOOK_FAILURES_TOTAL.labels(reason="bad_signature" if bad_sig else "malformed").inc()
+            raise
+        try:
+            outcome = stripe_event_apply(event=event, source="webhook")
+        except Exception:
+            WEBHOOK_FAILURES_TOTAL.labels(reason="processing_error").inc()
+            raise
         return Response({"received": True, "outcome": outcome})
 
 

@@ -268,6 +268,13 @@ CELERY_BEAT_SCHEDULE["billing-package-renewals"] = {"task": "billing.package_ren
 CELERY_BEAT_SCHEDULE["billing-invoices-issue"] = {"task": "billing.invoices_issue", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["billing-invoices-settle"] = {"task": "billing.invoices_settle", "schedule": 300.0}
 # --- end billing products ------------------------------------------------------------------
+# --- Provisioning: SLA, waitlist, reconciler, retention (issue 10) ---------------------------
+CELERY_BEAT_SCHEDULE["provisioning-sla-settle"] = {"task": "provisioning.sla_settle_due", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["provisioning-reconcile"] = {
+    "task": "provisioning.reconcile", "schedule": env.float("RECONCILE_SECONDS", default=60.0)}
+CELERY_BEAT_SCHEDULE["provisioning-waitlist-wake"] = {"task": "provisioning.waitlist_wake", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["provisioning-expire-due"] = {"task": "provisioning.expire_due", "schedule": 300.0}
+# --- end provisioning SLA ------------------------------------------------------------------
 
 # --- Hardware (hardware/: node agents, Redfish, node cleaning, Slurm) ----------------------
 # Agents are told to beat every AGENT_HEARTBEAT_SECONDS; no beat for AGENT_HEARTBEAT_TIMEOUT_SECONDS → unreachable.

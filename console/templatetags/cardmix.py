@@ -1,9 +1,12 @@
-"""Template filters for the console: money rounded to the fen for display only."""
+"""Template filters for the console: money rounded to the fen for display only, and small labels."""
 from django import template
 
-from core.money import format_fen
+from core.money import format_fen, format_ucny
 
 register = template.Library()
+
+VENDORS = {"nvidia": "NVIDIA", "huawei": "Huawei", "moore_threads": "Moore Threads", "iluvatar": "Iluvatar"}
+ACCOUNT_LABELS = {"trial": "Trial credit", "compensation": "Compensation", "grant": "Grant", "cash": "Cash"}
 
 
 @register.filter
@@ -12,3 +15,38 @@ def fen(amount_ucny):
     if amount_ucny is None or amount_ucny == "":
         return "—"
     return format_fen(int(amount_ucny))
+
+
+@register.filter
+def per_second(price_per_hour_ucny):
+    """µCNY per hour → "¥0.001056" per second (six decimals: a second costs less than a fen)."""
+    if price_per_hour_ucny in (None, ""):
+        return "—"
+    return f"¥{format_ucny(int(price_per_hour_ucny) // 3600)}"
+
+
+@register.filter
+def vendor(slug):
+    """nvidia → NVIDIA."""
+    return VENDORS.get(slug, slug)
+
+
+@register.filter
+def account_label(kind):
+    """trial → Trial credit."""
+    return ACCOUNT_LABELS.get(kind, kind)
+
+
+@register.filter
+def duration(seconds):
+    """Seconds → "2 h 05 min" / "42 s"."""
+    if seconds in (None, ""):
+        return "—"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, _ = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours >= 48:
+        return f"{hours // 24} days {hours % 24} h"
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"

@@ -37,6 +37,7 @@ class ImageViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [require(read="catalog")]
     serializer_class = s.ImageSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[^/]+"  # image slugs contain dots (pytorch-2.3-cuda12.3)
     filter_backends: list = []
 
     def get_queryset(self):

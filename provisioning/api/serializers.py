@@ -5,6 +5,8 @@ from core.money import format_price_per_second, format_ucny
 
 from ..choices import BillingMode, InstanceKind, InstanceState, PackageRenewal
 from ..placement.validation import MAX_POLICY_CARDS
+from ..services import hardware_port
+from ..services.sla import sla_granted
 
 
 class ItemSerializer(serializers.Serializer):
@@ -71,7 +73,7 @@ class InstanceSerializer(serializers.Serializer):
         ctx = self.context
         groups = getattr(instance, "live_groups", None)
         if groups is None:
-            groups = list(instance.groups.filter(released_at__isnull=True).select_related("node"))
+            groups = list(instance.groups.filter(released_at__isnull=True).select_related("node__accelerator"))
         nodes, ssh, seen = [], [], set()
         for g in groups:
             node = g.node
@@ -94,6 +96,7 @@ class InstanceSerializer(serializers.Serializer):
         else:
             breached = instance.state in ("pending", "provisioning", "checking", "starting") and now is not None \
                 and now > deadline
+        granted = sla_granted(instance)
         return {
             "id": str(instance.pk),
             "name": instance.name,
@@ -116,9 +119,15 @@ class InstanceSerializer(serializers.Serializer):
             "price_per_second": format_price_per_second(int(instance.price_per_hour)),
             "cost_so_far": format_ucny(int(ctx.get("costs", {}).get(instance.pk, 0) or 0)),
             "ssh": ssh,
-            "sla": {"deadline": deadline, "breached": breached, "compensation": None},
+            "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
+                    "compensation": format_ucny(granted) if granted else None},
             "waitlist_position": ctx.get("positions", {}).get(instance.pk),
-            "slurm_partition": None,
+            "slurm_partition": hardware_port.slurm_partition(
+                instance_id=instance.pk, nodes=list({g.node_id: g.node for g in groups}.values())),
+            # What the transition table allows now (the console shows only these buttons).
+            "actions": [name for name, target in (("stop", InstanceState.STOPPING), ("start", InstanceState.STARTING),
+                                                  ("terminate", InstanceState.TERMINATING))
+                        if instance.can_become(target)],
         }
 
 

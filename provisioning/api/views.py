@@ -1,4 +1,6 @@
 """Instances, their events and readiness reports, and quotes (SPEC §5)."""
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -42,6 +44,9 @@ class InstanceListCreateView(APIView):
 
     permission_classes = [require(read="read", write="instances")]
 
+    @extend_schema(operation_id="instances_list",
+                   parameters=[OpenApiParameter("state", str, description="comma-separated states")],
+                   responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         filt = StateFilterSerializer(data={"state": request.query_params.getlist("state")} if
                                      request.query_params.get("state") else {})
@@ -54,6 +59,7 @@ class InstanceListCreateView(APIView):
         data = [InstanceSerializer(i, context=context).data for i in page]
         return paginator.get_paginated_response(data)
 
+    @extend_schema(request=InstanceCreateSerializer, responses={201: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT})
     @idempotent()
     def post(self, request):
         body = InstanceCreateSerializer(data=request.data)
@@ -72,10 +78,12 @@ class InstanceDetailView(APIView):
 
     permission_classes = [require(read="read", write="instances")]
 
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         return Response(InstanceSerializer(instance, context=_context([instance])).data)
 
+    @extend_schema(responses={202: OpenApiTypes.OBJECT})
     def delete(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)  # 404 first, before any lock
         instance = instance_terminate(org=request.org, instance_id=instance_id, actor=request.user, request=request)
@@ -88,6 +96,7 @@ class InstanceActionView(APIView):
     permission_classes = [require(read="read", write="instances")]
     action = ""
 
+    @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT})
     def post(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)
         service = instance_stop if self.action == "stop" else instance_start
@@ -100,6 +109,7 @@ class InstanceEventsView(APIView):
 
     permission_classes = [require(read="read", write=None)]
 
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         paginator = LimitOffsetEnvelopePagination()
@@ -112,6 +122,7 @@ class InstanceReadinessView(APIView):
 
     permission_classes = [require(read="read", write=None)]
 
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         paginator = LimitOffsetEnvelopePagination()
@@ -125,6 +136,7 @@ class QuoteView(APIView):
     # A quote changes nothing: every role that may read instances may ask for one.
     permission_classes = [require(read="read", write="read")]
 
+    @extend_schema(request=InstanceRequestSerializer, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
         body = InstanceRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)

@@ -136,7 +136,9 @@ class RedfishDriver(Driver):
             lines.append(str(exc) if str(exc).startswith("[") else f"[bmc] {node.hostname}: {exc}")
             return DriverOutput("\n".join(lines) + "\n", exc.exit_code, time.monotonic() - started, meta)
         except sushy.exceptions.SushyError as exc:
-            lines.append(f"[bmc] {node.hostname}: {type(exc).__name__}: {exc}")
+            status = getattr(exc, "status_code", None)  # the BMC's own HTTP answer, when there was one
+            lines.append(f"[bmc] {node.hostname}: {type(exc).__name__}"
+                         f"{f' (HTTP {status})' if status else ''}: {exc}")
             return DriverOutput("\n".join(lines) + "\n", EXIT_BMC, time.monotonic() - started, meta)
         except Exception as exc:  # requests/urllib3 errors sushy did not wrap
             lines.append(f"[bmc] {node.hostname}: {type(exc).__name__}: {exc}")

@@ -112,7 +112,8 @@ class Fleet:
         best_key, best_score = None, None
         for acc in accelerators if accelerators is not None else list(ix.keys_by_acc):
             for key in ix.candidate_keys(acc, zone, count):
-                s = score(strategy, ix, key, count, self.model)
+                # The key breaks ties: set order depends on the string hash seed, results must not.
+                s = (score(strategy, ix, key, count, self.model), key)
                 if best_score is None or s < best_score:
                     best_key, best_score = key, s
         if best_key is None:
@@ -275,7 +276,7 @@ class Fleet:
                 # Biggest slice that fits one node, so the mix touches as few nodes as possible.
                 size = min(left, MAX_CONTAINER_CARDS, max(k[3] for k in keys))
                 key = min(
-                    (k for k in keys if k[3] >= size), key=lambda k: score(strategy, ix, k, size, self.model)
+                    (k for k in keys if k[3] >= size), key=lambda k: (score(strategy, ix, k, size, self.model), k)
                 )
                 n = pick_node(strategy, ix, key)
                 chosen.append((i, n, ix.take(n, size)))

@@ -205,6 +205,9 @@ def instances_autostop(*, org_id, at=None, reason: str = "funds_exhausted") -> l
             instance = instance_lock(instance_id=instance_id)
             if instance.state != S.RUNNING:
                 continue
+            if at is not None:
+                # Billing covers up to the exhaustion second (SPEC §4); the transition's own close is then a no-op.
+                billing_port.meters_close(instance_id=instance.pk, at=at)
             instance_transition(instance=instance, to=S.STOPPING, reason=f"auto-stop: {reason}",
                                 step_deadline=step_deadline(instance, db_now()))
             audit_record(action="instance.autostop", org=instance.organization, target=instance,

@@ -11,6 +11,7 @@ from django.db.models import Prefetch
 
 from core.dbclock import db_now
 from core.failpoints import failpoint
+from core.metrics import READINESS_TOTAL
 from inventory.models import Node
 
 from ..choices import GroupState, ReportScope
@@ -18,7 +19,7 @@ from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
 from ..readiness import evaluate, parse_device_health, parse_output
-from . import billing_port
+from . import billing_port, hardware_port
 from .claims import placement_release
 from .fleet import driver_for, forced_faults, instance_env, node_ref
 from .transitions import instance_transition
@@ -49,12 +50,23 @@ def _advance(instance_id, *, expect: str, to: str, reason: str, **fields) -> Ins
 
 
 def _call(group: NodeGroup, method, *args, **kwargs):
-    """Call a driver method, adding its wall time to group.driver_seconds (saved by the caller)."""
+    """Call a driver method, adding its wall time to group.driver_seconds (saved by the caller).
+
+    Logs one JSON line per call (instance_id, step, driver, node, duration, exit code): with the
+    instance's events this answers "why was instance X slow to become ready" (docs/performance.md).
+    """
     start = time.perf_counter()
+    out = None
     try:
-        return method(*args, **kwargs)
+        out = method(*args, **kwargs)
+        return out
     finally:
-        group.driver_seconds += time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        group.driver_seconds += elapsed
+        logger.info("driver step", extra={
+            "instance_id": str(group.instance_id), "step": method.__name__,
+            "driver": getattr(getattr(method, "__self__", None), "name", ""), "node_id": str(group.node_id),
+            "duration_s": round(elapsed, 3), "exit_code": getattr(out, "exit_code", None)})
 
 
 def _clip(text: str) -> str:
@@ -116,7 +128,7 @@ def _report(instance, group, node, *, scope, tool, command, attempt, cards, out,
         errors += [e for e in parsed.error_lines if e not in errors]
     if health is not None:
         errors += list(health.issues)
-    return ReadinessReport.objects.create(
+    report = ReadinessReport.objects.create(
         instance=instance, group=group, node=node, nodes=nodes or [node.hostname], scope=scope, tool=tool,
         command=command[:300], attempt=attempt, cards=list(cards), rows=parsed.rows if parsed else [],
         busbw_peak_gbps=parsed.busbw_peak_gbps if parsed else None,
@@ -125,6 +137,14 @@ def _report(instance, group, node, *, scope, tool, command, attempt, cards, out,
         passed=bool(verdict.passed if verdict else health.healthy), raw_output=_clip(out.text),
         exit_code=out.exit_code, topology=_clip(topology), started_at=started, finished_at=db_now(),
     )
+    READINESS_TOTAL.labels(accelerator=group.accelerator if group is not None else node.accelerator.slug,
+                           result="pass" if report.passed else "fail").inc()
+    logger.info("readiness report", extra={
+        "instance_id": str(instance.pk), "step": f"readiness:{scope}", "node_id": str(node.pk), "tool": tool,
+        "attempt": attempt, "passed": report.passed, "busbw_gbps": report.busbw_largest_gbps,
+        "floor_gbps": report.floor_gbps, "errors": errors[:5],
+        "duration_s": round((report.finished_at - started).total_seconds(), 3)})
+    return report
 
 
 def group_check(instance: Instance, group: NodeGroup) -> bool:
@@ -207,28 +227,39 @@ def instance_check(instance_id) -> None:
         if instance.kind == "bare_metal" and len(item_groups) > 1 and not item_inter_node(instance, item_groups):
             group_failed(instance, item_groups[0], "inter-node readiness failed twice")
             return
-    _advance(instance_id, expect=S.CHECKING, to=S.RUNNING, reason="readiness passed", ready_at=db_now(),
-             step_deadline=None)
+    if _advance(instance_id, expect=S.CHECKING, to=S.RUNNING, reason="readiness passed", ready_at=db_now(),
+                step_deadline=None) is not None:
+        hardware_port.slurm_partition_create(instance_id=instance_id, nodes=[g.node for g in groups])
 
 
 def group_failed(instance: Instance, group: NodeGroup, reason: str) -> None:
-    """A group failed beyond its retries.
-
-    Seam for the next issue: quarantine `group.node` and re-place this group while the SLA window
-    is open (≤ 2 re-placements per instance). For now the instance fails and its cards are freed.
+    """A group failed beyond its retries: quarantine its node and re-place it (services/quarantine.py)
+    while the SLA window is open (≤ 2 re-placements per instance); else the instance fails, its cards
+    are freed and the SLA compensation is settled.
     """
+    from .quarantine import group_replace
+    from .sla import sla_dispatch
+
     NodeGroup.objects.filter(pk=group.pk).update(state=GroupState.FAILED)
+    if group_replace(instance=instance, group=group, reason=reason):  # quarantined and placed elsewhere
+        return
     moved = _advance(instance.pk, expect=instance.state, to=S.FAILED, reason=reason[:300], step_deadline=None)
     if moved is not None:
         groups_release(instance.pk)
+        sla_dispatch(instance.pk)  # compensation for the failure, without waiting for the beat
 
 
 # -- stop / terminate -------------------------------------------------------------------------
 
 def groups_release(instance_id) -> None:
-    """Stop containers / power nodes off for every live group, then free the cards (idempotent)."""
+    """Stop containers / power nodes off for every live group, then free the cards (idempotent).
+
+    Bare-metal nodes go to `cleaning` (hardware wipes them) in the same transaction that frees
+    their cards, so no other tenant can be placed on a node that still holds this one's data.
+    """
     instance = Instance.objects.get(pk=instance_id)
-    for group in _groups(instance_id):
+    groups = _groups(instance_id)
+    for group in groups:
         if group.prepared_at is not None:
             node = group.node
             cards = group.card_indices if instance.kind == "container" else []
@@ -236,7 +267,14 @@ def groups_release(instance_id) -> None:
             _call(group, driver.release, node_ref(node), cards, instance_id=str(instance_id))
             NodeGroup.objects.filter(pk=group.pk).update(driver_seconds=group.driver_seconds)
         failpoint("release:after_driver")
-    placement_release(instance=instance)
+    nodes = list({g.node_id: g.node for g in groups}.values())
+    hardware_port.slurm_partition_delete(instance_id=instance_id, nodes=nodes)
+    with transaction.atomic():
+        if instance.kind == "bare_metal":
+            for node in nodes:
+                if node.state != "cleaning":
+                    hardware_port.node_clean_begin(node=node)
+        placement_release(instance=instance)
 
 
 def instance_stop_finish(instance_id) -> None:

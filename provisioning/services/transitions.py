@@ -9,6 +9,7 @@ from ..choices import InstanceState, can_transition
 from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
 from . import billing_port
+from .expiry import transition_defaults
 
 
 def event_record(*, instance: Instance, from_state: str, to_state: str, reason: str = "", actor=None,
@@ -38,6 +39,7 @@ def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=
     if current == InstanceState.RUNNING and to != InstanceState.RUNNING:
         # Billing stops the second the instance leaves running, in the same transaction.
         billing_port.meters_close(instance_id=instance.pk, at=now)
+    fields = {**transition_defaults(to, now), **fields}  # expiry of waiting states, reconciler retries
     instance.state = to
     instance.state_reason = reason[:300]
     for name, value in fields.items():

@@ -44,12 +44,34 @@
     });
   }
 
+  // A script that declares a global `class Element` (localstripe's Stripe.js stand-in does) shadows
+  // the DOM's Element for every script on the page and stops htmx from processing new content.
+  function htmxCanProcess() {
+    return typeof Element === "undefined" || Element === window.Element;
+  }
+
+  // The same polling as the partial's hx-trigger, for pages where htmx cannot process it.
+  function pollWithFetch(slot, url) {
+    fetch(url, {credentials: "same-origin", headers: {"HX-Request": "true"}}).then(function (response) {
+      return response.text();
+    }).then(function (html) {
+      slot.innerHTML = html;
+      var status = slot.querySelector("#topup-status");
+      if (status && status.hasAttribute("hx-trigger")) { setTimeout(function () { pollWithFetch(slot, url); }, 2000); }
+    }).catch(function () {
+      setTimeout(function () { pollWithFetch(slot, url); }, 4000);
+    });
+  }
+
   function pollStatus(topupId) {
     var slot = document.getElementById("topup-status-slot");
     var url = form.dataset.statusUrl.replace("00000000-0000-0000-0000-000000000000", topupId);
-    slot.innerHTML = '<div id="topup-status" class="card" hx-get="' + url +
-      '" hx-trigger="load, every 2s" hx-swap="outerHTML"><p class="muted">Waiting for the payment…</p></div>';
-    if (window.htmx) { window.htmx.process(slot); }
+    // The partial carries its own hx-trigger="every 2s" until the top-up settles.
+    if (window.htmx && htmxCanProcess()) {
+      window.htmx.ajax("GET", url, {target: slot, swap: "innerHTML"});
+    } else {
+      pollWithFetch(slot, url);
+    }
   }
 
   function confirm(method, clientSecret) {

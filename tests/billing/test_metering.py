@@ -7,7 +7,9 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from billing.metering import meter_post_now
 from billing.models import Account, Meter, Transfer, WriteOff

@@ -1,8 +1,9 @@
 """Pure posting arithmetic: cumulative floor deltas never drift, whatever the tick timing."""
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from billing.funds import spend_split
 from billing.rating import cumulative_charge, posting_plan, whole_seconds, writeoff_seconds
@@ -59,7 +60,7 @@ def test_billable_until_charges_exactly_up_to_the_exhaustion_second(rate, cards,
 
 
 def test_whole_seconds_floors_and_never_goes_negative():
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     assert whole_seconds(t0, t0 + timedelta(seconds=59, microseconds=999_999)) == 59
     assert whole_seconds(t0, t0 + timedelta(days=30)) == THIRTY_DAYS
     assert whole_seconds(t0, t0 - timedelta(seconds=5)) == 0

@@ -12,8 +12,13 @@ from billing.funds import balances_of
 from billing.models import Transfer
 from billing.models_products import Package, PackageOutcome, PackageRenewal, PackageState
 from billing.products import hooks
-from billing.products.packages import (package_active, package_funds_check, package_renewal_set,
-                                       package_renewals_due, package_start)
+from billing.products.packages import (
+    package_active,
+    package_funds_check,
+    package_renewal_set,
+    package_renewals_due,
+    package_start,
+)
 from core.errors import InsufficientFunds
 from tests.factories.billing import fund
 from tests.factories.billing_products import H100, package_amount

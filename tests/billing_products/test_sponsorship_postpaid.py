@@ -89,8 +89,9 @@ def test_invoice_shows_cash_below_zero_at_month_end_and_settles_with_rounding():
     assert invoice_issue(org=org, year=2025, month=3).pk == invoice.pk
     assert invoice_pay_amount(invoice) == 12_350_000
     # The paying top-up lands (as the webhook would: a TopUp credited, cash credited in fen).
-    from billing.models_payments import TopUp
     from django.utils import timezone
+
+    from billing.models_payments import TopUp
 
     topup = TopUp.objects.create(organization=org, amount=12_350_000, amount_fen=1235, credited_at=timezone.now())
     Invoice.objects.filter(pk=invoice.pk).update(topup_id=topup.pk)

@@ -55,7 +55,7 @@ def container_body(accelerator_slug: str = "h100-sxm-80g", count: int = 1, **ext
     return body
 
 
-def wait_for_state(instance_id, states, timeout: float = 60.0, worker=None) -> Instance:
+def wait_for_state(instance_id, states, timeout: float = 120.0, worker=None) -> Instance:
     """Poll the database until the instance is in one of `states` (a worker process moves it)."""
     import time
 

@@ -112,7 +112,7 @@ def test_node_cleaning_through_the_agent(live_server, start_agent):
 
 def test_cleaning_failure_keeps_the_node_out_of_the_pool(live_server, start_agent):
     node, token = agent_node(hostname="gpu-agent-03.test")
-    # The readiness "binary" doubles as a broken nvidia-smi: reset fails with a non-zero exit.
+    # No nvidia-smi on this "host": the accelerator reset in the wipe fails with exit 127.
     start_agent(live_server.url, token, extra_args=("--nvidia-smi", "/nonexistent/nvidia-smi"))
     wait_for(lambda: registered(node), timeout=30, what="registration")
     from django.test import override_settings

@@ -42,6 +42,10 @@ def test_card_payment_in_the_browser_credits_and_shows_the_new_balance(
             context = browser.new_context()
             context.add_cookies([cookie])
             page = context.new_page()
+            logs: list[str] = []
+            page.on("console", lambda msg: logs.append(msg.text))
+            page.on("requestfinished", lambda r: logs.append(f"{r.method} {r.url}"))
+            page.on("requestfailed", lambda r: logs.append(f"FAILED {r.method} {r.url} {r.failure}"))
             page.goto(f"{live_server.url}/billing/topup/")
             page.fill("#topup-amount", "25.00")
             page.wait_for_selector("#card-element input[placeholder=number]")
@@ -60,7 +64,10 @@ def test_card_payment_in_the_browser_credits_and_shows_the_new_balance(
             assert stripe.PaymentIntent.retrieve(topup.stripe_payment_intent_id).confirm().status == "requires_action"
             page.click("text=Complete authentication")
 
-            page.wait_for_selector("#topup-status[data-state=succeeded]", timeout=20_000)
+            try:
+                page.wait_for_selector("#topup-status[data-state=succeeded]", timeout=20_000)
+            except Exception as exc:  # say what the browser did
+                raise AssertionError(f"no credit shown; browser log: {logs}") from exc
             assert page.inner_text("#cash-balance") == "¥25.00"
             assert page.inner_text("#topup-error") == ""
         finally:

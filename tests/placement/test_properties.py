@@ -26,7 +26,7 @@ CATALOG = {
 }
 ACCS = sorted(CATALOG)
 FEW_ACCS = ("h800", "910b")  # two types so random nodes and items often meet
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

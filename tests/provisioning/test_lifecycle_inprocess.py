@@ -126,6 +126,13 @@ def test_multi_node_bare_metal_runs_the_inter_node_test(client):
     assert instance_advance(r.json()["id"]) == "running"
     scopes = sorted(ReadinessReport.objects.filter(instance_id=r.json()["id"]).values_list("scope", flat=True))
     assert scopes == ["inter_node", "intra_node", "intra_node"]
+    client.delete(f"{URL}{r.json()['id']}/")
+    assert instance_advance(r.json()["id"]) == "terminated"
+    # Whole nodes leave the tenant for a wipe before anyone else can be placed there.
+    from inventory.models import Node
+
+    assert set(Node.objects.values_list("state", flat=True)) == {"cleaning"}
+    assert not CardAllocation.objects.filter(released_at__isnull=True).exists()
 
 
 def test_autostop_hook_stops_on_demand_instances(client, owner):
@@ -134,9 +141,14 @@ def test_autostop_hook_stops_on_demand_instances(client, owner):
     make_fleet(h100=1)
     iid = _create(client, container_body("h100-sxm-80g", 1)).json()["id"]
     instance_advance(iid)
-    autostop_hook()(org_id=owner.organization_id, at=None, reason="funds_exhausted")
-    assert Instance.objects.get(pk=iid).state == "stopping"
-    assert not Meter.objects.filter(instance_id=iid, closed_at__isnull=True).exists()
+    from core.dbclock import db_now
+
+    at = db_now()
+    autostop_hook()(org_id=owner.organization_id, at=at, reason="funds_exhausted")
+    inst = Instance.objects.get(pk=iid)
+    assert inst.state == "stopping" and "funds_exhausted" in inst.state_reason
+    assert Meter.objects.get(instance_id=iid).closed_at == at  # billed to the exhaustion second
+    assert instance_advance(iid) == "stopped"
 
 
 def test_waitlisted_instance_is_woken_when_capacity_frees(client):
@@ -153,3 +165,40 @@ def test_waitlisted_instance_is_woken_when_capacity_frees(client):
     inst = Instance.objects.get(pk=waiting["id"])
     assert inst.state == "provisioning" and inst.sla_deadline is not None
     assert instance_advance(inst.pk) == "running"
+
+
+def test_start_when_sold_out_is_409_and_stays_stopped(client, owner):
+    make_fleet(h100=1)
+    iid = _create(client, container_body("h100-sxm-80g", 8)).json()["id"]
+    instance_advance(iid)
+    client.post(f"{URL}{iid}/stop/")
+    instance_advance(iid)
+    other = _create(client, container_body("h100-sxm-80g", 1)).json()["id"]  # takes a card meanwhile
+    r = client.post(f"{URL}{iid}/start/")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "insufficient_capacity"
+    assert Instance.objects.get(pk=iid).state == "stopped"
+    Instance.objects.filter(pk=iid).update(waitlist=True)
+    r = client.post(f"{URL}{iid}/start/")
+    assert r.status_code == 202 and r.json()["state"] == "waitlisted"
+    assert other
+
+
+def test_rate_is_locked_at_create_and_relocked_at_start(client):
+    from datetime import timedelta
+
+    from core.dbclock import db_now
+    from inventory.models import Accelerator, Price
+
+    make_fleet(h100=1)
+    iid = _create(client, container_body("h100-sxm-80g", 2)).json()["id"]
+    instance_advance(iid)
+    acc = Accelerator.objects.get(slug="h100-sxm-80g")
+    Price.objects.create(accelerator=acc, on_demand_per_card_hour=3_000_000,
+                         effective_from=db_now() - timedelta(seconds=1))
+    assert Meter.objects.get(instance_id=iid).rate == 1_900_000  # a later price never changes it
+    assert client.get(f"{URL}{iid}/").json()["price_per_hour"] == "3.800000"
+    client.post(f"{URL}{iid}/stop/")
+    instance_advance(iid)
+    assert client.post(f"{URL}{iid}/start/").json()["price_per_hour"] == "6.000000"
+    instance_advance(iid)
+    assert Meter.objects.get(instance_id=iid, closed_at__isnull=True).rate == 3_000_000

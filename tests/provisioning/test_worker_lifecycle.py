@@ -81,3 +81,23 @@ def test_readiness_failure_twice_fails_the_instance_in_the_worker(start_worker, 
     assert ReadinessReport.objects.filter(instance_id=iid, passed=False).count() == 2
     assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
     assert not Meter.objects.filter(instance_id=iid).exists()
+
+
+def test_worker_killed_after_claim_resumes_in_a_new_worker(start_worker, client):
+    from provisioning.tasks import instance_advance
+
+    crashing = start_worker(extra_env={**WORKER_ENV, "CARDMIX_FAILPOINT": "provision:after_claim"})
+    make_fleet(h100=1)
+    iid = client.post(URL, container_body("h100-sxm-80g", 4), format="json").json()["id"]
+    deadline = time.time() + 30
+    while "signal 9" not in crashing.log_tail(20000) and time.time() < deadline:
+        time.sleep(0.2)
+    assert "signal 9" in crashing.log_tail(20000), crashing.log_tail()
+    crashing.kill()
+    inst = wait_for_state(iid, "provisioning")
+    assert CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).count() == 4  # nothing lost
+    worker = start_worker(extra_env=WORKER_ENV)
+    instance_advance.delay(iid)  # what the reconciler does for an instance past its step deadline
+    wait_for_state(iid, "running", worker=worker)
+    assert Meter.objects.filter(instance_id=iid, closed_at__isnull=True).count() == 1
+    assert inst.step_deadline is not None

@@ -1,0 +1,275 @@
+"""API load: requests/s and p50/p99 of the busiest endpoints, as ratios to a trivial authenticated DRF call.
+
+Creates its own scratch PostgreSQL database (`cardmix_bench_api` next to DATABASE_URL's, or on
+postgres://postgres@127.0.0.1:5432), migrates it, seeds a fleet of 1,000 nodes and one organization
+with 1,000 running instances (rows written directly with their node groups and card allocations,
+not provisioned through the worker), an API token and a console session; starts
+`gunicorn config.wsgi -w 4` on a free loopback port; drives each target with wrk at 20 connections;
+prints requests/s, p50 and p99 and their ratio to the baseline `GET /api/v1/ping/` measured in the
+same run; then stops gunicorn and drops the database.
+
+    .venv/bin/python -m bench.api_load                # -t2 -c20 -d10s per target
+    .venv/bin/python -m bench.api_load --duration 30s --json var/bench-api.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+WRK_DIR = ROOT / "bench" / "wrk"
+NODES = 1000
+INSTANCES = 1000
+CARDS_PER_NODE = 8
+QUOTE_BODY = {"name": "bench", "kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 2}],
+              "image": "pytorch-2.3-cuda12.3"}
+
+
+def _urls(base: str, name: str) -> tuple[str, str]:
+    """(scratch database URL, maintenance database URL) on the server `base` names."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=f"/{name}")), urlunsplit(parts._replace(path="/postgres"))
+
+
+def _admin(maintenance_url: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(maintenance_url, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _seed() -> dict:
+    """The fleet, the organization and its instances, a token and a session; returns what wrk needs."""
+    from django.conf import settings
+    from django.db import transaction
+    from django.test import Client
+
+    from core.dbclock import db_now
+    from inventory.catalog_seed import seed_catalog
+    from inventory.models import Accelerator, Card, CardAllocation, Node, Zone
+    from provisioning.models import Instance, InstanceEvent, NodeGroup
+    from tenancy.middleware import SESSION_ORG_KEY
+    from tenancy.models import ApiToken, Membership, Organization, User
+    from tenancy.token_secrets import token_display_prefix, token_generate, token_hash
+
+    seed_catalog()
+    with transaction.atomic():
+        accs = list(Accelerator.objects.filter(orderable=True).order_by("slug"))
+        h100 = Accelerator.objects.get(slug="h100-sxm-80g")
+        zones = [Zone.objects.get_or_create(slug=f"bench-{z}", defaults={"name": f"Bench {z}"})[0] for z in "ab"]
+        # Half the fleet H100 (the instances live there), the rest spread over the catalog.
+        nodes = Node.objects.bulk_create([
+            Node(hostname=f"bench-{i:04d}.test", zone=zones[i % 2], ssh_host=f"bench-{i:04d}.test",
+                 accelerator=h100 if i < NODES // 2 else accs[i % len(accs)], card_count=CARDS_PER_NODE)
+            for i in range(NODES)])
+        Card.objects.bulk_create([Card(node=n, index=i) for n in nodes for i in range(CARDS_PER_NODE)])
+        cards = {(c.node_id, c.index): c.pk for c in Card.objects.filter(node__in=nodes)}
+
+        user = User.objects.create_user(email="bench@example.com", password="bench-password-123", name="Bench")
+        org = Organization.objects.create(name="Bench", slug="bench", card_quota=100_000)
+        Membership.objects.create(organization=org, user=user, role="owner")
+        secret = token_generate()
+        ApiToken.objects.create(organization=org, user=user, name="bench", scope="write",
+                                prefix=token_display_prefix(secret), token_hash=token_hash(secret))
+
+        now = db_now()
+        rate = 1_900_000
+        instances = Instance.objects.bulk_create([
+            Instance(organization=org, creator=user, name=f"bench-{i:04d}", kind="container",
+                     items=[{"accelerator": "h100-sxm-80g", "count": 2, "rate": rate}],
+                     image="pytorch-2.3-cuda12.3", images={"nvidia": "pytorch-2.3-cuda12.3"},
+                     state="running", price_per_hour=2 * rate, ready_at=now, sla_deadline=now)
+            for i in range(INSTANCES)])
+        groups, allocations, events = [], [], []
+        for i, inst in enumerate(instances):
+            node = nodes[i // 4]  # 4 instances × 2 cards fill one 8-card H100 node
+            indices = [2 * (i % 4), 2 * (i % 4) + 1]
+            ids = [cards[(node.pk, j)] for j in indices]
+            groups.append(NodeGroup(instance=inst, item_index=0, accelerator="h100-sxm-80g", node=node,
+                                    card_indices=indices, card_ids=ids, state="checked", prepared_at=now,
+                                    checked_at=now))
+            allocations += [CardAllocation(card_id=c, holder_id=inst.pk) for c in ids]
+            events += [InstanceEvent(instance=inst, from_state=a, to_state=b, reason="bench seed", created_at=now)
+                       for a, b in (("", "pending"), ("pending", "provisioning"), ("provisioning", "checking"),
+                                    ("checking", "running"))]
+        NodeGroup.objects.bulk_create(groups)
+        CardAllocation.objects.bulk_create(allocations)
+        InstanceEvent.objects.bulk_create(events)
+
+    client = Client()
+    client.force_login(user)
+    session = client.session
+    session[SESSION_ORG_KEY] = str(org.pk)
+    session.save()
+    cookie = f"{settings.SESSION_COOKIE_NAME}={session.session_key}"
+    return {"token": secret, "cookie": cookie}
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"{url} did not answer within {timeout}s")
+
+
+def _check(url: str, headers: dict, body: bytes | None = None) -> int:
+    """One request before the load, so a 4xx/5xx target fails loudly instead of benchmarking an error page."""
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST" if body else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        raise RuntimeError(f"{url} answered {exc.code}: {exc.read()[:300]!r}") from None
+
+
+def _wrk(args, url: str, script: str, env: dict) -> dict:
+    cmd = [args.wrk, f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}", "--latency",
+           "-s", str(WRK_DIR / script), url]
+    out = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout
+    match = re.search(r"^BENCH (\{.*\})$", out, re.M)
+    if not match:
+        raise RuntimeError(f"no summary from wrk:\n{out}")
+    return json.loads(match.group(1))
+
+
+def _table(results: list[tuple[str, dict]]) -> str:
+    base = results[0][1]
+    lines = [f"{'target':44} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'rps/base':>9} {'p99/base':>9} {'non2xx':>7}"]
+    for name, r in results:
+        lines.append(f"{name:44} {r['rps']:8.1f} {r['p50_us'] / 1000:8.2f} {r['p99_us'] / 1000:8.2f} "
+                     f"{r['rps'] / base['rps']:9.3f} {r['p99_us'] / base['p99_us']:9.2f} {r['non2xx']:7d}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.splitlines()[1:]))
+    parser.add_argument("--threads", type=int, default=2, help="wrk -t (default 2)")
+    parser.add_argument("--connections", type=int, default=20, help="wrk -c (default 20)")
+    parser.add_argument("--duration", default="10s", help="wrk -d per target (default 10s)")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn -w (default 4)")
+    parser.add_argument("--db-name", default="cardmix_bench_api", help="scratch database (dropped at the end)")
+    parser.add_argument("--wrk", default=shutil.which("wrk") or "/usr/bin/wrk")
+    parser.add_argument("--json", help="also write the results as JSON to this path")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    args = parser.parse_args()
+
+    base = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
+    if not base.startswith(("postgres://", "postgresql://")):
+        print("bench.api_load needs PostgreSQL (DATABASE_URL=postgres://…)", file=sys.stderr)
+        return 2
+    db_url, maintenance = _urls(base, args.db_name)
+    _admin(maintenance, f'DROP DATABASE IF EXISTS "{args.db_name}" WITH (FORCE)')
+    _admin(maintenance, f'CREATE DATABASE "{args.db_name}"')
+    var = Path(tempfile.mkdtemp(prefix="cardmix-bench-api-"))
+    # Everything below (migrate, seed, gunicorn) talks to the scratch database only.
+    env = {"DATABASE_URL": db_url, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "false",
+           "CARDMIX_VAR_DIR": str(var), "CONN_MAX_AGE": "60",
+           # The per-token throttle (6000/min) would turn the bench into a 429 bench.
+           "THROTTLE_TOKEN": "100000000/min", "CACHE_KEY_PREFIX": f"cardmix-bench-{os.getpid()}"}
+    os.environ.update(env)
+    gunicorn = None
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connections
+
+        t0 = time.time()
+        call_command("migrate", verbosity=0, interactive=False)
+        seeded = _seed()
+        connections.close_all()
+        print(f"scratch database {args.db_name}: migrated and seeded {NODES} nodes, {INSTANCES} instances "
+              f"in {time.time() - t0:.1f}s", flush=True)
+
+        port = _free_port()
+        gunicorn = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "gunicorn"), "config.wsgi", "-w", str(args.workers), "-b",
+             f"127.0.0.1:{port}", "--log-level", "warning", "--access-logfile", "/dev/null"],
+            cwd=ROOT, env={**os.environ, "LOG_LEVEL": "WARNING"}, start_new_session=True)
+        origin = f"http://127.0.0.1:{port}"
+        _wait_http(f"{origin}/healthz", gunicorn)
+
+        body_file = var / "quote.json"
+        body_file.write_text(json.dumps(QUOTE_BODY))
+        auth = {"TOKEN": seeded["token"], "SUMMARY_LUA": str(WRK_DIR / "summary.lua")}
+        bearer = {"Authorization": f"Bearer {seeded['token']}"}
+        targets = [
+            ("GET /api/v1/ping/ (baseline)", "/api/v1/ping/", "get_auth.lua", auth, None),
+            ("GET /api/v1/instances/?limit=100", "/api/v1/instances/?limit=100", "get_auth.lua", auth, None),
+            ("GET /api/v1/accelerators/", "/api/v1/accelerators/", "get_auth.lua", auth, None),
+            ("POST /api/v1/quotes/", "/api/v1/quotes/", "post_json.lua",
+             {**auth, "BODY_FILE": str(body_file)}, json.dumps(QUOTE_BODY).encode()),
+            ("GET /instances/ (console, session)", "/instances/", "get_auth.lua",
+             {"TOKEN": "", "COOKIE": seeded["cookie"], "SUMMARY_LUA": str(WRK_DIR / "summary.lua")}, None),
+        ]
+        results = []
+        for name, path, script, wrk_env, body in targets:
+            headers = ({"Cookie": seeded["cookie"]} if "COOKIE" in wrk_env else
+                       {**bearer, "Content-Type": "application/json"})
+            _check(origin + path, headers, body)
+            result = _wrk(args, origin + path, script, wrk_env)
+            results.append((name, result))
+            print(f"  {name}: {result['rps']:.1f} req/s, p50 {result['p50_us'] / 1000:.2f} ms, "
+                  f"p99 {result['p99_us'] / 1000:.2f} ms", flush=True)
+
+        print(f"\nwrk -t{args.threads} -c{args.connections} -d{args.duration}, gunicorn -w {args.workers}, "
+              f"{NODES} nodes, {INSTANCES} instances")
+        print(_table(results))
+        base_r, inst_r = results[0][1], results[1][1]
+        rps_ratio, p99_ratio = inst_r["rps"] / base_r["rps"], inst_r["p99_us"] / base_r["p99_us"]
+        ok = rps_ratio >= 1 / 3 and p99_ratio <= 10
+        print(f"\ngoal: instances?limit=100 ≥ 1/3 of baseline req/s ({rps_ratio:.3f}) and p99 ≤ 10× "
+              f"baseline ({p99_ratio:.2f}): {'MET' if ok else 'NOT MET'}")
+        if args.json:
+            Path(args.json).write_text(json.dumps({
+                "args": {k: v for k, v in vars(args).items() if k != "json"}, "goal_met": ok,
+                "results": [{"target": n, **r} for n, r in results]}, indent=2))
+        return 0 if all(r["non2xx"] == 0 for _, r in results) else 1
+    finally:
+        if gunicorn is not None and gunicorn.poll() is None:
+            os.killpg(gunicorn.pid, signal.SIGTERM)
+            try:
+                gunicorn.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(gunicorn.pid, signal.SIGKILL)
+                gunicorn.wait(timeout=10)
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # noqa: BLE001 — teardown goes on even when Django never loaded
+            pass
+        if not args.keep:
+            _admin(maintenance, f'DROP DATABASE IF EXISTS "{args.db_name}" WITH (FORCE)')
+        shutil.rmtree(var, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Console forms: the create-instance form turns what the user picked into provisioning's InstanceSpec.
+
+The form only shapes input; quota, funds, capacity and image/vendor rules stay in provisioning's
+services (their ServiceErrors are attached back onto this form by the view).
+"""
+from django import forms
+
+from inventory.models import Accelerator, Image
+from inventory.selectors import current_prices, stock_by_accelerator
+from provisioning.choices import BillingMode, InstanceKind, PackageRenewal
+from provisioning.placement import Item, Policy
+from provisioning.placement.validation import MAX_POLICY_CARDS
+from provisioning.services.specs import InstanceSpec
+
+VENDOR_LABELS = {"nvidia": "NVIDIA", "huawei": "Huawei Ascend", "moore_threads": "Moore Threads",
+                 "iluvatar": "Iluvatar CoreX"}
+MODE_CHOICES = [("items", "Pick cards"), ("policy", "Let Cardmix choose (policy)")]
+KIND_CHOICES = [(InstanceKind.CONTAINER, "Container — 1–8 cards on one node, starts fastest"),
+                (InstanceKind.BARE_METAL, "Bare metal — whole nodes, clusters on one fabric")]
+BILLING_CHOICES = [(BillingMode.ON_DEMAND, "On demand — per second"),
+                   (BillingMode.MONTHLY, "Monthly package — 720 h at the monthly rate, paid up front")]
+RENEWAL_CHOICES = [(PackageRenewal.STOP, "Stop the instance"), (PackageRenewal.RENEW, "Renew the package"),
+                   (PackageRenewal.ON_DEMAND, "Continue on demand")]
+
+
+class CatalogChoices:
+    """The orderable catalog with stock and prices, read once per request (three queries)."""
+
+    def __init__(self):
+        prices = current_prices()
+        stock = stock_by_accelerator()
+        self.accelerators = [a for a in Accelerator.objects.filter(orderable=True).order_by("vendor", "slug")
+                             if a.slug in prices]
+        for acc in self.accelerators:
+            acc.on_demand_ucny, acc.monthly_ucny = prices[acc.slug]
+            acc.stock = stock[acc.slug]
+        self.by_slug = {a.slug: a for a in self.accelerators}
+        self.vendors = sorted({a.vendor for a in self.accelerators})
+        images = list(Image.objects.filter(active=True).order_by("slug"))
+        self.images_by_vendor = {v: [i for i in images if v in (i.vendors or [])] for v in self.vendors}
+
+    def accelerator_choices(self, blank: str | None = None):
+        rows = [("", blank)] if blank else []
+        return rows + [(a.slug, f"{a.name} · {a.stock['available_cards']} free") for a in self.accelerators]
+
+
+class InstanceCreateForm(forms.Form):
+    """Card mix (items or policy), kind, images per vendor, SSH keys, billing and waitlist."""
+
+    name = forms.CharField(max_length=100, initial="my-instance")
+    mode = forms.ChoiceField(choices=MODE_CHOICES, initial="items", widget=forms.RadioSelect)
+    kind = forms.ChoiceField(choices=KIND_CHOICES, initial=InstanceKind.CONTAINER, widget=forms.RadioSelect)
+    accelerator = forms.ChoiceField(required=False)
+    count = forms.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS, initial=1, required=False)
+    accelerator2 = forms.ChoiceField(required=False, label="Second accelerator (hybrid)")
+    count2 = forms.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS, required=False, label="Cards")
+    total_cards = forms.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS, initial=8, required=False)
+    compatible_vendors = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    min_domestic_percent = forms.IntegerField(min_value=0, max_value=100, initial=0, required=False,
+                                              label="Minimum domestic share (%)")
+    billing = forms.ChoiceField(choices=BILLING_CHOICES, initial=BillingMode.ON_DEMAND, widget=forms.RadioSelect)
+    package_renewal = forms.ChoiceField(choices=RENEWAL_CHOICES, initial=PackageRenewal.STOP, required=False,
+                                        label="When the package ends")
+    ssh_key_ids = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="SSH keys")
+    waitlist = forms.BooleanField(required=False, label="Join the waitlist if sold out")
+
+    def __init__(self, *args, catalog: CatalogChoices, ssh_keys=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.catalog = catalog
+        self.fields["accelerator"].choices = catalog.accelerator_choices()
+        self.fields["accelerator2"].choices = catalog.accelerator_choices(blank="— none —")
+        self.fields["compatible_vendors"].choices = [(v, VENDOR_LABELS.get(v, v)) for v in catalog.vendors]
+        self.fields["ssh_key_ids"].choices = [(str(k.pk), f"{k.name} ({k.fingerprint})") for k in ssh_keys]
+        if catalog.accelerators:
+            self.fields["accelerator"].initial = catalog.accelerators[0].slug
+        self.image_fields = []
+        for vendor in catalog.vendors:
+            images = catalog.images_by_vendor[vendor]
+            name = f"image_{vendor}"
+            self.fields[name] = forms.ChoiceField(
+                choices=[(i.slug, f"{i.name}") for i in images], required=False,
+                label=f"Image for {VENDOR_LABELS.get(vendor, vendor)} cards",
+                initial=images[0].slug if images else None)
+            self.image_fields.append(self[name])
+
+    def clean(self):
+        data = super().clean()
+        if data.get("mode") == "policy":
+            if not data.get("total_cards"):
+                self.add_error("total_cards", "How many cards in total?")
+            if not data.get("compatible_vendors"):
+                self.add_error("compatible_vendors", "Tick at least one vendor.")
+        else:
+            if not data.get("accelerator"):
+                self.add_error("accelerator", "Pick an accelerator.")
+            if not data.get("count"):
+                self.add_error("count", "How many cards?")
+            if data.get("accelerator2"):
+                if data["accelerator2"] == data.get("accelerator"):
+                    self.add_error("accelerator2", "Pick a different accelerator, or raise the first count.")
+                if not data.get("count2"):
+                    self.add_error("count2", "How many cards of the second accelerator?")
+        return data
+
+    # --- what the services take --------------------------------------------------------------
+
+    def items(self) -> tuple[Item, ...]:
+        data = self.cleaned_data
+        if data.get("mode") == "policy":
+            return ()
+        rows = [Item(data["accelerator"], data["count"])]
+        if data.get("accelerator2") and data.get("count2"):
+            rows.append(Item(data["accelerator2"], data["count2"]))
+        return tuple(rows)
+
+    def policy(self) -> Policy | None:
+        data = self.cleaned_data
+        if data.get("mode") != "policy":
+            return None
+        return Policy(data["total_cards"], tuple(data["compatible_vendors"]),
+                      (data.get("min_domestic_percent") or 0) / 100)
+
+    def images(self) -> dict[str, str]:
+        """{vendor: image} for the vendors the request can use (a policy may pick any ticked vendor)."""
+        data = self.cleaned_data
+        if data.get("mode") == "policy":
+            vendors = set(data.get("compatible_vendors") or ())
+        else:
+            vendors = {self.catalog.by_slug[it.accelerator].vendor for it in self.items()
+                       if it.accelerator in self.catalog.by_slug}
+        return {v: data.get(f"image_{v}") or "" for v in sorted(vendors)}
+
+    def spec(self) -> InstanceSpec:
+        """provisioning's InstanceSpec for instance_create / quote_compute."""
+        return InstanceSpec(kind=self.cleaned_data["kind"], items=self.items(), policy=self.policy(),
+                            images=self.images(), billing=self.cleaned_data["billing"])
+
+
+def attach_service_error(form: forms.Form, exc) -> None:
+    """Show a service refusal next to the form: a 400's field details on their fields, anything else
+    (quota, funds, capacity, state) as one message on top; the typed values stay in the bound form."""
+    if exc.code != "validation_error":
+        form.add_error(None, exc.message)
+        return
+    aliases = {"items": "accelerator", "policy": "total_cards"}
+    for field, msgs in (exc.details or {}).items():
+        target = aliases.get(field, field)
+        for msg in msgs if isinstance(msgs, list) else [msgs]:
+            form.add_error(target if target in form.fields else None, str(msg))
+    if not exc.details:
+        form.add_error(None, exc.message)

@@ -1,0 +1,94 @@
+"""Console pages of the billing products: monthly statements (HTML + CSV), sponsorship proposals, invoices."""
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+
+from billing.products import selectors
+from billing.products.postpaid import invoice_pay_amount
+from billing.products.sponsorship import MAX_CARD_HOURS, sponsorship_submit
+from billing.products.statement_formats import statement_csv
+from billing.products.statements import statement_build, statement_months
+from core.errors import NotFoundError, ServiceError, ValidationFailed
+from tenancy.permissions import request_can
+
+
+def _require(request, capability: str) -> None:
+    if request.org is None or not request_can(request, capability):
+        raise PermissionDenied("Your role does not allow this.")
+
+
+def _statement_or_404(request, month: str):
+    try:
+        return statement_build(org=request.org, month=month)
+    except (ValidationFailed, NotFoundError) as exc:
+        raise Http404(str(exc)) from exc
+
+
+@login_required
+def statements(request):
+    """Months with ledger activity, newest first."""
+    _require(request, "read_billing")
+    return render(request, "console/billing/statements.html", {"months": statement_months(org=request.org)})
+
+
+@login_required
+def statement_detail(request, month):
+    """One month's statement; amounts rounded to the fen for display only."""
+    _require(request, "read_billing")
+    return render(request, "console/billing/statement_detail.html", {"st": _statement_or_404(request, month)})
+
+
+@login_required
+def statement_csv_download(request, month):
+    """The same statement as the API's CSV (exact µCNY as 6-decimal CNY)."""
+    _require(request, "read_billing")
+    response = HttpResponse(statement_csv(_statement_or_404(request, month)), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="cardmix-statement-{month}.csv"'
+    return response
+
+
+class SponsorshipForm(forms.Form):
+    title = forms.CharField(max_length=200)
+    abstract = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=5000)
+    accelerator = forms.ChoiceField(choices=())
+    card_hours = forms.IntegerField(min_value=1, max_value=MAX_CARD_HOURS)
+
+    def __init__(self, *args, **kwargs):
+        from inventory.models import Accelerator
+
+        super().__init__(*args, **kwargs)
+        self.fields["accelerator"].choices = list(Accelerator.objects.order_by("slug").values_list("slug", "name"))
+
+
+@login_required
+def sponsorships(request):
+    """The organization's proposals and, for owners, admins and billing members, the form to submit one."""
+    _require(request, "read_billing")
+    can_submit = request_can(request, "billing")
+    form = SponsorshipForm(request.POST or None)
+    if request.method == "POST":
+        if not can_submit:
+            raise PermissionDenied("Your role does not allow submitting proposals.")
+        if form.is_valid():
+            try:
+                sponsorship_submit(org=request.org, user=request.user, request=request, **form.cleaned_data)
+            except ServiceError as exc:
+                for field, msgs in (exc.details or {None: [exc.message]}).items():
+                    for msg in msgs:
+                        form.add_error(field if field in form.fields else None, msg)
+            else:
+                messages.success(request, "Proposal submitted; operators will review it.")
+                return redirect("console:billing_sponsorships")
+    return render(request, "console/billing/sponsorships.html", {
+        "proposals": selectors.sponsorship_list(org=request.org)[:200], "form": form, "can_submit": can_submit})
+
+
+@login_required
+def invoices(request):
+    """Monthly invoices of a postpaid organization."""
+    _require(request, "read_billing")
+    rows = [(inv, invoice_pay_amount(inv)) for inv in selectors.invoice_list(org=request.org)[:200]]
+    return render(request, "console/billing/invoices.html", {"rows": rows})

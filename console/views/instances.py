@@ -1,0 +1,207 @@
+"""Instances in the console: list, create (with a live htmx quote), detail with live state, and the
+lifecycle buttons. Every write goes through provisioning's services; every read through its
+tenant-scoped selectors (another organization's instance → 404)."""
+import math
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponseNotAllowed
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from core.errors import ServiceError
+from provisioning import selectors
+from provisioning.choices import InstanceState
+from provisioning.services.instances import instance_create, instance_start, instance_stop, instance_terminate
+from provisioning.services.quotes import quote_compute
+from tenancy.permissions import request_can
+from tenancy.selectors import ssh_key_list
+
+from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
+from . import instance_context as ic
+from .access import or_404, require_capability, require_write
+
+PAGE_SIZE = 25
+NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
+SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instance_terminate}
+
+
+# --- list -----------------------------------------------------------------------------------------
+
+@login_required
+def instance_list(request):
+    """The organization's instances, filterable by state, paginated; refreshes itself while any changes."""
+    require_capability(request, "read")
+    state = request.GET.get("state", "")
+    if state and state not in InstanceState.values:
+        state = ""
+    page = Paginator(selectors.instance_list(org=request.org, state=state or None), PAGE_SIZE).get_page(
+        request.GET.get("page"))
+    rows = ic.decorate(page.object_list, can_write=request_can(request, "instances"))
+    context = {"page": page, "rows": rows, "state": state, "states": InstanceState.choices,
+               "poll": ic.POLL_FAST if any(r.poll == ic.POLL_FAST for r in rows) else "",
+               "can_write": request_can(request, "instances")}
+    if request.htmx:
+        return render(request, "console/partials/instance_table.html", context)
+    return render(request, "console/instances/list.html", context)
+
+
+# --- create ---------------------------------------------------------------------------------------
+
+def _form(request, data=None, catalog=None):
+    catalog = catalog or CatalogChoices()
+    keys = ssh_key_list(user=request.user)
+    return InstanceCreateForm(data, catalog=catalog, ssh_keys=keys)
+
+
+def _default_data(form) -> dict:
+    """The unbound form's initial values as POST-like data (to quote the default pick)."""
+    data = {}
+    for name, field in form.fields.items():
+        value = form.get_initial_for_field(field, name)
+        if value not in (None, ""):
+            data[name] = value
+    return data
+
+
+def quote_topology(kind: str, items: list[dict], catalog) -> list[str]:
+    """What the chosen mix implies: the fabric inside each node, and across nodes when it spans several."""
+    lines, vendors = [], set()
+    for row in items:
+        acc = catalog.by_slug.get(row["accelerator"])
+        if acc is None:
+            continue
+        vendors.add(acc.vendor)
+        inside = ic.INTRA_NODE_FABRIC.get(acc.vendor, "PCIe")
+        nodes = 1 if kind == "container" else max(math.ceil(row["count"] / NODE_SIZE), 1)
+        text = f"{row['count']} × {acc.name}: {inside} inside the node"
+        if nodes > 1:
+            text = f"{row['count']} × {acc.name} on {nodes} nodes: {inside} inside each node, " \
+                   "InfiniBand / RoCE across nodes (one fabric, one zone)"
+        lines.append(text)
+    if len(vendors) > 1:
+        lines.append("Hybrid: the parts sit on separate nodes in one zone and talk over its InfiniBand / RoCE fabric.")
+    return lines
+
+
+def _quote_context(form) -> dict:
+    """The quote the service computes for a valid form, or why there is none."""
+    ctx = {"quote": None, "quote_error": "", "waitlist_checked": bool(form.data.get("waitlist"))}
+    if not form.is_valid():
+        ctx["quote_error"] = "Complete the card mix to see a price."
+        return ctx
+    try:
+        quote = quote_compute(spec=form.spec())
+    except ServiceError as exc:
+        ctx["quote_error"] = "; ".join(str(m) for msgs in exc.details.values() for m in
+                                       (msgs if isinstance(msgs, list) else [msgs])) or exc.message
+        return ctx
+    catalog = form.catalog
+    billing = form.cleaned_data["billing"]
+    rows = []
+    for row in quote.items:
+        acc = catalog.by_slug.get(row["accelerator"])
+        rows.append({**row, "name": acc.name if acc else row["accelerator"],
+                     "vendor": VENDOR_LABELS.get(acc.vendor, acc.vendor) if acc else "",
+                     "available_cards": acc.stock["available_cards"] if acc else 0,
+                     "subtotal": row["price_per_card_hour"] * row["count"]})
+    ctx.update(quote=quote, rows=rows, monthly=billing == "monthly",
+               package_total=quote.price_per_hour * 720, price_per_second=quote.price_per_hour / 3600,
+               topology=quote_topology(form.cleaned_data["kind"], quote.items, catalog),
+               domestic_percent=round(quote.domestic_share * 100),
+               policy_mode=form.cleaned_data.get("mode") == "policy")
+    return ctx
+
+
+@login_required
+def instance_quote(request):
+    """htmx: the quote partial for the form's current values (price, stock, chosen mix, topology)."""
+    require_capability(request, "read")
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    return render(request, "console/partials/quote.html", _quote_context(_form(request, request.POST)))
+
+
+@login_required
+def instance_new(request):
+    """The create form. POST creates (or, with `preview`, only re-quotes: the no-JavaScript price update)."""
+    require_capability(request, "read")
+    can_write = request_can(request, "instances")
+    status = 200
+    if request.method == "POST":
+        require_write(request, "instances")
+        form = _form(request, request.POST)
+        if "preview" not in request.POST and form.is_valid():
+            data = form.cleaned_data
+            try:
+                instance = instance_create(
+                    org=request.org, actor=request.user, spec=form.spec(), name=data["name"],
+                    ssh_key_ids=data["ssh_key_ids"], waitlist=data["waitlist"],
+                    package_renewal=data.get("package_renewal") or "stop", request=request)
+            except ServiceError as exc:
+                attach_service_error(form, exc)
+                status = exc.status
+            else:
+                if instance.state == InstanceState.WAITLISTED:
+                    messages.info(request, "Sold out right now: your request is on the waitlist.")
+                return redirect("console:instance_detail", instance_id=instance.pk)
+        quote = _quote_context(_form(request, request.POST, catalog=form.catalog))
+    else:
+        form = _form(request)
+        quote = _quote_context(_form(request, _default_data(form), catalog=form.catalog))
+    return render(request, "console/instances/new.html",
+                  {**quote, "form": form, "catalog": form.catalog, "can_write": can_write}, status=status)
+
+
+# --- detail and actions -----------------------------------------------------------------------
+
+def _detail_context(request, instance_id, action_error: str = "") -> dict:
+    instance = or_404(selectors.instance_get, org=request.org, instance_id=instance_id)
+    (instance,) = ic.decorate([instance], can_write=request_can(request, "instances"))
+    events = list(selectors.instance_events(instance=instance))
+    return {
+        "instance": instance,
+        "events": events,
+        "steps": ic.progress(instance, events),
+        "reports": ic.readiness_rows(selectors.instance_reports(instance=instance)),
+        "compensation": ic.compensation_for(events),
+        "topology": ic.topology(ic.topology_groups(instance)),
+        "action_error": action_error,
+    }
+
+
+@login_required
+def instance_detail(request, instance_id):
+    """One instance; htmx polls its live block (state, steps, readiness, cost, buttons) until it settles."""
+    require_capability(request, "read")
+    context = _detail_context(request, instance_id)
+    if request.htmx:
+        return render(request, "console/partials/instance_live.html", context)
+    return render(request, "console/instances/detail.html", context)
+
+
+@login_required
+@require_POST
+def instance_action(request, instance_id, action):
+    """stop / start / terminate: POST and redirect without JavaScript; htmx swaps the live block in place."""
+    require_capability(request, "read")
+    service = SERVICES.get(action)
+    if service is None:
+        raise Http404("No such action.")
+    or_404(selectors.instance_get, org=request.org, instance_id=instance_id)  # 404 before any lock
+    require_write(request, "instances")
+    error = ""
+    try:
+        service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
+    except ServiceError as exc:
+        error = exc.message
+    if request.htmx:
+        return render(request, "console/partials/instance_live.html",
+                      _detail_context(request, instance_id, action_error=error))
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
+    return redirect(reverse("console:instance_detail", kwargs={"instance_id": instance_id}))

@@ -1,0 +1,110 @@
+"""A node group that failed readiness twice: quarantine its node and place the group again (SPEC §3).
+
+The node goes to `quarantined` with the reason and the test's errors (for operators), the group's
+cards are released, and — while the SLA window is open and the instance has been re-placed fewer
+than MAX_REPLACEMENTS times — the same cards-per-node of the same accelerator are placed on another
+node of the same zone (so hybrids stay in one zone and bare-metal clusters on one fabric). The
+instance goes back to `provisioning`; the worker prepares and checks just the new group.
+"""
+import logging
+
+from django.db import transaction
+from django.db.models import Max
+
+from core.dbclock import db_now
+from inventory.choices import NodeState
+from inventory.services import cards_release, node_set_state
+from tenancy.audit import audit_record
+
+from ..choices import GroupState
+from ..choices import InstanceState as S
+from ..lock_objects import instance_lock
+from ..models import Instance, NodeGroup, ReadinessReport
+from ..placement import Item, PlacementRequest
+from .capacity import placement_catalog
+from .claims import placement_claim
+from .fleet import driver_for, node_ref
+from .instances import _dispatch, step_deadline
+from .transitions import instance_transition
+
+logger = logging.getLogger("cardmix.provisioning")
+
+MAX_REPLACEMENTS = 2  # SPEC §3: at most 2 re-placements per instance
+
+
+def _node_release(instance: Instance, group: NodeGroup) -> None:
+    """Stop the container / power the node off before leaving it (best effort: the node is suspect)."""
+    if group.prepared_at is None:
+        return
+    node = group.node
+    try:
+        cards = group.card_indices if instance.kind == "container" else []
+        driver_for(node).release(node_ref(node), cards, instance_id=str(instance.pk))
+    except Exception:  # a failing node must not block moving the instance elsewhere
+        logger.exception("release on a quarantined node failed", extra={"node": node.hostname})
+
+
+def node_quarantine(*, instance: Instance, group: NodeGroup, reason: str) -> None:
+    """Quarantine the group's node with the failure and the last test's errors (once; retired stays retired)."""
+    node = group.node
+    if node.state in (NodeState.QUARANTINED, NodeState.RETIRED):
+        return
+    errors = (ReadinessReport.objects.filter(group=group, passed=False).order_by("-id")
+              .values_list("errors", flat=True).first()) or []
+    why = f"readiness failed twice for instance {instance.pk}: {reason}"
+    if errors:
+        why += " — " + "; ".join(str(e) for e in errors[:5])
+    node_set_state(node=node, state="quarantine", reason=why[:500])
+
+
+def _place_again(instance: Instance, group: NodeGroup) -> bool:
+    """Claim the group's cards-per-node again in its zone (the quarantined node takes nothing new)."""
+    catalog = placement_catalog(billing=instance.billing)
+    if group.accelerator not in catalog:
+        return False
+    request = PlacementRequest(kind=instance.kind, items=(Item(group.accelerator, len(group.card_indices)),),
+                               zone=group.node.zone.slug)
+    last = NodeGroup.objects.filter(instance=instance).aggregate(m=Max("pk"))["m"] or 0
+    with transaction.atomic():
+        result = placement_claim(instance=instance, request=request, catalog=catalog)
+        if not result.ok:
+            return False
+        # The claim numbers items within its own one-item request; they belong to the failed group's item.
+        NodeGroup.objects.filter(instance=instance, pk__gt=last).update(item_index=group.item_index)
+    return True
+
+
+def group_replace(*, instance: Instance, group: NodeGroup, reason: str) -> bool:
+    """Quarantine a group's node after its second readiness failure and re-place the group if allowed.
+
+    True when the instance was re-placed (state provisioning again). False when the caller must fail
+    it: an inter-node or boot failure (no single node to blame; nothing quarantined), no re-placement
+    left, the SLA window closed, or no capacity.
+    """
+    if group.prepared_at is None or group.state == GroupState.CHECKED:
+        return False  # boot failure (maybe the image) or inter-node failure: not this node's fault alone
+    _node_release(instance, group)
+    with transaction.atomic():
+        locked = instance_lock(instance_id=instance.pk)
+        if locked.state not in (S.PROVISIONING, S.CHECKING):
+            return False
+        live = NodeGroup.objects.select_for_update().filter(pk=group.pk, released_at__isnull=True).first()
+        if live is None:
+            return False
+        node_quarantine(instance=locked, group=group, reason=reason)
+        cards_release(holder_id=locked.pk, card_ids=group.card_ids)
+        now = db_now()
+        NodeGroup.objects.filter(pk=group.pk).update(state=GroupState.FAILED, released_at=now)
+        window_open = locked.sla_deadline is None or now < locked.sla_deadline
+        if locked.replacements >= MAX_REPLACEMENTS or not window_open or not _place_again(locked, group):
+            # Quarantine and release stay committed; the caller fails the instance and frees the rest.
+            return False
+        came_from = locked.state
+        instance_transition(instance=locked, to=S.PROVISIONING, reason=f"re-placed: {group.node.hostname} quarantined",
+                            replacements=locked.replacements + 1, step_deadline=step_deadline(locked, now))
+        audit_record(action="instance.replace", org=locked.organization, target=locked,
+                     details={"node": group.node.hostname, "reason": reason[:300],
+                              "replacements": locked.replacements})
+        if came_from == S.PROVISIONING:
+            _dispatch(locked.pk)  # the running task stops at a self-transition; a fresh one picks it up
+    return True

@@ -1,0 +1,152 @@
+"""The reconciler (SPEC §3): the recovery path after a crash is a beat task reading rows.
+
+Under the advisory lock "reconciler" (a second beat does nothing) it
+- finishes or rolls back instances stuck past their step deadline: re-dispatches the step task
+  (steps are resumable) a bounded number of times, then fails provisioning/checking instances with
+  their cards released (and the SLA settled), and forces stopping/terminating ones to their end;
+- releases every card held by an instance that is not live;
+- closes every meter open for an instance that is not `running`, at the second it left running.
+"""
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F
+
+from core.dbclock import db_now
+from core.locks import try_advisory_xact_lock
+from inventory.choices import HolderKind
+from inventory.models import CardAllocation
+from inventory.services import cards_release
+from tenancy.audit import audit_record
+
+from ..choices import HOLDING_STATES
+from ..choices import InstanceState as S
+from ..lock_objects import instance_lock
+from ..models import Instance, InstanceEvent
+from . import billing_port
+from .claims import placement_release
+from .instances import _dispatch, step_deadline
+from .sla import sla_dispatch
+from .transitions import instance_transition
+
+logger = logging.getLogger("cardmix.provisioning")
+
+# States the worker drives; past the step deadline, how many times the step is re-dispatched first.
+RETRIES = {S.PROVISIONING: 1, S.CHECKING: 1, S.STOPPING: 2, S.TERMINATING: 2}
+# An instance in these states may hold cards (terminating ones release them in the worker, or here when stuck).
+MAY_HOLD = frozenset(HOLDING_STATES | {S.TERMINATING})
+BATCH = 500
+LEAK_GRACE = timedelta(minutes=5)
+
+
+def _release(instance_id) -> None:
+    """Release the instance's groups through the driver, or just the cards when the driver fails."""
+    from .steps import groups_release
+
+    try:
+        with transaction.atomic():
+            groups_release(instance_id)
+    except Exception:  # the driver is what got it stuck: free the cards anyway
+        logger.exception("reconciler: driver release failed; releasing the cards only",
+                         extra={"instance": str(instance_id)})
+        placement_release(instance=Instance.objects.get(pk=instance_id))
+
+
+def instance_unstick(*, instance_id) -> str | None:
+    """Act on one instance past its step deadline: "resumed", "failed", "forced", or None (not stuck)."""
+    with transaction.atomic():
+        instance = instance_lock(instance_id=instance_id)
+        now = db_now()
+        state = instance.state
+        if state not in RETRIES or instance.step_deadline is None or instance.step_deadline >= now:
+            return None
+        if instance.step_retries < RETRIES[state]:
+            Instance.objects.filter(pk=instance.pk).update(step_retries=F("step_retries") + 1,
+                                                           step_deadline=step_deadline(instance, now))
+            audit_record(action="instance.reconcile_resume", org=instance.organization, target=instance,
+                         details={"state": state, "retry": instance.step_retries + 1})
+            _dispatch(instance.pk)
+            return "resumed"
+        reason = f"reconciler: stuck in {state} past its step deadline"
+        if state in (S.PROVISIONING, S.CHECKING):
+            instance_transition(instance=instance, to=S.FAILED, reason=reason, step_deadline=None)
+            outcome = "failed"
+        elif state == S.STOPPING:
+            instance_transition(instance=instance, to=S.STOPPED, reason=f"{reason} (released)", step_deadline=None)
+            outcome = "forced"
+        else:
+            instance_transition(instance=instance, to=S.TERMINATED, reason=f"{reason} (released)",
+                                step_deadline=None, terminated_at=now)
+            outcome = "forced"
+        audit_record(action=f"instance.reconcile_{outcome}", org=instance.organization, target=instance,
+                     details={"state": state})
+    if outcome == "failed":
+        _release(instance_id)
+        sla_dispatch(instance_id)
+    else:
+        placement_release(instance=Instance.objects.get(pk=instance_id))
+    return outcome
+
+
+def cards_leaked_release() -> int:
+    """Release the live allocations of instances that are not live (or do not exist); returns how many holders."""
+    holders = set(CardAllocation.objects.filter(released_at__isnull=True, holder_kind=HolderKind.INSTANCE)
+                  .values_list("holder_id", flat=True).distinct())
+    if not holders:
+        return 0
+    live = set(Instance.objects.filter(pk__in=holders, state__in=MAY_HOLD).values_list("pk", flat=True))
+    # A worker releases a failed instance's cards just after the transition (driver first): leave it time.
+    recent = set(InstanceEvent.objects.filter(instance_id__in=list(holders - live),
+                                              created_at__gte=db_now() - LEAK_GRACE).values_list("instance_id", flat=True))
+    leaked = sorted(holders - live - recent, key=str)
+    known = {i.pk: i for i in Instance.objects.filter(pk__in=leaked)}
+    for holder_id in leaked:
+        instance = known.get(holder_id)
+        if instance is not None:
+            placement_release(instance=instance)
+        else:
+            cards_release(holder_id=holder_id)
+        logger.warning("reconciler released leaked cards", extra={"holder": str(holder_id)})
+    return len(leaked)
+
+
+def _left_running_at(instance_id, opened_at):
+    """When the instance left running after a meter opened at `opened_at` (None: unknown → now)."""
+    return (InstanceEvent.objects.filter(instance_id=instance_id, from_state=S.RUNNING, created_at__gte=opened_at)
+            .exclude(to_state=S.RUNNING).order_by("created_at").values_list("created_at", flat=True).first())
+
+
+def meters_leaked_close() -> int:
+    """Close meters left open for instances that are not running; returns how many instances."""
+    from billing.models import Meter  # provisioning sits above billing: reading its rows is allowed
+
+    opened = dict(Meter.objects.filter(closed_at__isnull=True).order_by("instance_id", "opened_at")
+                  .values_list("instance_id", "opened_at"))
+    if not opened:
+        return 0
+    running = set(Instance.objects.filter(pk__in=list(opened), state=S.RUNNING).values_list("pk", flat=True))
+    leaked = sorted(set(opened) - running, key=str)
+    for instance_id in leaked:
+        billing_port.meters_close(instance_id=instance_id, at=_left_running_at(instance_id, opened[instance_id]))
+        logger.warning("reconciler closed a leaked meter", extra={"instance": str(instance_id)})
+    return len(leaked)
+
+
+def reconcile() -> dict:
+    """One reconciler pass under the advisory lock; returns what it did, or {"skipped": True}."""
+    with transaction.atomic():
+        if not try_advisory_xact_lock("reconciler"):
+            return {"skipped": True}
+        stuck = list(Instance.objects.filter(state__in=list(RETRIES), step_deadline__lt=db_now())
+                     .order_by("step_deadline").values_list("pk", flat=True)[:BATCH])
+        stats = {"resumed": 0, "failed": 0, "forced": 0}
+        for instance_id in stuck:
+            outcome = instance_unstick(instance_id=instance_id)
+            if outcome:
+                stats[outcome] += 1
+        stats["cards_released"] = cards_leaked_release()
+        stats["meters_closed"] = meters_leaked_close()
+    if any(stats.values()):
+        logger.info("reconciler pass", extra=stats)
+    return stats

@@ -1,0 +1,88 @@
+"""Auto-stop at the exhaustion second, write-offs past it, and low-balance warnings (email + banner)."""
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from billing import hooks
+from billing.funds import available_funds
+from billing.models import BillingProfile, Meter, WriteOff
+from billing.selectors import low_balance_warning
+from billing.services import meter_open, meters_close
+from billing.tick import meter_tick
+from billing.verify import ledger_verify
+from tests.factories.billing import fund
+from tests.factories.tenancy import MembershipFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+@pytest.fixture
+def stop_calls():
+    """Register a fake auto-stop (provisioning's real one is restored afterwards)."""
+    saved = list(hooks._autostop)
+    calls = []
+    hooks.register_autostop(lambda **kw: calls.append(kw))
+    yield calls
+    hooks._autostop[:] = saved
+
+
+def test_autostop_at_exhaustion_second_bills_up_to_it_and_writes_off_the_rest(
+        stop_calls, django_capture_on_commit_callbacks, settings):
+    settings.METER_TICK_SECONDS = 60
+    org = MembershipFactory().organization
+    fund(org, 30_000)
+    meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
+                       rate=3_600_000)  # 1,000 µCNY per second
+    t0 = meter.opened_at
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=t0 + timedelta(seconds=10))
+    assert stop_calls == [{"org_id": org.pk, "at": t0 + timedelta(seconds=30), "reason": "funds_exhausted"}]
+    meter.refresh_from_db()
+    assert meter.billable_until_seconds == 30
+    assert BillingProfile.objects.get(pk=org.pk).autostop_requested_at is not None
+    # another tick before the stop lands does not ask again
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=t0 + timedelta(seconds=20))
+    assert len(stop_calls) == 1
+    # someone tops up meanwhile: seconds past the exhaustion second are still not billed
+    fund(org, 1_000_000)
+    meters_close(instance_id=meter.instance_id, at=t0 + timedelta(seconds=45))  # the actual stop, later
+    meter.refresh_from_db()
+    assert meter.posted_amount == 30_000 and meter.written_off_amount == 15_000
+    assert sum(WriteOff.objects.filter(meter=meter).values_list("seconds", flat=True)) == 15
+    assert available_funds(org) == 1_000_000
+    assert ledger_verify() == []
+
+
+def test_autostop_when_already_exhausted_stops_now(stop_calls, django_capture_on_commit_callbacks):
+    org = MembershipFactory().organization
+    meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
+                       rate=3_600_000)
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=meter.opened_at + timedelta(seconds=5))
+    assert stop_calls[0]["at"] == meter.opened_at + timedelta(seconds=5)
+    meter.refresh_from_db()
+    assert meter.written_off_amount == 5_000 and meter.posted_amount == 0
+
+
+def test_low_balance_warning_email_and_banner_once_then_cleared(
+        stop_calls, django_capture_on_commit_callbacks, mailoutbox, settings):
+    settings.LOW_BALANCE_WARNING_SECONDS = 3600
+    membership = MembershipFactory(role="owner")
+    org = membership.organization
+    fund(org, 1_800_000 + 10_000)  # 30 minutes at 3.6 CNY/h after the first 10 s
+    meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
+                       rate=3_600_000)
+    t0 = meter.opened_at
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=t0 + timedelta(seconds=10))
+        meter_tick(now=t0 + timedelta(seconds=70))
+    assert stop_calls == []
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == [membership.user.email]
+    assert "runs out soon" in mailoutbox[0].subject
+    assert low_balance_warning(org=org)
+    fund(org, 100_000_000)
+    meter_tick(now=t0 + timedelta(seconds=130))
+    assert not low_balance_warning(org=org)
+    assert Meter.objects.get(pk=meter.pk).posted_through_seconds == 130

@@ -1,0 +1,81 @@
+"""Console pages (statements HTML/CSV, sponsorship form, invoices) and the admin's approve action."""
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.test import Client
+
+from billing.choices import TransferCode
+from billing.credits import cash_credit
+from billing.models import Transfer
+from billing.models_products import SponsorshipProposal, SponsorshipState
+from tenancy.middleware import SESSION_ORG_KEY
+from tests.factories.billing_products import posted_at
+from tests.factories.inventory import accelerator
+from tests.factories.tenancy import UserFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+def _client(membership):
+    client = Client()
+    client.force_login(membership.user)
+    session = client.session
+    session[SESSION_ORG_KEY] = str(membership.organization_id)
+    session.save()
+    return client
+
+
+def test_statement_pages(member_factory):
+    owner = member_factory(role="billing")
+    with posted_at(datetime(2025, 1, 15, tzinfo=ZoneInfo("Asia/Shanghai"))):
+        cash_credit(org=owner.organization, amount=12_345_678, key="c", code="topup", payment_ref="pi_9")
+    client = _client(owner)
+    listing = client.get("/billing/statements/")
+    assert listing.status_code == 200 and b"2025-01" in listing.content
+    page = client.get("/billing/statements/2025-01/")
+    assert page.status_code == 200 and "¥12.35".encode() in page.content  # rounded for display only
+    csv_body = client.get("/billing/statements/2025-01/csv/")
+    assert csv_body["Content-Type"].startswith("text/csv") and b"12.345678" in csv_body.content
+    assert client.get("/billing/statements/2025-13/").status_code == 404
+    assert _client(member_factory(role="viewer")).get("/billing/statements/").status_code == 403
+
+
+def test_sponsorship_form_and_invoices(member_factory):
+    accelerator("h100-sxm-80g")
+    owner = member_factory(role="owner")
+    client = _client(owner)
+    bad = client.post("/billing/sponsorships/", {"title": "x", "abstract": "y", "accelerator": "h100-sxm-80g",
+                                                 "card_hours": 0})
+    assert bad.status_code == 200 and not SponsorshipProposal.objects.exists()
+    ok = client.post("/billing/sponsorships/", {"title": "Climate", "abstract": "Models", "accelerator": "h100-sxm-80g",
+                                                "card_hours": 5})
+    assert ok.status_code == 302
+    assert SponsorshipProposal.objects.get().organization_id == owner.organization_id
+    member = _client(member_factory(role="member", org=owner.organization))
+    assert member.get("/billing/sponsorships/").status_code == 200
+    assert member.post("/billing/sponsorships/", {"title": "t", "abstract": "a", "accelerator": "h100-sxm-80g",
+                                                  "card_hours": 1}).status_code == 403
+    assert client.get("/billing/invoices/").status_code == 200
+
+
+def test_admin_approve_asks_for_a_note_then_grants_once(member_factory):
+    accelerator("h100-sxm-80g")
+    owner = member_factory(role="owner")
+    proposal = SponsorshipProposal.objects.create(organization=owner.organization, title="T", abstract="A",
+                                                  accelerator="h100-sxm-80g", card_hours=3)
+    staff = UserFactory(is_staff=True, is_superuser=True)
+    admin = Client()
+    admin.force_login(staff)
+    url = "/admin/billing/sponsorshipproposal/"
+    form = admin.post(url, {"action": "approve", "_selected_action": [str(proposal.pk)]})
+    assert form.status_code == 200 and b"note" in form.content
+    assert not Transfer.objects.filter(code=TransferCode.GRANT).exists()
+    for _ in range(2):
+        done = admin.post(url, {"action": "approve", "_selected_action": [str(proposal.pk)], "apply": "1",
+                                "note": "Welcome aboard"})
+        assert done.status_code == 302
+    proposal.refresh_from_db()
+    assert proposal.state == SponsorshipState.APPROVED and proposal.staff_note == "Welcome aboard"
+    assert proposal.decided_by == staff
+    assert Transfer.objects.filter(code=TransferCode.GRANT, key=f"grant:{proposal.pk}").count() == 1

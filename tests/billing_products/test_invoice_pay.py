@@ -1,0 +1,49 @@
+"""Paying an invoice: a top-up of the amount rounded up to the fen at localstripe; settling posts the
+sub-fen difference once between cash and `rounding`."""
+from datetime import date
+
+import pytest
+import stripe
+from django.utils import timezone
+
+from billing.choices import AccountKind, TransferCode
+from billing.funds import balances_of
+from billing.models import Transfer
+from billing.models_payments import TopUp
+from billing.models_products import Invoice, InvoiceState
+from billing.products.postpaid import invoices_settle_due
+from tests.core.test_api_conventions import assert_error
+from tests.factories.billing import fund, set_credit_limit
+from tests.payments.conftest import localstripe_url, stripe_env  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+@pytest.mark.parametrize("role,status", [("owner", 201), ("billing", 201), ("member", 403), ("viewer", 403)])
+def test_pay_creates_a_topup_rounded_up_to_the_fen(stripe_env, member_factory, session_client_for,  # noqa: F811
+                                                   role, status):
+    membership = member_factory(role=role)
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=12_345_678)
+    response = session_client_for(membership).post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
+    if status == 403:
+        assert_error(response, 403, "permission_denied")
+        return
+    assert response.status_code == 201, response.content
+    topup = TopUp.objects.get(pk=response.json()["id"])
+    assert topup.amount == 12_350_000 and topup.amount_fen == 1235
+    assert stripe.PaymentIntent.retrieve(topup.stripe_payment_intent_id).amount == 1235
+    invoice.refresh_from_db()
+    assert invoice.topup_id == topup.pk and invoice.state == InvoiceState.OPEN
+    # The payment lands (the webhook's ledger effect, then the top-up row), then the settle task runs twice.
+    fund(org, 12_350_000, key=f"stripe_pi:{topup.stripe_payment_intent_id}")
+    TopUp.objects.filter(pk=topup.pk).update(credited_at=timezone.now(), state="succeeded")
+    assert invoices_settle_due() == 1 and invoices_settle_due() == 0
+    invoice.refresh_from_db()
+    assert invoice.state == InvoiceState.PAID
+    rounding = Transfer.objects.get(code=TransferCode.ROUNDING)
+    assert rounding.key == f"invoice_rounding:{invoice.pk}" and rounding.amount == 4_322
+    assert balances_of(org)[AccountKind.CASH] == 12_345_678
+    paid_again = session_client_for(membership).post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
+    assert_error(paid_again, 409, "invalid_state")

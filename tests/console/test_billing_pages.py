@@ -1,0 +1,57 @@
+"""Dashboard and billing pages: balances by kind, the low-balance banner, ledger lines, usage, the spend chart."""
+import pytest
+
+from billing.models import BillingProfile
+from tests.console.conftest import login_client
+from tests.factories.billing import MeterFactory, backdate_meter, fund
+from tests.factories.provisioning import InstanceFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+def test_dashboard_shows_balances_burn_and_running_instances(web, owner):
+    org = owner.organization
+    inst = InstanceFactory(organization=org, state="running", name="gpu-box")
+    meter = backdate_meter(MeterFactory(organization=org, instance_id=inst.pk, accelerator="h100-sxm-80g",
+                                        cards=1, rate=1_900_000), 3600)
+    page = web.get("/dashboard/").content.decode()
+    assert 'id="balance-cash" data-ucny="1000000000"' in page and "¥1,000.00" in page or "¥1000.00" in page
+    assert "gpu-box" in page and 'id="burn-rate">¥1.90' in page
+    assert 'data-ucny="1900000"' in page  # one hour of 1 card at 1.90 accrued (not yet posted by a tick)
+    assert "low-balance-banner" not in page
+    assert meter.pk
+
+
+def test_low_balance_banner_under_one_hour(member_factory, fleet):
+    poor = member_factory(role="owner")
+    fund(poor.organization, 1_000_000, key="tiny")  # ¥1.00 at ¥19.00/h → about 3 minutes
+    inst = InstanceFactory(organization=poor.organization, state="running")
+    MeterFactory(organization=poor.organization, instance_id=inst.pk, cards=10, rate=1_900_000)
+    page = login_client(poor).get("/dashboard/").content.decode()
+    assert 'id="low-balance-banner"' in page and "Top up now" in page
+    BillingProfile.objects.get_or_create(organization=poor.organization)
+
+
+def test_billing_page_ledger_usage_chart_and_links(web, owner):
+    org = owner.organization
+    inst = InstanceFactory(organization=org, state="running")
+    meter = MeterFactory(organization=org, instance_id=inst.pk, accelerator="h100-sxm-80g", cards=2)
+    from billing.funds import spend
+
+    spend(org=org, amount=123_456, key=f"meter:{meter.pk}:60", code="meter", meter_id=meter.pk, instance_id=inst.pk)
+    for i in range(30):
+        fund(org, 10_000 + i, key=f"page:{i}")
+    page = web.get("/billing/").content.decode()
+    assert f'data-meter="{meter.pk}"' not in page  # newest first: 25 per page, the spend is on page 2
+    assert "Page 1 of 2" in page and 'id="spend-chart"' in page and "<rect" in page
+    assert "/billing/statements/" in page and "/billing/sponsorships/" in page and "/billing/invoices/" in page
+    page2 = web.get("/billing/?page=2", HTTP_HX_REQUEST="true").content.decode()
+    assert page2.startswith('\n<div id="ledger">') or page2.lstrip().startswith('<div id="ledger">')
+    assert f'data-meter="{meter.pk}"' in page2 and 'data-ucny="123456"' in page2
+    usage = web.get("/billing/").content.decode()
+    assert "h100-sxm-80g" in usage
+
+
+def test_billing_role_reads_billing_viewer_does_not(member_factory, owner):
+    assert login_client(member_factory(role="billing", org=owner.organization)).get("/billing/").status_code == 200
+    assert login_client(member_factory(role="viewer", org=owner.organization)).get("/billing/").status_code == 404

@@ -1,0 +1,165 @@
+"""Console instance pages with the Django test client: create (no JavaScript needed), service errors next
+to the form, the quote partial, buttons from the transition table, polling that stops, tenant isolation."""
+import re
+
+import pytest
+
+from inventory.models import Accelerator, Card
+from provisioning.models import Instance
+from tests.console.conftest import login_client
+from tests.factories.inventory import CardAllocationFactory
+from tests.factories.provisioning import InstanceFactory, funded
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+H100_2 = {"name": "train-1", "mode": "items", "kind": "container", "accelerator": "h100-sxm-80g", "count": "2",
+          "image_nvidia": "pytorch-2.3-cuda12.3", "image_huawei": "cann-torch-npu", "billing": "on_demand",
+          "package_renewal": "stop"}
+
+
+def _sell_out(slug):
+    for card in Card.objects.filter(node__accelerator__slug=slug):
+        CardAllocationFactory(card=card)
+
+
+def test_create_without_javascript_posts_and_redirects_to_the_detail(web, owner):
+    r = web.post("/instances/new/", H100_2)
+    assert r.status_code == 302
+    inst = Instance.objects.get(organization=owner.organization)
+    assert r["Location"] == f"/instances/{inst.pk}/"
+    assert inst.state == "provisioning" and inst.items[0]["count"] == 2 and inst.price_per_hour == 3_800_000
+    page = web.get(r["Location"]).content.decode()
+    assert "train-1" in page and 'data-state="provisioning"' in page and 'hx-trigger="every 2s"' in page
+    assert "¥3.80" in page and "ssh -p 22 cardmix@" in page and 'data-copy="#ssh-1"' in page
+    # provisioning → checking, terminating and failed are legal; only Terminate is a customer action here.
+    assert 'data-action="terminate"' in page and 'data-action="stop"' not in page
+
+
+def test_quota_error_shows_next_to_the_form_and_keeps_the_input(web, owner):
+    owner.organization.card_quota = 1
+    owner.organization.save(update_fields=["card_quota"])
+    r = web.post("/instances/new/", {**H100_2, "name": "keep-me"})
+    assert r.status_code == 409
+    page = r.content.decode()
+    assert 'id="form-errors"' in page and "quota" in page
+    assert 'value="keep-me"' in page and 'value="2"' in page
+    assert not Instance.objects.filter(organization=owner.organization).exists()
+
+
+def test_insufficient_funds_is_shown(member_factory, fleet):
+    poor = member_factory(role="owner")
+    r = login_client(poor).post("/instances/new/", H100_2)
+    assert r.status_code == 402 and "Top up first" in r.content.decode()
+
+
+def test_sold_out_offers_the_waitlist_and_joining_shows_the_position(web, owner):
+    _sell_out("ascend-910b")
+    body = {**H100_2, "accelerator": "ascend-910b", "count": "1", "name": "npu"}
+    r = web.post("/instances/new/", body)
+    assert r.status_code == 409
+    page = r.content.decode()
+    assert 'id="quote-soldout"' in page and 'name="waitlist"' in page
+    r = web.post("/instances/new/", {**body, "waitlist": "on"})
+    assert r.status_code == 302
+    detail = web.get(r["Location"]).content.decode()
+    assert 'data-state="waitlisted"' in detail and re.search(r'id="waitlist-position">Position <strong>1</strong>',
+                                                              detail)
+
+
+def test_quote_partial_prices_the_mix_and_names_the_topology(web):
+    r = web.post("/instances/quote/", H100_2, HTTP_HX_REQUEST="true")
+    page = r.content.decode()
+    assert r.status_code == 200 and "<html" not in page
+    assert 'data-ucny="3800000"' in page and "¥3.80" in page and "NVLink / NVSwitch" in page
+    assert 'id="quote-available"' in page
+    # Hybrid: one image per vendor, both parts in one zone over its fabric.
+    hybrid = {**H100_2, "accelerator2": "ascend-910b", "count2": "2"}
+    page = web.post("/instances/quote/", hybrid).content.decode()
+    assert "HCCS" in page and "Hybrid" in page and 'data-ucny="8600000"' in page
+    # Bare metal across two nodes: InfiniBand / RoCE between them.
+    bm = {**H100_2, "kind": "bare_metal", "count": "16"}
+    page = web.post("/instances/quote/", bm).content.decode()
+    assert "on 2 nodes" in page and "InfiniBand / RoCE across nodes" in page
+    # Policy mode: the quote says which mix it chose.
+    policy = {**H100_2, "mode": "policy", "total_cards": "8", "compatible_vendors": ["nvidia", "huawei"],
+              "min_domestic_percent": "50"}
+    page = web.post("/instances/quote/", policy).content.decode()
+    assert "Ascend" in page and "domestic share" in page
+    # Sold out: the waitlist checkbox instead of a dead end.
+    _sell_out("h100-sxm-80g")
+    page = web.post("/instances/quote/", H100_2).content.decode()
+    assert 'id="quote-soldout"' in page and 'name="waitlist"' in page
+
+
+def test_buttons_follow_the_transition_table_and_polling_stops_when_settled(web, owner):
+    org = owner.organization
+    expected = {"running": {"stop", "terminate"}, "stopped": {"start", "terminate"}, "failed": {"terminate"},
+                "terminated": set(), "waitlisted": {"terminate"}}
+    for state, actions in expected.items():
+        inst = InstanceFactory(organization=org, state=state)
+        page = web.get(f"/instances/{inst.pk}/", HTTP_HX_REQUEST="true").content.decode()
+        assert page.lstrip().startswith('<section id="instance-live"'), page[:200]
+        assert set(re.findall(r'data-action="(\w+)"', page)) == actions, state
+        polls = re.search(r'hx-trigger="([^"]+)"', page)
+        if state in ("stopped", "failed", "terminated"):
+            assert polls is None, state
+        else:
+            assert polls.group(1) == ("every 10s" if state == "running" else "every 2s")
+
+
+def test_action_forms_work_without_javascript_and_refuse_illegal_ones(web, owner):
+    inst = InstanceFactory(organization=owner.organization, state="stopped")
+    r = web.post(f"/instances/{inst.pk}/stop/")
+    assert r.status_code == 302
+    assert "cannot become" in web.get(r["Location"]).content.decode()
+    r = web.post(f"/instances/{inst.pk}/terminate/")
+    assert r.status_code == 302
+    inst.refresh_from_db()
+    assert inst.state == "terminating"
+    # htmx: the live block comes back in place, with the error inline.
+    r = web.post(f"/instances/{inst.pk}/start/", HTTP_HX_REQUEST="true")
+    assert r.status_code == 200 and 'id="action-error"' in r.content.decode()
+
+
+def test_viewer_sees_no_buttons_and_cannot_act(member_factory, owner):
+    viewer = member_factory(role="viewer", org=owner.organization)
+    inst = InstanceFactory(organization=owner.organization, state="running")
+    client = login_client(viewer)
+    page = client.get(f"/instances/{inst.pk}/").content.decode()
+    assert "data-action" not in page
+    assert client.post(f"/instances/{inst.pk}/stop/").status_code == 403
+    assert client.post("/instances/new/", H100_2).status_code == 403
+    billing_role = member_factory(role="billing", org=owner.organization)
+    assert login_client(billing_role).get("/instances/").status_code == 404  # billing role reads no instances
+
+
+def test_another_organizations_instance_is_404_in_console_and_api(web, member_factory, session_client_for):
+    stranger = funded(member_factory(role="owner"))
+    theirs = InstanceFactory(organization=stranger.organization, state="running")
+    for url in (f"/instances/{theirs.pk}/", "/instances/not-a-uuid/"):
+        assert web.get(url).status_code == 404
+        assert web.get(url, HTTP_HX_REQUEST="true").status_code == 404
+    for action in ("stop", "start", "terminate"):
+        assert web.post(f"/instances/{theirs.pk}/{action}/").status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.state == "running"
+    assert session_client_for(stranger).get(f"/api/v1/instances/{theirs.pk}/").status_code == 200
+    from rest_framework.test import APIClient  # the API answers the same 404 to the intruder
+    api = APIClient()
+    api.cookies = web.cookies
+    assert api.get(f"/api/v1/instances/{theirs.pk}/").status_code == 404
+
+
+def test_list_filters_by_state_and_has_empty_states(web, owner):
+    assert "Create your first instance" in web.get("/instances/").content.decode()
+    InstanceFactory(organization=owner.organization, state="running", name="alpha")
+    InstanceFactory(organization=owner.organization, state="stopped", name="beta")
+    page = web.get("/instances/?state=running").content.decode()
+    assert "alpha" in page and "beta" not in page
+    assert "No instances in state" in web.get("/instances/?state=failed").content.decode()
+
+
+def test_chinese_card_names_display_as_written(web):
+    Accelerator.objects.filter(slug="ascend-910b").update(name="华为昇腾 910B")
+    page = web.get("/instances/new/").content.decode()
+    assert "华为昇腾 910B" in page and 'charset="utf-8"' in page

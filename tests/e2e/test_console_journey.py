@@ -1,0 +1,171 @@
+"""The whole customer journey in headless Chromium against a live server and a real worker process."""
+import re
+import time
+
+import pytest
+from django.core import mail
+
+from billing.models import Meter, Transfer
+from billing.rating import whole_seconds
+from inventory.models import Card
+from provisioning.models import Instance
+from tests.e2e.conftest import Shots, ready_worker, session_cookie
+from tests.factories.inventory import CardAllocationFactory
+from tests.factories.provisioning import funded, make_fleet, wait_for_state
+
+pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+H100_RATE = 1_900_000
+
+
+def _nav_counter(page):
+    navigations = []
+    page.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == page.main_frame else None)
+    return navigations
+
+
+@pytest.mark.worker
+def test_signup_to_terminate_in_the_browser(e2e_env, live_server, start_worker, browser):
+    worker = ready_worker(start_worker)
+    make_fleet(h100=2, ascend=1)
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.on("dialog", lambda dialog: dialog.accept())  # "Terminate …?" confirmation
+    shot = Shots(page, "journey")
+
+    # Sign up and verify through the emailed link (locmem outbox: the live server runs in this process).
+    page.goto(f"{live_server.url}/signup/")
+    page.fill("#id_name", "Ada")
+    page.fill("#id_email", "ada@example.com")
+    page.fill("#id_password", "correct-horse-battery-9")
+    shot("signup")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/signup/check-email/")
+    link = re.search(r"/verify-email/[^/\s]+/", mail.outbox[-1].body).group(0)
+    page.goto(f"{live_server.url}{link}")
+    shot("verified")
+    page.goto(f"{live_server.url}/dashboard/")
+    assert page.inner_text("#balance-trial") == "¥10.00"
+    assert page.inner_text("#balance-available") == "¥10.00"
+    shot("dashboard-trial")
+
+    # Create 2 × H100: the quote updates in place (htmx), without a page load.
+    page.goto(f"{live_server.url}/instances/new/")
+    navigations = _nav_counter(page)
+    page.select_option("#id_accelerator", "h100-sxm-80g")
+    page.fill("#id_count", "2")
+    page.wait_for_selector("#quote-price[data-ucny='3800000']")
+    assert page.inner_text("#quote-price") == "¥3.80" and "NVLink" in page.inner_text("#quote")
+    assert navigations == []
+    shot("quote")
+    page.click("#create-submit")
+    page.wait_for_url(re.compile(r".*/instances/[0-9a-f-]{36}/$"))
+    iid = page.url.rstrip("/").rsplit("/", 1)[-1]
+    page.wait_for_load_state()
+    navigations.clear()
+
+    # Watch it reach running with zero navigations (htmx polling every 2 s).
+    shot("provisioning")
+    page.wait_for_selector("#instance-live[data-state=running]", timeout=90_000)
+    assert navigations == [], navigations
+    page.wait_for_selector("#readiness .report.passed")
+    assert "nccl-tests" in page.inner_text("#readiness") and page.locator("#readiness svg").count() >= 1
+    assert "ssh -p" in page.inner_text("#instance-live")
+    shot("running")
+
+    time.sleep(2.5)  # a few whole running seconds
+    page.click("button[data-action=stop]")
+    page.wait_for_selector("#instance-live[data-state=stopped]", timeout=60_000)
+    assert navigations == [], navigations
+    assert page.locator("#instance-live[hx-trigger]").count() == 0  # polling stopped
+    shot("stopped")
+
+    # The meter row: the ledger charged exactly floor(rate × cards × S / 3600) for its S running seconds.
+    meter = Meter.objects.get(instance_id=iid)
+    seconds = whole_seconds(meter.opened_at, meter.closed_at)
+    expected = H100_RATE * 2 * seconds // 3600
+    assert seconds >= 2 and meter.posted_amount == expected and meter.written_off_amount == 0
+    assert sum(Transfer.objects.filter(meter_id=meter.pk).values_list("amount", flat=True)) == expected
+    page.goto(f"{live_server.url}/billing/")
+    cells = page.locator(f"tr.ledger-line[data-meter='{meter.pk}'] td[data-ucny]")
+    assert sum(int(cells.nth(i).get_attribute("data-ucny")) for i in range(cells.count())) == expected
+    assert page.locator("#spend-chart svg rect").count() >= 30
+    shot("billing")
+
+    page.goto(f"{live_server.url}/instances/{iid}/")
+    navigations.clear()
+    page.click("button[data-action=terminate]")
+    page.wait_for_selector("#instance-live[data-state=terminated]", timeout=60_000)
+    assert navigations == []
+    shot("terminated")
+    wait_for_state(iid, "terminated", worker=worker)
+
+
+def test_sold_out_request_joins_the_waitlist_and_shows_its_position(e2e_env, live_server, browser,
+                                                                      member_factory):
+    from provisioning.placement import Item
+    from provisioning.services.instances import instance_create
+    from provisioning.services.specs import InstanceSpec
+
+    make_fleet(h100=1, ascend=1)
+    for card in Card.objects.filter(node__accelerator__slug="ascend-910b"):
+        CardAllocationFactory(card=card)
+    spec = InstanceSpec(kind="container", items=(Item("ascend-910b", 1),), image="cann-torch-npu")
+    first = funded(member_factory(role="owner"))
+    instance_create(org=first.organization, actor=first.user, spec=spec, name="ahead", waitlist=True)
+    owner = funded(member_factory(role="owner"))
+    context = browser.new_context(viewport={"width": 390, "height": 844})  # a phone
+    context.add_cookies([session_cookie(owner, live_server)])
+    page = context.new_page()
+    shot = Shots(page, "waitlist")
+    page.goto(f"{live_server.url}/instances/new/")
+    page.select_option("#id_accelerator", "ascend-910b")
+    page.wait_for_selector("#quote-soldout")
+    shot("sold-out")
+    page.check("#id_waitlist")
+    page.click("#create-submit")
+    page.wait_for_selector("#instance-live[data-state=waitlisted]")
+    assert page.inner_text("#waitlist-position") == "Position 2 on the waitlist"
+    shot("waitlisted")
+    inst = Instance.objects.get(organization=owner.organization)
+    assert inst.state == "waitlisted" and inst.waitlist
+
+
+@pytest.mark.worker
+def test_without_javascript_create_stop_terminate(e2e_env, live_server, start_worker, browser):
+    from tests.factories.tenancy import MembershipFactory
+
+    worker = ready_worker(start_worker)
+    make_fleet(h100=1)
+    owner = funded(MembershipFactory(role="owner"))
+    context = browser.new_context(java_script_enabled=False)
+    context.add_cookies([session_cookie(owner, live_server)])
+    page = context.new_page()
+    shot = Shots(page, "nojs")
+
+    def reload_until(state, timeout=90):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if page.get_attribute("#instance-live", "data-state") == state:
+                return
+            time.sleep(0.5)
+            page.reload()
+        raise AssertionError(f"not {state}: {page.get_attribute('#instance-live', 'data-state')}\n"
+                             f"{worker.log_tail()}")
+
+    page.goto(f"{live_server.url}/instances/new/")
+    page.select_option("#id_accelerator", "h100-sxm-80g")
+    page.fill("#id_count", "1")
+    page.click("button[name=preview]")  # the <noscript> price update
+    assert page.get_attribute("#quote-price", "data-ucny") == "1900000"
+    shot("form")
+    page.click("#create-submit")
+    page.wait_for_url(re.compile(r".*/instances/[0-9a-f-]{36}/$"))
+    reload_until("running")
+    shot("running")
+    page.click("button[data-action=stop]")
+    reload_until("stopped")
+    shot("stopped")
+    page.click("button[data-action=terminate]")
+    reload_until("terminated")
+    shot("terminated")
+    iid = page.url.rstrip("/").rsplit("/", 1)[-1]
+    assert Instance.objects.get(pk=iid).state == "terminated"

@@ -1,0 +1,217 @@
+"""Every URL pattern of the project, classified for the isolation walk.
+
+- OBJECT_FACTORIES: patterns whose URL names an object. A factory builds that object in organization A
+  (`world.a`) and returns a Target (URL kwargs, the expected status for a member of organization B,
+  the row whose fields must stay unchanged).
+- TENANT_LISTS: patterns without an object id that answer per organization (lists, balances, forms):
+  a member of B must see none of A's marker strings there.
+- SKIP: patterns that are not reachable as a tenant (public pages, signed links, schema, health,
+  metrics, the Stripe webhook, agent endpoints with their own node-token auth); Django's own admin
+  (namespace `admin`) is skipped as a whole and counted separately.
+
+A pattern in none of these fails tests/security/test_isolation.py, so a new endpoint cannot slip through.
+"""
+from dataclasses import dataclass, field
+from datetime import date
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+NOT_FOUND, FORBIDDEN, OK = 404, 403, 200
+
+
+@dataclass
+class Target:
+    """What a factory made: URL kwargs, what B must get, and the row that must not change."""
+
+    kwargs: dict
+    expect: int = NOT_FOUND
+    row: models.Model | None = None
+    body: dict = field(default_factory=dict)
+
+
+def _this_month() -> str:
+    from zoneinfo import ZoneInfo
+
+    return timezone.now().astimezone(ZoneInfo(settings.BILLING_TIME_ZONE)).strftime("%Y-%m")
+
+
+# --- factories: each builds one object of organization A -------------------------------------
+
+def member(world):
+    from tests.factories.tenancy import MembershipFactory
+
+    m = MembershipFactory(organization=world.a.organization, role="member")
+    return Target({"id": m.pk}, row=m, body={"role": "viewer"})
+
+
+def token(world):
+    from tests.factories.tenancy import make_token
+
+    t, _ = make_token(world.a, name="a-token")
+    return Target({"id": t.pk}, row=t)
+
+
+def ssh_key(world):
+    from tests.factories.tenancy import SshKeyFactory
+
+    k = SshKeyFactory(user=world.a.user, name="a-ssh-key")
+    return Target({"id": k.pk}, row=k)
+
+
+def topup(world):
+    from billing.models_payments import TopUp
+
+    t = TopUp.objects.create(organization=world.a.organization, amount=77_000_000, amount_fen=7_700,
+                             client_secret=world.marker("pi_secret"))
+    return Target({"id": t.pk}, row=t)
+
+
+def sponsorship(world):
+    from billing.models_products import SponsorshipProposal
+
+    p = SponsorshipProposal.objects.create(organization=world.a.organization, title=world.marker("proposal"),
+                                           abstract="abstract", accelerator="h100-sxm-80g", card_hours=10)
+    return Target({"id": p.pk}, row=p)
+
+
+def invoice(world):
+    from billing.models_products import Invoice
+
+    inv = Invoice.objects.create(organization=world.a.organization, period=date(2026, 1, 1), amount_due=5_000_000)
+    return Target({"id": inv.pk}, row=inv)
+
+
+def instance(world):
+    from tests.factories.provisioning import InstanceFactory
+
+    inst = InstanceFactory(organization=world.a.organization, name=world.marker("instance"), state="running")
+    return Target({"instance_id": str(inst.pk)}, row=inst)
+
+
+def instance_action(world):
+    target = instance(world)
+    return Target({**target.kwargs, "action": "stop"}, row=target.row)
+
+
+def statement_month(world):
+    # A statement is keyed by month, not by id: B's own statement for the month A was active in.
+    # A's distinctive top-up amount must not appear in it (checked by the marker scan).
+    return Target({"month": _this_month()}, expect=OK)
+
+
+def catalog_accelerator(world):
+    return Target({"slug": "h100-sxm-80g"}, expect=OK)  # the shared catalog: the same for every tenant
+
+
+def catalog_image(world):
+    return Target({"slug": "pytorch-2.3-cuda12.3"}, expect=OK)
+
+
+def admin_node(world):
+    from tests.factories.inventory import NodeFactory
+
+    n = NodeFactory()
+    return Target({"pk": n.pk}, expect=FORBIDDEN, row=n)
+
+
+def admin_card(world):
+    from inventory.models import Card
+
+    n = admin_node(world).row
+    c = Card.objects.filter(node=n).first()
+    return Target({"pk": c.pk}, expect=FORBIDDEN, row=c)
+
+
+def admin_price(world):
+    from inventory.models import Price
+
+    p = Price.objects.order_by("pk").first()
+    return Target({"pk": p.pk}, expect=FORBIDDEN, row=p)
+
+
+def admin_image(world):
+    from inventory.models import Image
+
+    i = Image.objects.order_by("pk").first()
+    return Target({"pk": i.pk}, expect=FORBIDDEN, row=i)
+
+
+OBJECT_FACTORIES = {
+    # tenancy
+    "api:member-detail": member,
+    "api:token-detail": token,
+    "api:ssh-key-detail": ssh_key,
+    "console:member_update": member,
+    "console:token_revoke": token,
+    "console:ssh_key_delete": ssh_key,
+    # catalog (shared, not tenant-owned: 200 for everyone)
+    "api:accelerator-detail": catalog_accelerator,
+    "api:image-detail": catalog_image,
+    # staff admin API (operators only: 403 for a customer)
+    "api:admin-node-detail": admin_node,
+    "api:admin-node-drain": admin_node,
+    "api:admin-node-undrain": admin_node,
+    "api:admin-node-maintenance": admin_node,
+    "api:admin-node-quarantine": admin_node,
+    "api:admin-node-retire": admin_node,
+    "api:admin-card-detail": admin_card,
+    "api:admin-price-detail": admin_price,
+    "api:admin-image-detail": admin_image,
+    # billing
+    "api:topup-detail": topup,
+    "api:sponsorship-detail": sponsorship,
+    "api:invoice-pay": invoice,
+    "api:statement-detail": statement_month,
+    "api:statement-csv": statement_month,
+    "console:billing_topup_status": topup,
+    "console:billing_statement": statement_month,
+    "console:billing_statement_csv": statement_month,
+    # provisioning
+    "api:instance-detail": instance,
+    "api:instance-stop": instance,
+    "api:instance-start": instance,
+    "api:instance-events": instance,
+    "api:instance-readiness": instance,
+    "console:instance_detail": instance,
+    "console:instance_action": instance_action,
+}
+
+# Per-organization pages without an object id: B must see none of A's markers there.
+TENANT_LISTS = {
+    "api:organization-current", "api:member-list", "api:token-list", "api:ssh-key-list", "api:audit-event-list",
+    "api:accelerator-list", "api:image-list",
+    "api:admin-node-list", "api:admin-card-list", "api:admin-price-list", "api:admin-image-list",
+    "api:billing-balance", "api:billing-transfers", "api:billing-usage", "api:topup-list",
+    "api:sponsorship-list", "api:invoice-list", "api:statement-list",
+    "api:instance-list", "api:quote",
+    "api:ping",  # observability: bench baseline, answers {"ok": true} only
+    "console:dashboard", "console:organizations", "console:organization_switch", "console:members",
+    "console:tokens", "console:ssh_keys", "console:billing_topup", "console:billing_statements",
+    "console:billing_sponsorships", "console:billing_invoices", "console:billing",
+    "console:instance_list", "console:instance_new", "console:instance_quote",
+}
+
+SKIP = {
+    "healthz": "public health check (no tenant data)",
+    "metrics": "Prometheus metrics, own METRICS_TOKEN auth (tests/core/test_metrics.py)",
+    "api:schema": "OpenAPI schema, public",
+    "api:docs": "Swagger UI, public",
+    "api:not-found": "catch-all: 404 in the error format",
+    "api:stripe-webhook": "Stripe signature auth (tests/payments/test_webhook_security.py, test_secrets.py)",
+    "api:agent-heartbeat": "node-token auth (tests/hardware/test_agent_api.py)",
+    "api:agent-commands": "node-token auth (tests/hardware/test_agent_api.py)",
+    "api:agent-command-result": "node-token auth; another node's command → 404 (tests/hardware)",
+    "console:landing": "public page",
+    "console:login": "public page",
+    "console:logout": "ends the session",
+    "console:signup": "public page (throttled: test_abuse.py)",
+    "console:check_email": "public page",
+    "console:verify_email": "signed one-time link",
+    "console:password_reset": "public page",
+    "console:password_reset_done": "public page",
+    "console:password_reset_confirm": "signed one-time link",
+    "console:password_reset_complete": "public page",
+}
+SKIP_NAMESPACES = {"admin": "Django admin: staff only, behind is_staff login"}

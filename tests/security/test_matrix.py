@@ -1,0 +1,125 @@
+"""SPEC §5 role × token-scope matrix for the billing, provisioning and catalog endpoints (bearer tokens).
+
+Written from SPEC §5's table, not derived from tenancy.permissions (tenancy's own endpoints are in
+tests/tenancy/test_api_matrix.py).
+"""
+import pytest
+
+from .conftest import assert_envelope
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+ROLES = ["owner", "admin", "member", "billing", "viewer"]
+EVERY = set(ROLES)
+READ = {"owner", "admin", "member", "viewer"}  # "all but billing" readers of instances
+READ_BILLING = {"owner", "admin", "member", "billing"}
+INSTANCES = {"owner", "admin", "member"}
+BILLING = {"owner", "admin", "billing"}
+ACCEPTED = {200, 201, 202, 409}  # an allowed action may still be refused by the transition table
+
+# name: (method, path, roles allowed, is a read (so `read` tokens may call it), expected statuses)
+MATRIX = {
+    "balance": ("get", "/api/v1/billing/balance/", READ_BILLING, True, {200}),
+    "transfers": ("get", "/api/v1/billing/transfers/", READ_BILLING, True, {200}),
+    "usage": ("get", "/api/v1/billing/usage/", READ_BILLING, True, {200}),
+    "topups_list": ("get", "/api/v1/billing/topups/", READ_BILLING, True, {200}),
+    "topup_get": ("get", "/api/v1/billing/topups/{topup}/", READ_BILLING, True, {200}),
+    "topup_create": ("post", "/api/v1/billing/topups/", BILLING, False, {201}),
+    "sponsorships_list": ("get", "/api/v1/billing/sponsorships/", READ_BILLING, True, {200}),
+    "sponsorship_get": ("get", "/api/v1/billing/sponsorships/{sponsorship}/", READ_BILLING, True, {200}),
+    "sponsorship_create": ("post", "/api/v1/billing/sponsorships/", BILLING, False, {201}),
+    "invoices_list": ("get", "/api/v1/billing/invoices/", READ_BILLING, True, {200}),
+    "invoice_pay": ("post", "/api/v1/billing/invoices/{invoice}/pay/", BILLING, False, {201}),
+    "statements_list": ("get", "/api/v1/billing/statements/", READ_BILLING, True, {200}),
+    "statement_get": ("get", "/api/v1/billing/statements/{month}/", READ_BILLING, True, {200}),
+    "statement_csv": ("get", "/api/v1/billing/statements/{month}.csv", READ_BILLING, True, {200}),
+    "instances_list": ("get", "/api/v1/instances/", READ, True, {200}),
+    "instance_get": ("get", "/api/v1/instances/{instance}/", READ, True, {200}),
+    "instance_events": ("get", "/api/v1/instances/{instance}/events/", READ, True, {200}),
+    "instance_readiness": ("get", "/api/v1/instances/{instance}/readiness/", READ, True, {200}),
+    "instance_create": ("post", "/api/v1/instances/", INSTANCES, False, {201}),
+    "instance_stop": ("post", "/api/v1/instances/{instance}/stop/", INSTANCES, False, ACCEPTED),
+    "instance_start": ("post", "/api/v1/instances/{instance}/start/", INSTANCES, False, ACCEPTED),
+    "instance_delete": ("delete", "/api/v1/instances/{instance}/", INSTANCES, False, {202}),
+    "quote": ("post", "/api/v1/quotes/", READ, True, {200}),
+    "accelerators": ("get", "/api/v1/accelerators/", EVERY, True, {200}),
+    "images": ("get", "/api/v1/images/", EVERY, True, {200}),
+    "admin_nodes": ("get", "/api/v1/admin-api/nodes/", set(), True, {200}),  # staff only
+}
+NEEDS_STRIPE = {"topup_create", "invoice_pay"}
+
+
+def _world(actor) -> dict:
+    from billing.models_payments import TopUp
+    from billing.models_products import Invoice, SponsorshipProposal
+    from tests.factories.billing import fund
+    from tests.factories.provisioning import InstanceFactory, make_fleet
+
+    from .registry import _this_month
+
+    org = actor.organization
+    make_fleet(h100=1)
+    fund(org, 1_000_000_000, key=f"security-matrix:{org.pk}")
+    inst = InstanceFactory(organization=org, state="running")
+    topup = TopUp.objects.create(organization=org, amount=50_000_000, amount_fen=5_000)
+    proposal = SponsorshipProposal.objects.create(organization=org, title="t", abstract="a",
+                                                  accelerator="h100-sxm-80g", card_hours=5)
+    invoice = Invoice.objects.create(organization=org, period="2026-01-01", amount_due=12_340_000)
+    return {"instance": inst.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
+            "month": _this_month()}
+
+
+BODIES = {
+    "topup_create": {"amount": "100.00"},
+    "sponsorship_create": {"title": "LLM pre-training", "abstract": "A study.", "accelerator": "h100-sxm-80g",
+                           "card_hours": 100},
+    "instance_create": {"name": "m", "kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
+                        "image": "pytorch-2.3-cuda12.3"},
+    "quote": {"kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
+              "image": "pytorch-2.3-cuda12.3"},
+}
+
+
+@pytest.mark.parametrize("scope", ["read", "write"])
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_role_scope_matrix(name, role, scope, member_factory, token_client_for, catalog, request):
+    method, path, roles, is_read, ok = MATRIX[name]
+    allowed = role in roles and (is_read or scope == "write")
+    if name in NEEDS_STRIPE and allowed:
+        request.getfixturevalue("stripe_env")
+    actor = member_factory(role=role)
+    ids = _world(actor)
+    client = token_client_for(actor, scope=scope)
+    response = getattr(client, method)(path.format(**ids), BODIES.get(name), format="json")
+    if allowed:
+        assert response.status_code in ok, (response.status_code, response.content[:400])
+    else:
+        assert_envelope(response, 403, "permission_denied")
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_no_credentials_is_401(name, api_client, member_factory, catalog):
+    method, path, *_ = MATRIX[name]
+    ids = _world(member_factory(role="owner"))
+    assert_envelope(getattr(api_client, method)(path.format(**ids), BODIES.get(name), format="json"),
+                    401, "not_authenticated")
+
+
+@pytest.mark.parametrize("name", ["balance", "instances_list", "instance_create", "topup_create"])
+def test_invalid_expired_revoked_tokens_are_401(name, member_factory, api_client, catalog):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.factories.tenancy import make_token
+
+    method, path, *_ = MATRIX[name]
+    actor = member_factory(role="owner")
+    ids = _world(actor)
+    _, expired = make_token(actor, expires_at=timezone.now() - timedelta(seconds=1))
+    _, revoked = make_token(actor, revoked_at=timezone.now())
+    for secret in ("cmx_not-a-real-token", expired, revoked, "x" * 300):
+        api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+        response = getattr(api_client, method)(path.format(**ids), BODIES.get(name), format="json")
+        assert_envelope(response, 401, "token_invalid")

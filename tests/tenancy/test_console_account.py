@@ -1,0 +1,97 @@
+"""Console account pages: render, forms with CSRF, secrets shown once, key upload, password reset, login."""
+import re
+
+import pytest
+from django.core import mail
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+
+from tenancy.models import ApiToken, SshKey
+from tests.factories.tenancy import PASSWORD, ed25519_public_key
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+PAGES = ["console:organizations", "console:members", "console:tokens", "console:ssh_keys", "console:check_email"]
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_pages_render_with_csrf_and_need_login(name, client, member_factory):
+    assert client.get(reverse(name)).status_code == 302  # to login
+    client.force_login(member_factory(role="owner").user)
+    response = client.get(reverse(name))
+    assert response.status_code == 200
+    if name != "console:check_email":
+        assert "csrfmiddlewaretoken" in response.content.decode()
+
+
+@pytest.mark.parametrize("name", ["console:signup", "console:login", "console:password_reset"])
+def test_public_pages_render(name, client):
+    response = client.get(reverse(name))
+    assert response.status_code == 200 and "csrfmiddlewaretoken" in response.content.decode()
+
+
+def test_forms_refuse_posts_without_csrf(member_factory):
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(member_factory().user)
+    assert strict.post(reverse("console:tokens"), {"name": "x", "scope": "write"}).status_code == 403
+    assert not ApiToken.objects.exists()
+
+
+def test_token_secret_shown_once(client, member_factory):
+    client.force_login(member_factory(role="viewer").user)
+    response = client.post(reverse("console:tokens"), {"name": "laptop", "scope": "read"})
+    secret = re.search(r"cmx_[A-Za-z0-9_-]{43}", response.content.decode()).group(0)
+    assert response["Cache-Control"] == "no-store"
+    assert secret not in client.get(reverse("console:tokens")).content.decode()
+    assert ApiToken.objects.get().prefix == secret[:12]
+
+
+def test_ssh_key_upload_and_refusal_shown(client, member_factory):
+    client.force_login(member_factory(role="member").user)
+    upload = SimpleUploadedFile("id_ed25519.pub", ed25519_public_key().encode())
+    assert client.post(reverse("console:ssh_keys"), {"name": "file", "key_file": upload}).status_code == 302
+    assert SshKey.objects.count() == 1
+    response = client.post(reverse("console:ssh_keys"), {"name": "bad", "public_key": "ssh-rsa nope"})
+    assert response.status_code == 200 and "malformed" in response.content.decode()
+
+
+def test_viewer_cannot_manage_members_in_console(client, member_factory):
+    viewer = member_factory(role="viewer")
+    client.force_login(viewer.user)
+    page = client.get(reverse("console:members")).content.decode()
+    assert "Add a member" not in page
+    response = client.post(reverse("console:member_update", args=[viewer.pk]), {"remove": "1"})
+    assert response.status_code == 302
+    viewer.refresh_from_db()  # still there
+
+
+def test_password_reset_flow(client, member_factory):
+    user = member_factory().user
+    client.post(reverse("console:password_reset"), {"email": user.email})
+    link = re.search(r"https?://[^/\s]+(/password-reset/\S+/\S+/)", mail.outbox[-1].body).group(1)
+    form_page = client.get(link, follow=True)
+    assert form_page.status_code == 200
+    new = "a-brand-new-password-77"
+    response = client.post(form_page.redirect_chain[-1][0], {"new_password1": new, "new_password2": new})
+    assert response.status_code == 302
+    user.refresh_from_db()
+    assert user.check_password(new)
+
+
+def test_login_counts_failures_with_axes_and_is_throttled(client, member_factory, monkeypatch):
+    user = member_factory().user
+    url = reverse("console:login")
+    assert client.post(url, {"username": user.email, "password": PASSWORD}).status_code == 302
+    client.logout()
+    from axes.models import AccessAttempt
+
+    client.post(url, {"username": user.email, "password": "wrong"})
+    assert AccessAttempt.objects.filter(failures_since_start__gte=1).exists()  # axes saw it
+    from tenancy.throttles import LoginRateThrottle
+
+    monkeypatch.setattr(LoginRateThrottle, "THROTTLE_RATES", {"login": "1/hour"})
+    from django.core.cache import cache
+
+    cache.clear()
+    client.post(url, {"username": user.email, "password": "wrong"})
+    assert client.post(url, {"username": user.email, "password": PASSWORD}).status_code == 429
