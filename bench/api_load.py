@@ -8,7 +8,7 @@ not provisioned through the worker), an API token and a console session; starts
 prints requests/s, p50 and p99 and their ratio to the baseline `GET /api/v1/ping/` measured in the
 same run; then stops gunicorn and drops the database.
 
-    .venv/bin/python -m bench.api_load                # -t2 -c20 -d10s per target
+    .venv/bin/python -m bench.api_load                # -t2 -c20 -d10s per target, 3 interleaved rounds
     .venv/bin/python -m bench.api_load --duration 30s --json var/bench-api.json
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,6 +149,7 @@ def _check(url: str, headers: dict, body: bytes | None = None) -> int:
 
 def _wrk(args, url: str, script: str, env: dict) -> dict:
     cmd = [args.wrk, f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}", "--latency",
+           "--timeout", args.timeout,
            "-s", str(WRK_DIR / script), url]
     out = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout
     match = re.search(r"^BENCH (\{.*\})$", out, re.M)
@@ -156,12 +158,21 @@ def _wrk(args, url: str, script: str, env: dict) -> dict:
     return json.loads(match.group(1))
 
 
+def _median(runs: list[dict]) -> dict:
+    """Per-field median over the rounds (counts summed)."""
+    out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    for k in ("requests", "non2xx", "socket_errors"):
+        out[k] = sum(r[k] for r in runs)
+    return out
+
+
 def _table(results: list[tuple[str, dict]]) -> str:
     base = results[0][1]
-    lines = [f"{'target':44} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'rps/base':>9} {'p99/base':>9} {'non2xx':>7}"]
+    lines = [f"{'target':44} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'rps/base':>9} {'p99/base':>9} {'non2xx':>7} {'errors':>7}"]
     for name, r in results:
         lines.append(f"{name:44} {r['rps']:8.1f} {r['p50_us'] / 1000:8.2f} {r['p99_us'] / 1000:8.2f} "
-                     f"{r['rps'] / base['rps']:9.3f} {r['p99_us'] / base['p99_us']:9.2f} {r['non2xx']:7d}")
+                     f"{r['rps'] / base['rps']:9.3f} {r['p99_us'] / base['p99_us']:9.2f} {r['non2xx']:7d} "
+                     f"{r['socket_errors']:7d}")
     return "\n".join(lines)
 
 
@@ -172,6 +183,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="wrk -t (default 2)")
     parser.add_argument("--connections", type=int, default=20, help="wrk -c (default 20)")
     parser.add_argument("--duration", default="10s", help="wrk -d per target (default 10s)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over all targets; medians reported (default 3)")
+    parser.add_argument("--timeout", default="30s", help="wrk --timeout: slower answers count as errors (default 30s)")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn -w (default 4)")
     parser.add_argument("--db-name", default="cardmix_bench_api", help="scratch database (dropped at the end)")
     parser.add_argument("--wrk", default=shutil.which("wrk") or "/usr/bin/wrk")
@@ -229,18 +242,22 @@ def main() -> int:
             ("GET /instances/ (console, session)", "/instances/", "get_auth.lua",
              {"TOKEN": "", "COOKIE": seeded["cookie"], "SUMMARY_LUA": str(WRK_DIR / "summary.lua")}, None),
         ]
-        results = []
-        for name, path, script, wrk_env, body in targets:
+        for _name, path, _script, wrk_env, body in targets:
             headers = ({"Cookie": seeded["cookie"]} if "COOKIE" in wrk_env else
                        {**bearer, "Content-Type": "application/json"})
             _check(origin + path, headers, body)
-            result = _wrk(args, origin + path, script, wrk_env)
-            results.append((name, result))
-            print(f"  {name}: {result['rps']:.1f} req/s, p50 {result['p50_us'] / 1000:.2f} ms, "
-                  f"p99 {result['p99_us'] / 1000:.2f} ms", flush=True)
+        # Targets take turns, round after round, so a change in the machine's load hits all of them alike.
+        rounds: dict[str, list[dict]] = {name: [] for name, *_ in targets}
+        for n in range(args.rounds):
+            for name, path, script, wrk_env, _body in targets:
+                result = _wrk(args, origin + path, script, wrk_env)
+                rounds[name].append(result)
+                print(f"  round {n + 1} {name}: {result['rps']:.1f} req/s, p50 {result['p50_us'] / 1000:.2f} ms, "
+                      f"p99 {result['p99_us'] / 1000:.2f} ms", flush=True)
+        results = [(name, _median(rounds[name])) for name, *_ in targets]
 
-        print(f"\nwrk -t{args.threads} -c{args.connections} -d{args.duration}, gunicorn -w {args.workers}, "
-              f"{NODES} nodes, {INSTANCES} instances")
+        print(f"\nwrk -t{args.threads} -c{args.connections} -d{args.duration} × {args.rounds} rounds (medians), "
+              f"gunicorn -w {args.workers}, {NODES} nodes, {INSTANCES} instances")
         print(_table(results))
         base_r, inst_r = results[0][1], results[1][1]
         rps_ratio, p99_ratio = inst_r["rps"] / base_r["rps"], inst_r["p99_us"] / base_r["p99_us"]
@@ -250,8 +267,8 @@ def main() -> int:
         if args.json:
             Path(args.json).write_text(json.dumps({
                 "args": {k: v for k, v in vars(args).items() if k != "json"}, "goal_met": ok,
-                "results": [{"target": n, **r} for n, r in results]}, indent=2))
-        return 0 if all(r["non2xx"] == 0 for _, r in results) else 1
+                "results": [{"target": n, **r} for n, r in results], "rounds": rounds}, indent=2))
+        return 0 if all(r["non2xx"] == 0 and r["socket_errors"] == 0 for _, r in results) else 1
     finally:
         if gunicorn is not None and gunicorn.poll() is None:
             os.killpg(gunicorn.pid, signal.SIGTERM)

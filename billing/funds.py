@@ -1,6 +1,7 @@
 """Spending and available funds: trial → compensation → grant → cash (down to −credit limit)."""
 import math
 from datetime import timedelta
+from fractions import Fraction
 
 from django.conf import settings
 from django.db import transaction
@@ -104,9 +105,10 @@ def exhaustion(*, available: int, burn_per_hour: int, now):
 
 def funds_check(*, org, price_per_hour: int, hours: float | None = None) -> None:
     """Raise InsufficientFunds unless available funds cover `hours` (default FUNDS_MIN_MINUTES) of this price."""
-    if hours is None:
-        hours = settings.FUNDS_MIN_MINUTES / 60
-    needed = math.ceil(price_per_hour * hours)
+    # Exact rational arithmetic: 10 minutes of 1.9 CNY/h is 316,667 µCNY (rounded up), never a float artefact.
+    exact_hours = Fraction(settings.FUNDS_MIN_MINUTES, 60) if hours is None else Fraction(str(hours))
+    hours = float(exact_hours)
+    needed = math.ceil(price_per_hour * exact_hours)
     available = available_funds(org)
     if available < needed:
         raise InsufficientFunds(

@@ -6,6 +6,7 @@ from core.failpoints import failpoint
 
 from .choices import TransferCode
 from .funds import spend
+from .ledger import org_account_ids
 from .lock_objects import meter_lock, meters_lock_open
 from .models import Meter, WriteOff
 from .rating import posting_plan, whole_seconds, writeoff_seconds
@@ -17,6 +18,7 @@ def meter_open(*, org, instance_id, item_index: int, accelerator: str, cards: in
     existing = Meter.objects.filter(instance_id=instance_id, item_index=item_index, closed_at__isnull=True).first()
     if existing is not None:
         return existing
+    org_account_ids([getattr(org, "pk", org)])  # the tick expects the accounts (and profile) to exist
     try:
         with transaction.atomic():
             return Meter.objects.create(

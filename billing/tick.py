@@ -3,8 +3,8 @@
 One transaction under an advisory lock (a second beat does nothing): lock the open meters (skipping
 ones a close is posting right now), lock compute_revenue and the organizations' accounts in id
 order in chunks, split each meter's chargeable delta over trial → compensation → grant → cash in
-memory, then insert all transfers, move all balances, advance all meters and record write-offs
-with one statement each. Funds are watched after commit (auto-stop, low-balance warnings).
+memory, then insert all transfers, move all balances and advance all meters in one statement
+(data-modifying CTEs on PostgreSQL), and record write-offs. Funds are watched after commit (auto-stop, low-balance warnings).
 """
 from collections import defaultdict
 
@@ -15,7 +15,7 @@ from core.failpoints import failpoint
 from core.locks import try_advisory_xact_lock
 from core.metrics import METER_TICK_SECONDS
 
-from .choices import AccountKind, TransferCode
+from .choices import SPEND_ORDER, AccountKind, TransferCode
 from .funds import spend_split
 from .ledger import accounts_lock_all, balances_apply, org_account_ids, platform_id
 from .models import BillingProfile, Meter, Transfer, WriteOff
@@ -57,45 +57,33 @@ def _post_plans(plans) -> dict:
     stats = {"meters": len(plans), "transfers": 0, "write_offs": 0, "charged": 0, "written_off": 0}
     if not plans:
         return stats
-    org_ids = {m["organization_id"] for m, _ in plans}
-    ids = org_account_ids(org_ids)
     revenue = platform_id(AccountKind.COMPUTE_REVENUE)
-    # Platform ids are negative, so compute_revenue sorts first: one global pk lock order, in chunks.
-    all_ids = sorted({revenue, *(pk for per_org in ids.values() for pk in per_org.values())})
-    accounts = {}
-    for start in range(0, len(all_ids), LOCK_CHUNK):
-        accounts.update(accounts_lock_all(all_ids[start:start + LOCK_CHUNK]))
-    limits = dict(BillingProfile.objects.filter(organization_id__any_array=list(org_ids)).values_list("organization_id",
-                                                                                          "credit_limit"))
-    balances = {o: {kind: accounts[pk].balance for kind, pk in per_org.items()} for o, per_org in ids.items()}
-    transfers, deltas, meter_rows, write_offs = [], defaultdict(int), [], []
+    org_ids = {m["organization_id"] for m, _ in plans}
+    ids, balances, limits = _lock_accounts(org_ids, [m["pk"] for m, _ in plans], revenue)
+    transfers, meter_rows, write_offs = [], [], []
     for m, plan in plans:
         org = m["organization_id"]
-        key = f"meter:{m['pk']}:{plan.seconds}"
         charged = 0
         if plan.chargeable > 0:
             parts, _ = spend_split(balances=balances[org], credit_limit=limits.get(org, 0), amount=plan.chargeable)
             for kind, amount in parts.items():
                 balances[org][kind] -= amount
-                source = ids[org][kind]
-                deltas[source] -= amount
-                deltas[revenue] += amount
                 charged += amount
-                transfers.append((f"{key}:{kind}", source, revenue, amount, m["pk"], m["instance_id"]))
+                transfers.append((m["pk"], plan.seconds, kind, ids[org][kind], amount))
         written_off = plan.delta - charged
         meter_rows.append((m["pk"], plan.seconds, m["posted_amount"] + charged, m["written_off_amount"] + written_off))
         if written_off > 0:
             write_offs.append(WriteOff(
-                meter_id=m["pk"], organization_id=org, key=key, amount=written_off,
+                meter_id=m["pk"], organization_id=org, key=f"meter:{m['pk']}:{plan.seconds}", amount=written_off,
                 seconds=writeoff_seconds(rate=m["rate"], cards=m["cards"], amount=written_off,
                                          span=plan.seconds - m["posted_through_seconds"])))
         stats["charged"] += charged
         stats["written_off"] += written_off
-    _insert_transfers(transfers)
-    failpoint("billing.tick:after_transfers")
-    balances_apply(deltas)
-    failpoint("billing.tick:after_balances")
-    _advance_meters(meter_rows)
+    if connection.vendor == "postgresql":
+        _post_pg(transfers, meter_rows, revenue)
+    else:
+        _post_portable(transfers, meter_rows, revenue)
+    failpoint("billing.tick:after_post")
     if write_offs:
         WriteOff.objects.bulk_create(write_offs)
     failpoint("billing.tick:before_commit")
@@ -104,38 +92,107 @@ def _post_plans(plans) -> dict:
     return stats
 
 
-def _insert_transfers(rows) -> None:
-    """Insert meter transfers in one statement (unnest of arrays on PostgreSQL)."""
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
-        Transfer.objects.bulk_create([
-            Transfer(key=k, debit_account_id=d, credit_account_id=c, amount=a, code=TransferCode.METER, meter_id=mid,
-                     instance_id=iid) for k, d, c, a, mid, iid in rows])
-        return
-    cols = list(zip(*rows, strict=True))
-    with connection.cursor() as cur:
-        cur.execute(
-            "INSERT INTO billing_transfer (key, debit_account_id, credit_account_id, amount, code, meter_id, "
-            "instance_id, payment_ref, grant_ref, created_at) "
-            "SELECT k, d, c, a, %s, m, i, '', '', statement_timestamp() "
-            "FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::uuid[]) "
-            "AS t(k, d, c, a, m, i)",
-            [TransferCode.METER.value, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]),
-             [str(i) for i in cols[5]]])
+IDS_SQL = """
+SELECT a.id FROM billing_account a
+WHERE a.organization_id IN (SELECT organization_id FROM billing_meter WHERE id = ANY(%s)) ORDER BY a.id
+"""
+LOCK_SQL = """
+SELECT a.id, a.organization_id, a.kind, a.balance, coalesce(p.credit_limit, 0)
+FROM billing_account a LEFT JOIN billing_billingprofile p ON p.organization_id = a.organization_id
+WHERE a.id = ANY(%s) ORDER BY a.id FOR UPDATE OF a
+"""
 
 
-def _advance_meters(rows) -> None:
-    """Set each meter's posted-through second and amounts in one statement."""
-    if connection.vendor != "postgresql":
-        for pk, through, posted, written in rows:
-            Meter.objects.filter(pk=pk).update(posted_through_seconds=through, posted_amount=posted,
-                                               written_off_amount=written)
-        return
-    cols = list(zip(*rows, strict=True))
+def _lock_accounts(org_ids, meter_ids, revenue):
+    """Lock compute_revenue, then the organizations' accounts in id order, LOCK_CHUNK rows at a time.
+
+    Returns ({org: {kind: id}}, {org: {kind: balance}}, {org: credit_limit}). Accounts exist from
+    meter_open on; an organization missing one is completed and locked after the others (new ids
+    are higher, so the order holds).
+    """
+    accounts_lock_all([revenue])  # the negative id: first
+    ids, balances, limits = defaultdict(dict), defaultdict(dict), {}
+
+    def take(rows):
+        for pk, org, kind, balance, limit in rows:
+            ids[org][kind] = pk
+            balances[org][kind] = balance
+            limits[org] = limit
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute(IDS_SQL, [list(meter_ids)])
+            all_ids = [r[0] for r in cur.fetchall()]
+            for start in range(0, len(all_ids), LOCK_CHUNK):
+                cur.execute(LOCK_SQL, [all_ids[start:start + LOCK_CHUNK]])
+                take(cur.fetchall())
+    else:
+        per_org = org_account_ids(org_ids)
+        locked = accounts_lock_all(pk for d in per_org.values() for pk in d.values())
+        take((a.pk, a.organization_id, a.kind, a.balance, 0) for a in locked.values())
+    incomplete = [o for o in org_ids if len(ids[o]) < len(SPEND_ORDER)]
+    if incomplete:
+        per_org = org_account_ids(incomplete)
+        locked = accounts_lock_all(pk for d in per_org.values() for pk in d.values())
+        take((a.pk, a.organization_id, a.kind, a.balance, 0) for a in locked.values())
+    if connection.vendor != "postgresql" or incomplete:
+        limits.update(BillingProfile.objects.filter(organization_id__any_array=list(org_ids)).values_list(
+            "organization_id", "credit_limit"))
+    return ids, balances, limits
+
+
+POST_SQL = """
+WITH t AS (
+  INSERT INTO billing_transfer (key, debit_account_id, credit_account_id, amount, code, meter_id, instance_id,
+                                payment_ref, grant_ref, created_at)
+  SELECT 'meter:' || v.m || ':' || v.s || ':' || v.k, v.d, %(revenue)s, v.a, %(code)s, v.m, mt.instance_id, '', '',
+         statement_timestamp()
+  FROM unnest(%(m)s::bigint[], %(s)s::bigint[], %(k)s::text[], %(d)s::bigint[], %(a)s::bigint[]) AS v(m, s, k, d, a)
+  JOIN billing_meter mt ON mt.id = v.m
+  RETURNING debit_account_id, amount
+), b AS (
+  UPDATE billing_account AS acc SET balance = acc.balance + x.delta
+  FROM (SELECT debit_account_id AS id, -sum(amount) AS delta FROM t GROUP BY debit_account_id
+        UNION ALL SELECT %(revenue)s, sum(amount) FROM t HAVING count(*) > 0) AS x
+  WHERE acc.id = x.id
+  RETURNING 1
+), mm AS (
+  UPDATE billing_meter AS me SET posted_through_seconds = u.s, posted_amount = u.p, written_off_amount = u.w
+  FROM unnest(%(mid)s::bigint[], %(ms)s::bigint[], %(mp)s::bigint[], %(mw)s::bigint[]) AS u(id, s, p, w)
+  WHERE me.id = u.id
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM b), (SELECT count(*) FROM mm)
+"""
+
+
+def _post_pg(transfers, meter_rows, revenue) -> None:
+    """Insert the transfers, move the balances and advance the meters in one statement (data-modifying CTEs)."""
+    tcols = [list(c) for c in zip(*transfers, strict=True)] if transfers else [[], [], [], [], []]
+    mcols = [list(c) for c in zip(*meter_rows, strict=True)]
+    params = {"revenue": revenue, "code": TransferCode.METER.value, "m": tcols[0], "s": tcols[1],
+              "k": [str(k) for k in tcols[2]], "d": tcols[3], "a": tcols[4], "mid": mcols[0], "ms": mcols[1],
+              "mp": mcols[2], "mw": mcols[3]}
     with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE billing_meter AS m SET posted_through_seconds = v.s, posted_amount = v.p, "
-            "written_off_amount = v.w FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]) "
-            "AS v(id, s, p, w) WHERE m.id = v.id",
-            [list(c) for c in cols])
+        cur.execute(POST_SQL, params)
+        inserted, _, advanced = cur.fetchone()
+    if inserted != len(transfers) or advanced != len(meter_rows):  # never expected: refuse to commit a partial tick
+        raise RuntimeError(f"meter tick posted {inserted}/{len(transfers)} transfers, "
+                           f"advanced {advanced}/{len(meter_rows)} meters")
+
+
+def _post_portable(transfers, meter_rows, revenue) -> None:
+    """The same posting with the ORM (SQLite development database)."""
+    instance_ids = dict(Meter.objects.filter(pk__in={t[0] for t in transfers}).values_list("pk", "instance_id"))
+    Transfer.objects.bulk_create([
+        Transfer(key=f"meter:{mid}:{sec}:{kind}", debit_account_id=debit, credit_account_id=revenue, amount=amount,
+                 code=TransferCode.METER, meter_id=mid, instance_id=instance_ids[mid])
+        for mid, sec, kind, debit, amount in transfers])
+    deltas = defaultdict(int)
+    for _, _, _, debit, amount in transfers:
+        deltas[debit] -= amount
+        deltas[revenue] += amount
+    balances_apply(deltas)
+    for pk, through, posted, written in meter_rows:
+        Meter.objects.filter(pk=pk).update(posted_through_seconds=through, posted_amount=posted,
+                                           written_off_amount=written)

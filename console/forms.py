@@ -44,6 +44,12 @@ class CatalogChoices:
         return rows + [(a.slug, f"{a.name} · {a.stock['available_cards']} free") for a in self.accelerators]
 
 
+def _default_image(images):
+    """The plain PyTorch image when the vendor has one (the most common start), else the first."""
+    preferred = [i for i in images if i.slug.startswith(("pytorch", "cann-torch"))]
+    return (preferred or images or [None])[0].slug if (preferred or images) else None
+
+
 class InstanceCreateForm(forms.Form):
     """Card mix (items or policy), kind, images per vendor, SSH keys, billing and waitlist."""
 
@@ -80,7 +86,7 @@ class InstanceCreateForm(forms.Form):
             self.fields[name] = forms.ChoiceField(
                 choices=[(i.slug, f"{i.name}") for i in images], required=False,
                 label=f"Image for {VENDOR_LABELS.get(vendor, vendor)} cards",
-                initial=images[0].slug if images else None)
+                initial=_default_image(images))
             self.image_fields.append(self[name])
 
     def clean(self):

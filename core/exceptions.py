@@ -5,6 +5,8 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
 from kombu.exceptions import OperationalError as BrokerOperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError  # faults: cache/broker down → 503
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -61,7 +63,8 @@ def api_exception_handler(exc, context):
             details = {}
             message = str(exc.detail)
         return Response(error_body(code, message, details), status=exc.status_code, headers=headers)
-    if isinstance(exc, (OperationalError, InterfaceError, BrokerOperationalError)):
+    if isinstance(exc, (OperationalError, InterfaceError, BrokerOperationalError, RedisConnectionError,
+                        RedisTimeoutError)):
         logger.warning("service unavailable", exc_info=exc)
         return Response(
             error_body("service_unavailable", "A backing service is unavailable; retry shortly."),

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.response import Response
+from rest_framework.utils.encoders import JSONEncoder
 
 from .errors import ServiceError
 from .models import IdempotencyRecord
@@ -104,7 +105,7 @@ def idempotent(redact: tuple[str, ...] = ()):
                 body = {k: (None if k in redact else v) for k, v in body.items()}
             record.state = IdempotencyRecord.State.DONE
             record.status_code = response.status_code
-            record.response_body = json.loads(json.dumps(body, default=str))
+            record.response_body = json.loads(json.dumps(body, cls=JSONEncoder))  # as the renderer writes it
             record.save(update_fields=["state", "status_code", "response_body"])
             return response
 

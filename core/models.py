@@ -2,6 +2,7 @@
 import uuid
 
 from django.db import models
+from django.db.models.functions import Now
 
 
 class IdempotencyRecord(models.Model):
@@ -49,3 +50,22 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self):
         return f"{self.hostname}:{self.pid}"
+
+
+class OutboxMessage(models.Model):
+    """A task dispatch written in the same transaction as the change it follows (core/outbox.py)."""
+
+    task = models.CharField(max_length=200)
+    args = models.JSONField(default=list)
+    kwargs = models.JSONField(default=dict)
+    created_at = models.DateTimeField(db_default=Now())
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], condition=models.Q(sent_at__isnull=True),
+                                name="outbox_unsent_idx")]
+
+    def __str__(self):
+        return f"{self.task}{self.args} ({'sent' if self.sent_at else 'unsent'})"

@@ -18,3 +18,36 @@ class SessionScheme(OpenApiAuthenticationExtension):
     def get_security_definition(self, auto_schema):
         return {"type": "apiKey", "in": "cookie", "name": "sessionid",
                 "description": "The console session (unsafe methods need the X-CSRFToken header)."}
+
+
+# --- security issue: document the SPEC §5 error envelope on every operation ---------------------
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {
+        "type": "object",
+        "required": ["code", "message", "details"],
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+                       "details": {"type": "object", "additionalProperties": True}},
+    }},
+}
+_COMMON_ERRORS = {"400": "validation_error", "401": "not_authenticated, token_invalid", "403": "permission_denied",
+                  "404": "not_found", "405": "method_not_allowed", "429": "throttled",
+                  "503": "service_unavailable"}
+_WRITE_ERRORS = {"402": "insufficient_funds",
+                 "409": "insufficient_capacity, invalid_state, quota_exceeded, idempotency_in_progress",
+                 "422": "idempotency_key_reused"}
+
+
+def error_responses_hook(result, generator, request, public):
+    """drf-spectacular postprocessing hook: every operation documents its error answers (the envelope)."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for item in result.get("paths", {}).values():
+        for method, operation in item.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            errors = dict(_COMMON_ERRORS, **(_WRITE_ERRORS if method in ("post", "put", "patch", "delete") else {}))
+            for status, codes in errors.items():
+                operation["responses"].setdefault(status, {"description": f"Error: {codes}", "content": ref})
+    return result

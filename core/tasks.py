@@ -19,3 +19,11 @@ def worker_heartbeat() -> int:
 def purge_idempotency_records() -> int:
     """Drop Idempotency-Key records older than their 24 h window."""
     return purge_expired()
+
+
+@shared_task(name="core.outbox_drain")
+def outbox_drain_task() -> dict:
+    """Beat: publish the task dispatches a broker outage left unsent (core/outbox.py)."""
+    from .outbox import outbox_drain
+
+    return outbox_drain()

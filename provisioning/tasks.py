@@ -86,9 +86,11 @@ def expire_due_task() -> int:
 
 
 @shared_task(name="provisioning.instances_autostop")
-def instances_autostop_task(org_id: str, reason: str = "funds_exhausted") -> int:
-    """Auto-stop scheduled for the exhaustion second: stop the organization's on-demand instances."""
+def instances_autostop_task(org_id: str, at: str | None = None, reason: str = "funds_exhausted") -> int:
+    """Auto-stop scheduled for the exhaustion second `at` (ISO): stop the organization's on-demand instances."""
+    from django.utils.dateparse import parse_datetime
+
     from .services.instances import instances_autostop
 
-    return len(instances_autostop(org_id=org_id, at=None, reason=reason))
+    return len(instances_autostop(org_id=org_id, at=parse_datetime(at) if at else None, reason=reason))
 # --- end issue 10 ---

@@ -275,6 +275,10 @@ CELERY_BEAT_SCHEDULE["provisioning-reconcile"] = {
 CELERY_BEAT_SCHEDULE["provisioning-waitlist-wake"] = {"task": "provisioning.waitlist_wake", "schedule": 60.0}
 CELERY_BEAT_SCHEDULE["provisioning-expire-due"] = {"task": "provisioning.expire_due", "schedule": 300.0}
 # --- end provisioning SLA ------------------------------------------------------------------
+# --- Faults (issue 14): the transactional outbox's drain (core/outbox.py) -------------------
+CELERY_BEAT_SCHEDULE["core-outbox-drain"] = {
+    "task": "core.outbox_drain", "schedule": env.float("OUTBOX_DRAIN_SECONDS", default=10.0)}
+# --- end faults ----------------------------------------------------------------------------
 
 # --- Hardware (hardware/: node agents, Redfish, node cleaning, Slurm) ----------------------
 # Agents are told to beat every AGENT_HEARTBEAT_SECONDS; no beat for AGENT_HEARTBEAT_TIMEOUT_SECONDS → unreachable.
@@ -295,6 +299,12 @@ SLURM_COMMAND_TIMEOUT_SECONDS = env.float("SLURM_COMMAND_TIMEOUT_SECONDS", defau
 CELERY_BEAT_SCHEDULE["hardware-agent-heartbeats"] = {
     "task": "hardware.heartbeats_check", "schedule": env.float("AGENT_HEARTBEAT_CHECK_SECONDS", default=30.0)}
 # --- end hardware ---------------------------------------------------------------------------
+
+# --- Security (tests/security, core/security.py) --------------------------------------------
+# Every API operation documents the SPEC §5 error envelope (schemathesis checks answers against it).
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postprocess_schema_enums",
+                                                "core.schema.error_responses_hook"]
+# --- end security ---------------------------------------------------------------------------
 
 # --- Logging: one JSON object per line, with the request id --------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

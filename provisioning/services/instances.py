@@ -25,9 +25,10 @@ STEP_SECONDS = 15 * 60
 
 
 def _dispatch(instance_id) -> None:
-    from ..tasks import instance_advance
+    # Through the transactional outbox (core/outbox.py): a broker outage delays the step, never loses it.
+    from core.outbox import outbox_send
 
-    transaction.on_commit(lambda: instance_advance.delay(str(instance_id)))
+    outbox_send("provisioning.instance_advance", args=[str(instance_id)])
 
 
 def step_deadline(instance: Instance, now):

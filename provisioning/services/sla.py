@@ -12,7 +12,6 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import F, Q
 
-from core.metrics import SLA_BREACHES_TOTAL
 from tenancy.audit import audit_record
 
 from ..choices import InstanceState as S
@@ -90,7 +89,6 @@ def sla_settle(*, instance_id) -> int | None:
             audit_record(action="instance.sla_breach", org=instance.organization, target=instance,
                          details={"breach_id": str(instance.sla_event_id), "amount": amount,
                                   "deadline": instance.sla_deadline.isoformat(), "state": instance.state})
-            transaction.on_commit(SLA_BREACHES_TOTAL.inc)
         instance.sla_settled_event_id, instance.sla_compensation = instance.sla_event_id, amount
         instance.save(update_fields=["sla_settled_event_id", "sla_compensation", "updated_at"])
     if amount:

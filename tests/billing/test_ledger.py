@@ -125,3 +125,19 @@ def test_beat_schedule_registers_ledger_jobs(settings):
     tasks = {v["task"]: v["schedule"] for v in settings.CELERY_BEAT_SCHEDULE.values()}
     assert tasks["billing.meter_tick"] == float(settings.METER_TICK_SECONDS)
     assert "billing.verify_ledger" in tasks and "billing.trial_expiry" in tasks
+
+
+def test_funds_check_boundary_is_exact_and_hours_selects_a_package(settings):
+    from billing.services import funds_check
+    from core.errors import InsufficientFunds
+
+    settings.FUNDS_MIN_MINUTES = 10
+    org = OrganizationFactory()
+    fund(org, 316_666)  # 10 minutes at 1.9 CNY/h is 316,666.67 µCNY
+    with pytest.raises(InsufficientFunds) as exc:
+        funds_check(org=org, price_per_hour=1_900_000)
+    assert exc.value.status == 402 and exc.value.details["required"] == "0.316667"
+    fund(org, 1, key="one-more")
+    funds_check(org=org, price_per_hour=1_900_000)
+    with pytest.raises(InsufficientFunds):
+        funds_check(org=org, price_per_hour=1_900_000, hours=720)

@@ -25,7 +25,7 @@ from tests.factories.tenancy import OrganizationFactory
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
 H100 = 1_900_000
-FAILPOINTS = [None, "billing.tick:after_transfers", "billing.tick:after_balances", "billing.tick:before_commit",
+FAILPOINTS = [None, "billing.tick:after_post", "billing.tick:before_commit",
               "billing.meter_post:after_spend", "billing.meter_post:before_commit",
               "billing.meters_close:before_close"]
 

@@ -132,3 +132,19 @@ def test_client_secret_is_hidden_once_settled(member_factory, session_client_for
     assert client.get(f"{URL}{topup.pk}/").json()["client_secret"] == "pi_x_secret_y"
     TopUp.objects.filter(pk=topup.pk).update(state=TopUpState.SUCCEEDED)
     assert client.get(f"{URL}{topup.pk}/").json()["client_secret"] is None
+
+
+def test_keys_and_secrets_are_never_logged(stripe_env, member_factory, session_client_for, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    client = session_client_for(member_factory(role="owner"))
+    assert client.post(URL, {"amount": "10.00"}, format="json").status_code == 201
+    body = b'{"id": "evt_log", "type": "payment_intent.succeeded", "data": {"object": {"id": "pi_nope"}}}'
+    from tests.payments.conftest import sign
+
+    client.post("/api/v1/billing/stripe/webhook/", data=body, content_type="application/json",
+                HTTP_STRIPE_SIGNATURE=sign(body, "whsec_wrong"))
+    text = "\n".join(r.getMessage() + str(r.__dict__) for r in caplog.records)
+    assert caplog.records
+    assert stripe_env.STRIPE_API_KEY not in text and stripe_env.STRIPE_WEBHOOK_SECRET not in text

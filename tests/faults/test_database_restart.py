@@ -1,0 +1,48 @@
+"""PostgreSQL restarted mid-run: requests fail cleanly with 503, web and worker recover unrestarted."""
+import pytest
+import requests
+
+from .conftest import container_body, wait_until
+
+pytestmark = [pytest.mark.faults, pytest.mark.pg, pytest.mark.redis, pytest.mark.worker]
+
+
+def _unavailable(response: requests.Response) -> None:
+    assert response.status_code == 503, response.text
+    assert response.json()["error"]["code"] == "service_unavailable"
+
+
+def test_database_restart_fails_cleanly_and_recovers(faults):
+    token = faults.token(faults.email)
+    worker = faults.worker()
+    web = faults.web()
+    r = web.request("POST", "/api/v1/instances/", token, json=container_body("before-outage"))
+    assert r.status_code == 201, r.text
+    before = r.json()["id"]
+    faults.wait_state(before, "running")
+
+    faults.pg.stop()
+    _unavailable(web.request("GET", "/api/v1/instances/", token))
+    _unavailable(web.request("POST", "/api/v1/instances/", token, json=container_body("during-outage")))
+    _unavailable(web.request("GET", f"/api/v1/instances/{before}/", token))
+    health = web.request("GET", "/healthz")  # a plain Django view, outside DRF
+    assert health.status_code == 503 and health.json()["database"] == "error", health.text
+
+    faults.pg.start()
+    # Neither process is restarted: the web's stale connection is health-checked away, the worker reconnects.
+    wait_until(lambda: web.request("GET", "/healthz").status_code == 200, 30, "healthz to answer 200 again")
+    r = web.request("GET", "/api/v1/instances/", token)
+    assert r.status_code == 200 and {i["id"] for i in r.json()["results"]} == {before}, r.text
+    r = web.request("POST", "/api/v1/instances/", token, json=container_body("after-outage"))
+    assert r.status_code == 201, r.text
+    after = r.json()["id"]
+    faults.wait_state(after, "running")
+    assert web.proc.alive() and worker.alive(), "web and worker must survive the restart"
+    assert not faults.sql("SELECT 1 FROM provisioning_instance WHERE name = 'during-outage'")
+
+    for iid in (before, after):
+        assert web.request("DELETE", f"/api/v1/instances/{iid}/", token).status_code in (200, 202)
+        faults.wait_state(iid, "terminated")
+    assert faults.leaked_cards() == []
+    assert faults.meter_drift() == []
+    faults.verify_ledger()
