@@ -1,5 +1,6 @@
 """Money coming in and going out of an organization: trial credit and its expiry, SLA compensation,
 cash top-ups and refunds. Each posts once per idempotency key."""
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
@@ -16,7 +17,9 @@ from .models import Transfer
 
 
 def _org_id(org):
-    return getattr(org, "pk", org)
+    """An organization or its id → its UUID."""
+    org_id = getattr(org, "pk", org)
+    return org_id if isinstance(org_id, uuid.UUID) else uuid.UUID(str(org_id))
 
 
 def _post_once(*, org, key: str, debit_id: int, credit_id: int, amount: int, code: str, action: str, actor=None,

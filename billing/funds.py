@@ -1,5 +1,6 @@
 """Spending and available funds: trial → compensation → grant → cash (down to −credit limit)."""
 import math
+import uuid
 from datetime import timedelta
 from fractions import Fraction
 
@@ -16,7 +17,9 @@ from .models import Account, BillingProfile, Meter, Transfer
 
 
 def _org_id(org):
-    return getattr(org, "pk", org)
+    """An organization or its id → its UUID."""
+    org_id = getattr(org, "pk", org)
+    return org_id if isinstance(org_id, uuid.UUID) else uuid.UUID(str(org_id))
 
 
 def spend_split(*, balances: dict[str, int], credit_limit: int, amount: int) -> tuple[dict[str, int], int]:

@@ -4,6 +4,7 @@ Every posting locks the accounts it touches in pk order, checks the idempotency 
 transfers and moves the materialised balances — all in the caller's transaction. Balance =
 credits − debits (see models.py).
 """
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -63,8 +64,8 @@ def platform_accounts_ensure() -> None:
 
 
 def org_account_ids(org_ids) -> dict:
-    """{org_id: {kind: account_id}} for these organizations, creating missing accounts and profiles."""
-    org_ids = set(org_ids)
+    """{org_id (UUID): {kind: account_id}} for these organizations, creating missing accounts and profiles."""
+    org_ids = {o if isinstance(o, uuid.UUID) else uuid.UUID(str(o)) for o in org_ids}
     found: dict = defaultdict(dict)
     for org_id, kind, pk in Account.objects.filter(organization_id__any_array=list(org_ids)).values_list(
             "organization_id", "kind", "pk"):

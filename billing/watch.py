@@ -1,5 +1,6 @@
 """Funds watch after each tick: auto-stop organizations that run out before the next tick, and warn at
 one hour of remaining burn (email + console banner flag)."""
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
@@ -19,8 +20,8 @@ from .rating import whole_seconds
 
 
 def funds_snapshot(org_ids) -> dict:
-    """{org_id: (available, burn_per_hour)} for these organizations in three queries."""
-    org_ids = set(org_ids)
+    """{org_id (UUID): (available, burn_per_hour)} for these organizations in three queries."""
+    org_ids = {o if isinstance(o, uuid.UUID) else uuid.UUID(str(o)) for o in org_ids}
     burn = dict(Meter.objects.filter(organization_id__any_array=list(org_ids), closed_at__isnull=True)
                 .values("organization_id").annotate(b=Sum(F("rate") * F("cards"))).values_list("organization_id", "b"))
     held = dict(Account.objects.filter(organization_id__any_array=list(org_ids), kind__in=SPEND_ORDER)

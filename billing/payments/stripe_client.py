@@ -2,8 +2,6 @@
 
 Keys are never logged: errors are logged by type and Stripe's request id only.
 """
-import json
-
 import stripe
 from django.conf import settings
 
@@ -19,10 +17,8 @@ def stripe_api():
 
 
 def as_dict(obj) -> dict:
-    """A Stripe object (or an already-plain dict) as plain JSON data."""
-    if isinstance(obj, dict) and not isinstance(obj, stripe.StripeObject):
-        return obj
-    return json.loads(str(obj)) if not hasattr(obj, "to_dict") else _plain(obj.to_dict())
+    """A Stripe object (or an already-plain dict) as plain JSON data, nested objects included."""
+    return _plain(obj)
 
 
 def _plain(value):

@@ -4,7 +4,7 @@ import json
 from django.http import HttpResponse
 from django.urls import path, re_path
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
@@ -69,8 +69,13 @@ class SponsorshipDetailView(generics.RetrieveAPIView):
         return selectors.sponsorship_get(org=self.request.org, id=self.kwargs["id"])
 
 
+@extend_schema_field({"type": "string", "pattern": r"^\d{4}-\d{2}$", "example": "2026-01"})
+class MonthField(serializers.DateField):
+    """A month sent as YYYY-MM (the schema says so, not `format: date`)."""
+
+
 class InvoiceSerializer(serializers.ModelSerializer):
-    period = serializers.DateField(format="%Y-%m")
+    period = MonthField(format="%Y-%m")
     amount_due = MoneyField()
     pay_amount = serializers.SerializerMethodField()
 
@@ -153,6 +158,11 @@ class StatementCsvView(APIView):
 
     permission_classes = [require(read="read_billing")]
     renderer_classes = [JSONRenderer, CsvRenderer]
+
+    def handle_exception(self, exc):
+        # Errors are the JSON envelope with a JSON content type, even when text/csv was negotiated.
+        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), "application/json"
+        return super().handle_exception(exc)
 
     @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
     def get(self, request, month):

@@ -53,6 +53,7 @@ MIDDLEWARE = [
     "tenancy.middleware.CurrentOrganizationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "core.security.ContentSecurityPolicyMiddleware",  # security: CSP on console pages
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
@@ -304,6 +305,11 @@ CELERY_BEAT_SCHEDULE["hardware-agent-heartbeats"] = {
 # Every API operation documents the SPEC §5 error envelope (schemathesis checks answers against it).
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postprocess_schema_enums",
                                                 "core.schema.error_responses_hook"]
+# django-axes reads the login name from this form field / credential key; its default is the user
+# model's USERNAME_FIELD ("email"), which Django's login form does not send, so failures were
+# recorded without a username and the username+IP lockout never matched a later attempt.
+AXES_USERNAME_FORM_FIELD = "username"
+AXES_USERNAME_CALLABLE = "core.security.axes_username"
 # --- end security ---------------------------------------------------------------------------
 
 # --- Logging: one JSON object per line, with the request id --------------------------------

@@ -24,3 +24,11 @@ CSRF_COOKIE_SECURE = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- security (tests/security/test_web.py) -----------------------------------------------------
+# The console reads the CSRF token from the form / <body hx-headers>, never from the cookie.
+CSRF_COOKIE_HTTPONLY = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# --- end security ------------------------------------------------------------------------------

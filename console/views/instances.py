@@ -108,7 +108,7 @@ def _quote_context(form) -> dict:
                      "available_cards": acc.stock["available_cards"] if acc else 0,
                      "subtotal": row["price_per_card_hour"] * row["count"]})
     ctx.update(quote=quote, rows=rows, monthly=billing == "monthly",
-               package_total=quote.price_per_hour * 720, price_per_second=quote.price_per_hour / 3600,
+               package_total=quote.price_per_hour * 720,
                topology=quote_topology(form.cleaned_data["kind"], quote.items, catalog),
                domestic_percent=round(quote.domestic_share * 100),
                policy_mode=form.cleaned_data.get("mode") == "policy")

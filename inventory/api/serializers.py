@@ -1,5 +1,6 @@
 """Serializers of the catalog API and the operators' admin API."""
 from rest_framework import serializers
+from rest_framework.validators import UniqueValidator
 
 from core.fields import MoneyField
 
@@ -43,6 +44,7 @@ class AcceleratorSerializer(serializers.ModelSerializer):
 class ImageSerializer(serializers.ModelSerializer):
     """SPEC §5 image row."""
 
+    slug = serializers.CharField(read_only=True)  # slugs contain dots (pytorch-2.3-cuda12.3): not a SlugField
     class Meta:
         model = Image
         fields = ["slug", "name", "description", "vendors"]
@@ -149,6 +151,9 @@ class PriceSerializer(serializers.ModelSerializer):
 class ImageAdminSerializer(serializers.ModelSerializer):
     """An image as operators edit it."""
 
+    # Slugs contain dots (pytorch-2.3-cuda12.3), which a SlugField refuses (and its schema pattern denies).
+    slug = serializers.RegexField(r"^[-a-zA-Z0-9_.]+$", max_length=60,
+                                  validators=[UniqueValidator(queryset=Image.objects.all())])
     vendors = serializers.ListField(child=serializers.ChoiceField(choices=Vendor.values), allow_empty=False)
 
     class Meta:

@@ -169,3 +169,21 @@ def test_write_off_when_funds_run_out_and_tick_skips_nothing():
     assert (wo.amount, wo.seconds, wo.key) == (4_000, 4, f"meter:{meter.pk}:5")
     assert Account.objects.get(organization=org, kind="cash").balance == 0
     assert ledger_verify() == []
+
+
+def test_tick_spends_trial_then_compensation_then_cash(settings):
+    from billing.services import compensation_grant, trial_grant
+
+    settings.TRIAL_CREDIT_UCNY = 1_000
+    org = OrganizationFactory()
+    trial_grant(org=org, user=None)
+    compensation_grant(org=org, breach_id="tick-order", amount=2_000)
+    fund(org, 10_000)
+    meter = open_meter(org, rate=3_600_000)  # 1,000 µCNY per second
+    meter_tick(now=meter.opened_at + timedelta(seconds=5), watch=False)
+    balances = dict(Account.objects.filter(organization=org).values_list("kind", "balance"))
+    assert balances == {"trial": 0, "compensation": 0, "grant": 0, "cash": 8_000}
+    assert sorted(Transfer.objects.filter(meter_id=meter.pk).values_list("key", "amount")) == [
+        (f"meter:{meter.pk}:5:cash", 2_000), (f"meter:{meter.pk}:5:compensation", 2_000),
+        (f"meter:{meter.pk}:5:trial", 1_000)]
+    assert ledger_verify() == []

@@ -185,6 +185,9 @@ class Faults:
         )
         self.env = env
         self.procs: list[Proc] = []
+        self.kept: list[Proc] = []
+        self._web: Web | None = None
+        self._token: str | None = None
 
     # -- servers --
     def ensure_up(self) -> None:
@@ -192,6 +195,25 @@ class Faults:
             self.pg.start()
         if not self.redis.running():
             self.redis.start()
+
+    def flush_queue(self) -> None:
+        """Drop what earlier tests' beats left queued, so each test's worker sees only its own tasks."""
+        import redis
+
+        redis.Redis.from_url(self.redis.url()).flushall()
+
+    def shared_web(self) -> "Web":
+        """One web process for the session (it must survive every server restart anyway)."""
+        if self._web is None or not self._web.proc.alive():
+            self._web = self.web(keep=True)
+        return self._web
+
+    def shared_token(self) -> str:
+        """An API token of one verified user (its organization has the trial credit)."""
+        if self._token is None:
+            self.email = f"faults-{PID}@faults.test"
+            self._token = self.token(self.email)
+        return self._token
 
     # -- django commands and SQL --
     def manage(self, *args: str, check: bool = True, extra_env: dict | None = None) -> subprocess.CompletedProcess:
@@ -221,9 +243,9 @@ class Faults:
         return self.manage("issue_token", "--email", email, "--create-user").stdout.strip().splitlines()[-1]
 
     # -- processes --
-    def spawn(self, name: str, cmd: list[str], extra_env: dict | None = None) -> Proc:
+    def spawn(self, name: str, cmd: list[str], extra_env: dict | None = None, keep: bool = False) -> Proc:
         proc = Proc(name, cmd, {**self.env, **(extra_env or {})}).start()
-        self.procs.append(proc)
+        (self.kept if keep else self.procs).append(proc)
         return proc
 
     def worker(self, extra_env: dict | None = None, wait: bool = True, concurrency: int = 1) -> Proc:
@@ -240,23 +262,30 @@ class Faults:
         return self.spawn("beat", [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "info",
                                    "--pidfile=", "-s", str(LOG_DIR / f"beat-{time.time_ns()}")], extra_env)
 
-    def web(self, extra_env: dict | None = None) -> "Web":
+    def web(self, extra_env: dict | None = None, keep: bool = False) -> "Web":
         port = free_port()
         proc = self.spawn("web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload",
-                                  "--nothreading"], extra_env)
+                                  "--nothreading"], extra_env, keep=keep)
         web = Web(proc, port)
         wait_until(lambda: web.answers() or not proc.alive(), 60, "the web process to answer")
         assert proc.alive(), proc.log()[-3000:]
         return web
 
     def send_task(self, name: str, args=()) -> None:
-        """Publish a task to the fault queue, as beat would."""
-        code = (f"from config.celery import app; app.send_task({name!r}, args={list(args)!r}); "
-                "import json; print(json.dumps(True))")
-        self.shell(code)
+        """Publish a task to the fault queue, as beat would (a Celery client of the fault Redis)."""
+        from celery import Celery
+
+        client = Celery("faults-client", broker=self.redis.url())
+        client.conf.update(task_serializer="json", broker_connection_retry_on_startup=True)
+        try:
+            client.send_task(name, args=list(args), queue=self.queue)
+        finally:
+            client.close()
 
     def stop_all(self) -> None:
+        """Kill what the test started (the next test flushes the queue, so nothing half-done carries over)."""
         for proc in reversed(self.procs):
+            proc.kill()
             proc.stop()
         self.procs.clear()
 
@@ -340,6 +369,8 @@ def fault_servers():
         try:
             if "faults" in locals():
                 faults.stop_all()
+                for proc in faults.kept:
+                    proc.stop()
         finally:
             if redis.proc and redis.proc.poll() is None:
                 redis.proc.kill()
@@ -347,14 +378,11 @@ def fault_servers():
             pg.drop()
 
 
-_emails = iter(range(1, 10_000))
-
-
 @pytest.fixture
 def faults(fault_servers):
     """The fault servers (up at the start of each test) and every process a test starts, stopped after it."""
     fault_servers.ensure_up()
-    fault_servers.email = f"faults-{PID}-{next(_emails)}@faults.test"
+    fault_servers.flush_queue()
     yield fault_servers
     fault_servers.stop_all()
     fault_servers.ensure_up()

@@ -7,10 +7,10 @@ pytestmark = [pytest.mark.faults, pytest.mark.pg, pytest.mark.redis, pytest.mark
 
 
 def test_create_while_broker_down_reaches_running_after_restart(faults):
-    token = faults.token(faults.email)
+    token = faults.shared_token()
     worker = faults.worker()
     beat = faults.beat()  # runs core.outbox_drain every second (OUTBOX_DRAIN_SECONDS=1)
-    web = faults.web()
+    web = faults.shared_web()
 
     faults.redis.stop()  # SIGKILL of the real redis-server: broker, cache and throttle counters gone
     r = web.request("POST", "/api/v1/instances/", token, json=container_body("while-broker-down"))

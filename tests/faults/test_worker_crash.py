@@ -28,8 +28,8 @@ def _running_instance(faults, web, token, name):
 
 @pytest.mark.parametrize("point", ["provision:after_claim", "provision:after_driver", "provision:before_meter"])
 def test_worker_killed_during_provisioning(faults, point):
-    token = faults.token(faults.email)
-    web = faults.web()
+    token = faults.shared_token()
+    web = faults.shared_web()
     crashing = faults.worker({"CARDMIX_FAILPOINT": point})
     instance_id = _running_instance(faults, web, token, f"crash-{point}")
     wait_until(lambda: _crashed(crashing), 60, f"the worker to die at {point}")
@@ -60,15 +60,18 @@ def test_worker_killed_during_provisioning(faults, point):
 
 
 def test_worker_killed_mid_meter_tick(faults):
-    token = faults.token(faults.email)
-    web = faults.web()
+    token = faults.shared_token()
+    web = faults.shared_web()
     worker = faults.worker()
     instance_id = _running_instance(faults, web, token, "tick-crash")
     faults.wait_state(instance_id, "running")
     worker.stop()
     time.sleep(2.2)  # some whole seconds to charge
 
-    crashing = faults.worker({"CARDMIX_FAILPOINT": "billing.tick:after_transfers"})
+    # Inside the tick's posting transaction, after its transfers are written (names of billing/tick.py's
+    # failpoints; the first one reached kills the worker).
+    crashing = faults.worker({"CARDMIX_FAILPOINT": "billing.tick:after_transfers,billing.tick:after_post,"
+                                                   "billing.tick:before_commit"})
     faults.send_task("billing.meter_tick")
     wait_until(lambda: _crashed(crashing), 60, "the worker to die inside the tick's transaction")
     crashing.kill()
@@ -105,7 +108,7 @@ def _signed(event: dict) -> tuple[bytes, str]:
 
 
 def test_web_killed_during_webhook_processing(faults):
-    faults.token(faults.email)  # a verified user with an organization
+    faults.shared_token()  # a verified user with an organization
     pi = f"pi_faults_{uuid.uuid4().hex[:16]}"
     fen = 12345
     topup = faults.shell(
@@ -131,7 +134,7 @@ def test_web_killed_during_webhook_processing(faults):
     assert faults.sql(credits, (f"stripe_pi:{pi}",)) == [(0, 0)]  # rolled back with the event row
     assert faults.sql("SELECT count(*) FROM billing_stripeevent WHERE id = %s", (event["id"],)) == [(0,)]
 
-    web = faults.web()  # Stripe retries the same event
+    web = faults.shared_web()  # Stripe retries the same event, to a normal web process
     for _ in range(2):  # the retry credits; a further duplicate changes nothing
         payload, signature = _signed(event)
         r = web.request("POST", path, data=payload, headers={"Stripe-Signature": signature,

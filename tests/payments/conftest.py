@@ -174,15 +174,3 @@ def assert_error(response, status, code):
     assert isinstance(body["error"]["details"], dict)
     return body["error"]
 
-
-@pytest.fixture(autouse=True)
-def _live_server_threads_close_their_connections():
-    """CONN_MAX_AGE=0 while these tests run: the live server's request threads (and localstripe's late
-    deliveries) must not leave sessions open that block dropping this run's test database."""
-    from django.db import connections
-
-    conf = connections.settings["default"]
-    previous = conf.get("CONN_MAX_AGE", 0)
-    conf["CONN_MAX_AGE"] = 0
-    yield
-    conf["CONN_MAX_AGE"] = previous

@@ -5,6 +5,7 @@ import stripe
 from django.conf import settings as django_settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
+from django.db import connections
 
 from billing.models_payments import TopUp, TopUpState
 from billing.payments.selectors import cash_balance
@@ -72,5 +73,8 @@ def test_card_payment_in_the_browser_credits_and_shows_the_new_balance(
             assert page.inner_text("#topup-error") == ""
         finally:
             browser.close()
+            # Inside playwright's event loop Django keeps a separate, context-local connection: close it,
+            # or it blocks dropping the test database at the end of the run.
+            connections.close_all()
     topup.refresh_from_db()
     assert topup.state == TopUpState.SUCCEEDED and cash_balance(org=owner.organization) == 25_000_000

@@ -84,38 +84,54 @@ def test_concurrent_copies_of_a_fresh_event_credit_once(stripe_env, live_server,
     assert len(_credits_for(topup)) == 1
 
 
-@pytest.mark.worker
-def test_missed_webhook_is_reconciled_then_late_delivery_changes_nothing(
-        stripe_env, live_server, localstripe_url, capture_factory, member_factory, session_client_for, start_worker):
-    owner = member_factory(role="owner")
-    org = owner.organization
+def _missed_payment(stripe_env, localstripe_url, capture_factory, client, amount):
+    """A paid top-up whose webhook never reached us; returns (topup, captured body, its signature)."""
     # "Unregistered": localstripe's only endpoint is a stand-in that fails, so Stripe would retry later.
     down = capture_factory(503)
     register_webhook(localstripe_url, "cardmix", down.url, stripe_env.STRIPE_WEBHOOK_SECRET)
-
-    topup = _create_topup(session_client_for(owner), "88.00")
+    topup = _create_topup(client, amount)
     pay(topup.stripe_payment_intent_id)
     body, headers = wait_for(lambda: down.events("payment_intent.succeeded"), what="the undelivered event")[0]
-    assert cash_balance(org=org) == 0 and TopUp.objects.get(pk=topup.pk).state == TopUpState.CREATED
+    assert cash_balance(org=topup.organization) == 0 and TopUp.objects.get(pk=topup.pk).state == TopUpState.CREATED
+    return topup, body, headers["Stripe-Signature"]
 
-    # Reconciliation in a real Celery worker process, talking to localstripe.
-    from billing.payments.tasks import payments_reconcile_task
 
-    start_worker(extra_env={"STRIPE_API_BASE": localstripe_url, "STRIPE_API_KEY": stripe_env.STRIPE_API_KEY})
-    payments_reconcile_task.delay()
-    wait_for(lambda: TopUp.objects.get(pk=topup.pk).state == TopUpState.SUCCEEDED, timeout=30,
-             what="reconciliation's credit")
-    assert cash_balance(org=org) == 88_000_000
+def test_missed_webhook_is_reconciled_then_late_delivery_changes_nothing(
+        stripe_env, live_server, localstripe_url, capture_factory, member_factory, session_client_for):
+    owner = member_factory(role="owner")
+    org = owner.organization
+    topup, body, signature = _missed_payment(stripe_env, localstripe_url, capture_factory,
+                                             session_client_for(owner), "88.00")
+
+    assert payments_reconcile() == {"credited": 1}
+    topup.refresh_from_db()
+    assert topup.state == TopUpState.SUCCEEDED and cash_balance(org=org) == 88_000_000
     assert StripeEvent.objects.get(topup=topup).source == "reconciliation"
-    # A second run finds nothing to do.
-    assert payments_reconcile() == {}
+    assert payments_reconcile() == {}  # a second run finds nothing to do
 
     # Re-registered, and the real signed event finally delivered (as Stripe's retry would): no second credit.
     endpoint = live_server.url + "/api/v1/billing/stripe/webhook/"
     register_webhook(localstripe_url, "cardmix", endpoint, stripe_env.STRIPE_WEBHOOK_SECRET)
-    status, answer = post_raw(endpoint, body, headers["Stripe-Signature"])
+    status, answer = post_raw(endpoint, body, signature)
     assert status == 200 and json.loads(answer)["outcome"] == "already_applied"
     assert cash_balance(org=org) == 88_000_000
+    assert len(_credits_for(topup)) == 1
+    assert StripeEvent.objects.count() == 1
+
+
+@pytest.mark.worker
+def test_reconciliation_task_runs_in_a_celery_worker(stripe_env, localstripe_url, capture_factory, member_factory,
+                                                     session_client_for, start_worker):
+    from billing.payments.tasks import payments_reconcile_task
+
+    owner = member_factory(role="owner")
+    topup, _body, _sig = _missed_payment(stripe_env, localstripe_url, capture_factory,
+                                         session_client_for(owner), "12.00")
+    start_worker(extra_env={"STRIPE_API_BASE": localstripe_url, "STRIPE_API_KEY": stripe_env.STRIPE_API_KEY})
+    payments_reconcile_task.delay()
+    wait_for(lambda: TopUp.objects.get(pk=topup.pk).state == TopUpState.SUCCEEDED, timeout=30,
+             what="reconciliation's credit in the worker")
+    assert cash_balance(org=owner.organization) == 12_000_000
     assert len(_credits_for(topup)) == 1
 
 
