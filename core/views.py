@@ -1,8 +1,9 @@
 """Health check and the error pages that keep the SPEC §5 envelope under /api/."""
 import logging
+import sys
 
 from django.db import connection
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
@@ -62,7 +63,23 @@ def page_not_found(request, exception=None):
     return render(request, "404.html", status=404)
 
 
+def _backing_service_down() -> bool:
+    """Django calls the 500 handler while handling the exception: is it a database/Redis outage?"""
+    from django.db import InterfaceError, OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return isinstance(sys.exc_info()[1], (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError))
+
+
 def server_error(request):
+    if _backing_service_down():  # faults (issue 14): an outage outside DRF (sessions, console) → 503, retry
+        body = error_body("service_unavailable", "A backing service is unavailable; retry shortly.")
+        if _is_api(request):
+            return JsonResponse(body, status=503, headers={"Retry-After": "5"})
+        # No template: rendering one may need the database that is down.
+        return HttpResponse("<!doctype html><title>Service unavailable</title><h1>Service temporarily unavailable"
+                            "</h1><p>Please retry in a few seconds.</p>", status=503, headers={"Retry-After": "5"})
     if _is_api(request):
         return JsonResponse(error_body("internal_error", "An unexpected error occurred."), status=500)
     return render(request, "500.html", status=500)

@@ -190,7 +190,11 @@ class WorkerProcess:
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         if wait:
-            self.wait_ready()
+            try:
+                self.wait_ready()
+            except BaseException:
+                self.stop()  # never leave an orphan eating this run's queue
+                raise
         return self
 
     def wait_ready(self, timeout: float = 60) -> int:

@@ -169,7 +169,12 @@ CELERY_BEAT_SCHEDULE: dict = {
 
 # --- Cache: Redis when configured (throttles and lockouts must be shared by every process) ---
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+    # Its own Redis database: cache.clear() must never flush the broker's queues.
+    _cache_url = env.str("CACHE_REDIS_URL", default="")
+    if not _cache_url:
+        _base, _, _db = REDIS_URL.rpartition("/")
+        _cache_url = f"{_base}/{int(_db) + 1}" if _db.isdigit() else REDIS_URL.rstrip("/") + "/1"
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url,
                           "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="cardmix")}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -34,6 +34,7 @@ def test_worker_killed_during_provisioning(faults, point):
     instance_id = _running_instance(faults, web, token, f"crash-{point}")
     wait_until(lambda: _crashed(crashing), 60, f"the worker to die at {point}")
     crashing.kill()  # the rest of it goes too: nothing is left to finish the step
+    faults.flush_queue()  # and the broker forgets the message: recovery must come from the rows alone
     state = faults.state(instance_id)
     assert state in ("provisioning", "checking"), state
     assert faults.sql("SELECT count(*) FROM billing_meter WHERE instance_id = %s", (instance_id,)) == [(0,)]
@@ -44,6 +45,9 @@ def test_worker_killed_during_provisioning(faults, point):
     faults.worker()
     faults.beat()  # provisioning.reconcile every 2 s re-dispatches the stuck step
     faults.wait_state(instance_id, "running", timeout=90)
+    resumed = faults.sql("SELECT count(*) FROM tenancy_auditevent WHERE action = 'instance.reconcile_resume' "
+                         "AND target_id = %s", (instance_id,))
+    assert resumed == [(1,)], resumed  # the reconciler re-dispatched the stuck step, once
 
     meters = faults.sql("SELECT count(*) FILTER (WHERE closed_at IS NULL), count(*) FROM billing_meter "
                         "WHERE instance_id = %s", (instance_id,))
@@ -75,6 +79,7 @@ def test_worker_killed_mid_meter_tick(faults):
     faults.send_task("billing.meter_tick")
     wait_until(lambda: _crashed(crashing), 60, "the worker to die inside the tick's transaction")
     crashing.kill()
+    faults.flush_queue()  # the next tick is the next beat's, not a redelivery
     # The transfers inserted before the crash rolled back with the whole posting.
     meter = faults.sql("SELECT id, posted_through_seconds, posted_amount FROM billing_meter WHERE instance_id = %s",
                        (instance_id,))
