@@ -78,7 +78,11 @@ def main() -> int:
         deadline = time.time() + args.timeout
         while Instance.objects.exclude(state__in=["running", "failed"]).exists():
             if time.time() > deadline:
-                print("timed out waiting for instances to run", file=sys.stderr)
+                from django.db.models import Count
+
+                states = dict(Instance.objects.values_list("state").annotate(n=Count("pk")))
+                print(f"timed out waiting for instances to run: {states}; worker log: {worker.log_tail(1500)}",
+                      file=sys.stderr)
                 return 1
             time.sleep(0.05)
         wall = time.perf_counter() - start

@@ -25,9 +25,14 @@ def funds_check(*, org, price_per_hour: int, billing: str) -> None:
 def meters_open(*, instance) -> None:
     """One meter per item at its locked rate (a hybrid gets one per accelerator); on entering running."""
     services = _services()
-    if instance.billing == "monthly" and hasattr(services, "package_start"):
-        services.package_start(org=instance.organization, instance_id=instance.pk, items=instance.items,
-                               renewal=instance.package_renewal)
+    if instance.billing == "monthly":
+        # SPEC §4: charged in full when it first enters running; not metered during the package.
+        from billing.products.packages import package_active, package_start
+
+        if not package_active(instance.pk):
+            package_start(org=instance.organization, instance_id=instance.pk, renewal=instance.package_renewal,
+                          items=[{"accelerator": it["accelerator"], "cards": int(it["count"]), "rate": int(it["rate"])}
+                                 for it in instance.items])
         return
     for index, item in enumerate(instance.items):
         services.meter_open(org=instance.organization, instance_id=instance.pk, item_index=index,

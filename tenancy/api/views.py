@@ -5,8 +5,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.idempotency import idempotent
+from core.schema import schema_generation
 
 from .. import selectors, services
+from ..models import ApiToken, AuditEvent, Membership, SshKey
 from ..permissions import require
 from . import serializers as s
 
@@ -28,6 +30,8 @@ class MemberListView(generics.ListAPIView):
     serializer_class = s.MemberSerializer
 
     def get_queryset(self):
+        if schema_generation(self):
+            return Membership.objects.none()
         return selectors.member_list(org=self.request.org)
 
     @extend_schema(request=s.MemberInviteSerializer, responses={201: s.MemberSerializer})
@@ -41,6 +45,8 @@ class MemberListView(generics.ListAPIView):
 
 class MemberDetailView(APIView):
     """GET one member; PATCH its role; DELETE removes it from the organization."""
+
+    serializer_class = s.MemberSerializer
 
     permission_classes = [require(read="read_org", write="members_manage")]
 
@@ -57,6 +63,7 @@ class MemberDetailView(APIView):
                                                  role=body.validated_data["role"], request=request)
         return Response(s.MemberSerializer(membership).data)
 
+    @extend_schema(responses={204: None})
     def delete(self, request, id):
         membership = selectors.member_get(org=request.org, id=id)
         services.member_remove(actor_membership=request.membership, membership=membership, request=request)
@@ -71,6 +78,8 @@ class TokenListView(generics.ListAPIView):
     serializer_class = s.TokenSerializer
 
     def get_queryset(self):
+        if schema_generation(self):
+            return ApiToken.objects.none()
         return selectors.token_list(org=self.request.org, user=self.request.user)
 
     @extend_schema(request=s.TokenCreateSerializer, responses={201: s.TokenCreatedSerializer})
@@ -86,12 +95,15 @@ class TokenListView(generics.ListAPIView):
 class TokenDetailView(APIView):
     """DELETE revokes one of one's own tokens."""
 
+    serializer_class = s.TokenSerializer
+
     permission_classes = [require(read="read_org", write="tokens")]
 
     @extend_schema(responses=s.TokenSerializer)
     def get(self, request, id):
         return Response(s.TokenSerializer(selectors.token_get(org=request.org, user=request.user, id=id)).data)
 
+    @extend_schema(responses={204: None})
     def delete(self, request, id):
         token = selectors.token_get(org=request.org, user=request.user, id=id)
         services.token_revoke(token=token, actor=request.user, request=request)
@@ -105,6 +117,8 @@ class SshKeyListView(generics.ListAPIView):
     serializer_class = s.SshKeySerializer
 
     def get_queryset(self):
+        if schema_generation(self):
+            return SshKey.objects.none()
         return selectors.ssh_key_list(user=self.request.user)
 
     @extend_schema(request=s.SshKeyCreateSerializer, responses={201: s.SshKeySerializer})
@@ -119,12 +133,15 @@ class SshKeyListView(generics.ListAPIView):
 class SshKeyDetailView(APIView):
     """GET or DELETE one of one's SSH keys."""
 
+    serializer_class = s.SshKeySerializer
+
     permission_classes = [require(read="read", write="ssh_keys")]
 
     @extend_schema(responses=s.SshKeySerializer)
     def get(self, request, id):
         return Response(s.SshKeySerializer(selectors.ssh_key_get(user=request.user, id=id)).data)
 
+    @extend_schema(responses={204: None})
     def delete(self, request, id):
         key = selectors.ssh_key_get(user=request.user, id=id)
         services.ssh_key_delete(key=key, actor=request.user, org=request.org, request=request)
@@ -138,4 +155,6 @@ class AuditEventListView(generics.ListAPIView):
     serializer_class = s.AuditEventSerializer
 
     def get_queryset(self):
+        if schema_generation(self):
+            return AuditEvent.objects.none()
         return selectors.audit_event_list(org=self.request.org)

@@ -352,8 +352,10 @@ def _have_servers() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def fault_servers():
-    """The fault PostgreSQL cluster and redis-server, migrated and seeded once per session."""
+def fault_servers(request):
+    """The fault PostgreSQL cluster and redis-server, migrated and seeded once per session.
+
+    Process logs stay under var/faults/<pid>/ when a test failed (removed after a clean run)."""
     why = _have_servers()
     if why:
         pytest.skip(f"[faults] {why}")
@@ -376,6 +378,8 @@ def fault_servers():
                 redis.proc.kill()
                 redis.proc.wait(timeout=10)
             pg.drop()
+            if request.session.testsfailed == 0:
+                shutil.rmtree(LOG_DIR, ignore_errors=True)
 
 
 @pytest.fixture

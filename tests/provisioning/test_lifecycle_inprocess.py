@@ -202,3 +202,15 @@ def test_rate_is_locked_at_create_and_relocked_at_start(client):
     assert client.post(f"{URL}{iid}/start/").json()["price_per_hour"] == "6.000000"
     instance_advance(iid)
     assert Meter.objects.get(instance_id=iid, closed_at__isnull=True).rate == 3_000_000
+
+
+def test_monthly_instance_is_charged_a_package_not_metered(client):
+    from billing.products.packages import package_active
+
+    make_fleet(h100=1)
+    r = _create(client, container_body("h100-sxm-80g", 1, billing="monthly", package_renewal="stop"))
+    assert r.status_code == 201, r.json()
+    assert r.json()["price_per_hour"] == "1.235000"  # the operator's monthly rate for H100
+    assert instance_advance(r.json()["id"]) == "running"
+    assert package_active(r.json()["id"])
+    assert not Meter.objects.filter(instance_id=r.json()["id"]).exists()

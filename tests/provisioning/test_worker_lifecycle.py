@@ -3,15 +3,13 @@ import time
 
 import pytest
 
-# Worker start-up and the steps are slow on a loaded machine; pytest-timeout's default is 180 s.
-pytestmark_timeout = pytest.mark.timeout(600)
-
 from billing.models import Meter
 from inventory.models import CardAllocation
 from provisioning.models import ReadinessReport
 from tests.factories.provisioning import container_body, make_fleet, wait_for_state
 
-pytestmark = [pytest.mark.worker, pytest.mark.pg, pytest.mark.redis, pytestmark_timeout]
+# Worker start-up and the steps are slow on a loaded machine; pytest-timeout's default is 180 s.
+pytestmark = [pytest.mark.worker, pytest.mark.pg, pytest.mark.redis, pytest.mark.timeout(600)]
 URL = "/api/v1/instances/"
 WORKER_ENV = {"SIMULATOR_DELAY_SCALE": "0", "SIMULATOR_FAILURE_SCALE": "0"}
 

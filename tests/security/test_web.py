@@ -318,3 +318,20 @@ def test_api_is_throttled_per_token(monkeypatch, member_factory, token_client_fo
     assert throttled.status_code == 429 and throttled.json()["error"]["code"] == "throttled"
     assert int(throttled["Retry-After"]) > 0
     assert second.get("/api/v1/organizations/current/").status_code == 200  # per token, not per user
+
+
+@pytest.mark.pg
+@pytest.mark.django_db
+def test_topup_csp_follows_the_stripe_js_setting(world, console_client_for, settings):
+    settings.STRIPE_JS_URL = "https://js.stripe.com/v3/"
+    client = console_client_for(world.a)
+    page = client.get(reverse("console:billing_topup"))
+    assert page.status_code == 200
+    csp = _csp(page)
+    assert csp["script-src"] == ["'self'", "https://js.stripe.com"]
+    assert "https://api.stripe.com" in csp["connect-src"] and "https://hooks.stripe.com" in csp["frame-src"]
+    settings.STRIPE_JS_URL = "http://127.0.0.1:8420/js.stripe.com/v3/"  # localstripe's stand-in
+    csp = _csp(client.get(reverse("console:billing_topup")))
+    assert csp["script-src"] == ["'self'", "http://127.0.0.1:8420"]
+    assert "https://js.stripe.com" not in " ".join(sum(csp.values(), []))
+    assert "stripe" not in client.get(reverse("console:dashboard"))["Content-Security-Policy"]
