@@ -67,3 +67,14 @@ def usage_list(*, org, start, end):
             .annotate(window_amount=Coalesce(Subquery(charged), Value(0)),
                       window_written_off=Coalesce(Subquery(written), Value(0)))
             .order_by("-opened_at", "-pk"))
+
+
+def instance_cost_expression(instance_id_ref):
+    """instance_costs as an expression for one instance id (e.g. OuterRef("pk")): a list can read the µCNY
+    charged so far with its own rows, in the same statement (0 when the instance has no meter)."""
+    from django.db.models import BigIntegerField, Subquery, Value
+    from django.db.models.functions import Coalesce
+
+    total = (Meter.objects.filter(instance_id=instance_id_ref).order_by().values("instance_id")
+             .annotate(total=Sum("posted_amount")).values("total"))
+    return Coalesce(Subquery(total, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField())

@@ -7,7 +7,6 @@ The `hardware.node_clean` task then runs `node_clean(node=...)` in a worker.
 import logging
 
 from django.conf import settings
-from django.db import transaction
 
 from inventory.choices import NodeState
 from inventory.models import Node
@@ -40,11 +39,11 @@ def _driver_and_ref(node: Node):
 
 def node_clean_begin(*, node, reason: str = "cleaning after a bare-metal instance") -> Node:
     """Take the node out of the pool now (→ cleaning) and run `node_clean` in a worker after commit."""
-    from .tasks import node_clean_task
+    from core.outbox import outbox_send
 
     previous = node.state
     node = node_set_state(node=node, state=NodeState.CLEANING, reason=reason)
-    transaction.on_commit(lambda: node_clean_task.delay(str(node.pk), previous))
+    outbox_send("hardware.node_clean", args=[str(node.pk), previous])
     return node
 
 

@@ -1,7 +1,10 @@
 """Reads of instances, always scoped to an organization (another tenant's id → 404)."""
 import uuid
 
-from django.db.models import Prefetch, Q
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db import connection
+from django.db.models import F, JSONField, OuterRef, Prefetch, Q, Value
+from django.db.models.functions import JSONObject
 
 from core.errors import NotFoundError
 from inventory.models import CardAllocation
@@ -21,6 +24,46 @@ def instance_list(*, org, state: str | None = None):
     if state:
         qs = qs.filter(state__in=[s for s in state.split(",") if s])
     return qs.order_by("-created_at", "-id")
+
+
+# The columns the API's instance body shows, in provisioning.api.rows.InstanceRow order; GROUP_BODY_FIELDS in
+# GroupRow order (the live node groups, fetched with the page as one JSON array per instance).
+INSTANCE_BODY_COLUMNS = (
+    "id", "name", "kind", "state", "state_reason", "items", "policy", "zone_id", "zone__slug", "image", "images",
+    "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline",
+    "sla_event_id", "sla_settled_event_id", "sla_compensation", "body_cost", "body_groups")
+GROUP_BODY_FIELDS = {"i": "item_index", "a": "accelerator", "c": "card_indices", "s": "state", "n": "node_id",
+                     "h": "node__hostname", "sh": "node__ssh_host", "sp": "node__ssh_port",
+                     "cc": "node__card_count", "v": "node__accelerator__vendor"}
+
+
+def instance_list_rows(*, org, state: str | None = None):
+    """instance_list as tuples of INSTANCE_BODY_COLUMNS: only the columns the API body shows, the zone
+    joined, the µCNY charged so far and the live node groups (by item index, id) read in the same statement,
+    so the page, its costs and its groups are one consistent snapshot and no model objects are built."""
+    from billing.selectors import instance_cost_expression
+
+    qs = Instance.objects.filter(organization=org)
+    if state:
+        qs = qs.filter(state__in=[s for s in state.split(",") if s])
+    if connection.vendor == "postgresql":
+        groups = ArraySubquery(NodeGroup.objects.filter(instance_id=OuterRef("pk"), released_at__isnull=True)
+                               .order_by("item_index", "id").values(j=JSONObject(**GROUP_BODY_FIELDS)))
+    else:  # SQLite (development without PostgreSQL): the view reads them with live_group_rows
+        groups = Value(None, output_field=JSONField())
+    return (qs.order_by("-created_at", "-id")
+            .annotate(body_cost=instance_cost_expression(OuterRef("pk")), body_groups=groups)
+            .values_list(*INSTANCE_BODY_COLUMNS))
+
+
+def live_group_rows(instance_ids) -> dict:
+    """{instance id: [dicts of GROUP_BODY_FIELDS]} of the live node groups, by item index, in one query."""
+    by_instance: dict = {i: [] for i in instance_ids}
+    rows = (NodeGroup.objects.filter(instance_id__in=list(by_instance), released_at__isnull=True)
+            .order_by("item_index", "id").values("instance_id", **{k: F(v) for k, v in GROUP_BODY_FIELDS.items()}))
+    for row in rows:
+        by_instance[row.pop("instance_id")].append(row)
+    return by_instance
 
 
 def instance_get(*, org, instance_id) -> Instance:

@@ -291,7 +291,8 @@ CELERY_BEAT_SCHEDULE["core-outbox-drain"] = {
 AGENT_HEARTBEAT_SECONDS = env.float("AGENT_HEARTBEAT_SECONDS", default=15.0)
 AGENT_HEARTBEAT_TIMEOUT_SECONDS = env.float("AGENT_HEARTBEAT_TIMEOUT_SECONDS", default=90.0)
 # How long the agent driver waits for a command's result, and how often it looks (DB polling).
-AGENT_COMMAND_TIMEOUT_SECONDS = env.float("AGENT_COMMAND_TIMEOUT_SECONDS", default=1800.0)
+# Below the provisioning step deadline (15 min), so the reconciler never re-sends a step still waiting.
+AGENT_COMMAND_TIMEOUT_SECONDS = env.float("AGENT_COMMAND_TIMEOUT_SECONDS", default=600.0)
 AGENT_COMMAND_POLL_SECONDS = env.float("AGENT_COMMAND_POLL_SECONDS", default=1.0)
 # Fernet key (urlsafe base64, 32 bytes) for BMC passwords at rest; required in production.
 BMC_CREDENTIALS_KEY = env.str("BMC_CREDENTIALS_KEY", default="")

@@ -110,7 +110,8 @@ def sla_settle_due(*, limit: int = 1000) -> int:
 
 
 def sla_dispatch(instance_id) -> None:
-    """Settle this instance's window in the worker once the current transaction commits."""
-    from ..tasks import sla_settle_task
+    """Settle this instance's window in the worker once the current transaction commits (outbox: a
+    broker outage delays the settlement, never loses it)."""
+    from core.outbox import outbox_send
 
-    transaction.on_commit(lambda: sla_settle_task.delay(str(instance_id)))
+    outbox_send("provisioning.sla_settle", args=[str(instance_id)])

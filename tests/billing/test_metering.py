@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
@@ -70,6 +70,8 @@ def test_open_is_idempotent_per_item_and_close_posts_final_delta():
 @given(steps=st.lists(st.tuples(st.sampled_from(["tick", "post", "replay"]), st.integers(-20, 400),
                                 st.integers(0, 999_999), st.sampled_from(FAILPOINTS)), min_size=1, max_size=25),
        cards=st.integers(1, 8), funds=st.integers(0, 3_000_000), close_crash=st.sampled_from(FAILPOINTS))
+# a stale tick after a later one: the close at s + 7 would fall before the second already posted
+@example(steps=[("tick", 8, 0, None), ("tick", -8, 0, None)], cards=1, funds=0, close_crash=None)
 def test_random_ticks_with_crashes_and_replays_stay_exact(steps, cards, funds, close_crash):
     org = OrganizationFactory()
     if funds:
@@ -80,7 +82,9 @@ def test_random_ticks_with_crashes_and_replays_stay_exact(steps, cards, funds, c
     bystander = open_meter(other, cards=1, rate=3_100_000)
     t0 = meter.opened_at
     Meter.objects.filter(pk=bystander.pk).update(opened_at=t0)
-    s, last_now = 0, t0
+    # reached: the latest second a committed posting carried the meter to. A negative gap is a stale
+    # tick (posts nothing, never un-posts), so `s` may fall below it.
+    s, last_now, reached = 0, t0, 0
     for kind, gap, micros, crash in steps:
         s = max(s + gap, 0)
         now = t0 + timedelta(seconds=s, microseconds=micros)
@@ -93,13 +97,16 @@ def test_random_ticks_with_crashes_and_replays_stay_exact(steps, cards, funds, c
                     meter_post_now(meter_id=meter.pk, now=now)
                 else:
                     meter_tick(now=now, watch=False)
+            reached = max(reached, (now - t0) // timedelta(seconds=1))
         except FailpointCrash:
             # the whole posting rolled back: balances are as before
             assert dict(Account.objects.values_list("pk", "balance")) == before
         last_now = now
         assert_meter_exact(meter)
         assert_meter_exact(bystander)
-    end = t0 + timedelta(seconds=s + 7)
+        assert meter.posted_through_seconds == reached
+    closing = max(s, reached) + 7  # after every posting, so the close always posts a final delta
+    end = t0 + timedelta(seconds=closing)
     for _ in range(2):  # a crash while closing, then the retry
         try:
             with armed({close_crash} if close_crash else set()):
@@ -110,8 +117,8 @@ def test_random_ticks_with_crashes_and_replays_stay_exact(steps, cards, funds, c
             close_crash = None
     meter.refresh_from_db()
     assert meter.closed_at is not None
-    assert meter.posted_through_seconds == s + 7
-    assert meter.posted_amount + meter.written_off_amount == H100 * cards * (s + 7) // 3600
+    assert meter.posted_through_seconds == closing
+    assert meter.posted_amount + meter.written_off_amount == H100 * cards * closing // 3600
     assert_meter_exact(meter)
     assert_meter_exact(bystander)
     cash = Account.objects.get(organization=org, kind="cash").balance

@@ -1,0 +1,173 @@
+"""The instance body (SPEC §5) built from plain rows: one builder for the list, the detail and the console.
+
+The list reads `values_list` tuples (no model objects, only the columns the body shows) and builds
+each body with `instance_body`; `InstanceSerializer` turns a model instance into the same rows, so
+the list and the detail cannot drift apart (tests/provisioning/test_instance_body_golden.py).
+"""
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import NamedTuple
+
+from core.money import format_price_per_second, format_ucny
+
+from ..choices import InstanceKind, InstanceState, can_transition
+from ..services import hardware_port
+from ..services.sla import sla_granted
+
+# States in which a passed SLA deadline means breached even before the outcome is known.
+_IN_FLIGHT = frozenset({"pending", "provisioning", "checking", "starting"})
+_ACTIONS = (("stop", InstanceState.STOPPING), ("start", InstanceState.STARTING),
+            ("terminate", InstanceState.TERMINATING))
+
+
+class InstanceRow(NamedTuple):
+    """The columns of one instance the body shows; the field order is `selectors.INSTANCE_BODY_COLUMNS`."""
+
+    id: object
+    name: str
+    kind: str
+    state: str
+    state_reason: str
+    items: list
+    policy: dict | None
+    zone_id: object
+    zone_slug: str | None
+    image: str
+    images: dict
+    billing: str
+    package_renewal: str
+    waitlist: bool
+    created_at: object
+    ready_at: object
+    price_per_hour: int
+    sla_deadline: object
+    sla_event_id: object
+    sla_settled_event_id: object
+    sla_compensation: int
+    # The list's page query adds these two (selectors.instance_list_rows); a model's row leaves them unset.
+    body_cost: int = 0
+    body_groups: list | None = None
+
+    @property
+    def pk(self):
+        return self.id
+
+
+class GroupRow(NamedTuple):
+    """One live node group with the node columns the body shows; order is `selectors.GROUP_BODY_COLUMNS`."""
+
+    instance_id: object
+    item_index: int
+    accelerator: str
+    card_indices: list
+    state: str
+    node_id: int
+    hostname: str
+    ssh_host: str
+    ssh_port: int
+    card_count: int
+    vendor: str
+
+
+def row_of(instance) -> InstanceRow:
+    """A model Instance as a row (the detail and console path)."""
+    return InstanceRow(
+        instance.pk, instance.name, instance.kind, instance.state, instance.state_reason, instance.items,
+        instance.policy, instance.zone_id, instance.zone.slug if instance.zone_id else None, instance.image,
+        instance.images, instance.billing, instance.package_renewal, instance.waitlist, instance.created_at,
+        instance.ready_at, instance.price_per_hour, instance.sla_deadline, instance.sla_event_id,
+        instance.sla_settled_event_id, instance.sla_compensation)
+
+
+def group_row_from(instance_id, g: dict) -> GroupRow:
+    """A row from one element of the page query's group array (keys: selectors.GROUP_BODY_FIELDS)."""
+    return GroupRow(instance_id, g["i"], g["a"], g["c"], g["s"], g["n"], g["h"], g["sh"], g["sp"], g["cc"], g["v"])
+
+
+def group_row_of(group) -> GroupRow:
+    """A model NodeGroup (node and accelerator loaded) as a row."""
+    node = group.node
+    return GroupRow(group.instance_id, group.item_index, group.accelerator, group.card_indices, group.state,
+                    group.node_id, node.hostname, node.ssh_host, node.ssh_port, node.card_count,
+                    node.accelerator.vendor)
+
+
+@lru_cache(maxsize=32)
+def _actions(state: str) -> tuple:
+    # What the transition table allows now (the console shows only these buttons).
+    return tuple(name for name, target in _ACTIONS if can_transition(state, target))
+
+
+@lru_cache(maxsize=1024)
+def _per_second(price_per_hour: int) -> str:
+    # Decimal arithmetic per row was a visible share of the list; prices repeat across rows.
+    return format_price_per_second(price_per_hour)
+
+
+def _ssh_user(kind: str) -> str:
+    # Bare metal hands over the whole OS; a container runs as an unprivileged user.
+    return "root" if kind == InstanceKind.BARE_METAL else "cardmix"
+
+
+def _slurm_partition(instance_id, groups) -> dict | None:
+    vendors = {g.vendor for g in groups}
+    if len(vendors) < 2:  # hardware_port answers None for anything but a hybrid: skip building nodes
+        return None
+    # hardware.slurm reads hostname, card_count and accelerator.vendor of each distinct node.
+    nodes = {g.node_id: SimpleNamespace(hostname=g.hostname, card_count=g.card_count,
+                                        accelerator=SimpleNamespace(vendor=g.vendor)) for g in groups}
+    return hardware_port.slurm_partition(instance_id=instance_id, nodes=list(nodes.values()))
+
+
+def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now) -> dict:
+    """The instance body from its row and its live group rows (ordered by item index, id)."""
+    nodes, ssh, seen = [], [], set()
+    user = _ssh_user(row.kind)
+    for g in groups:
+        nodes.append({"node": g.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
+                      "cards": g.card_indices, "state": g.state})
+        if g.node_id in seen:
+            continue
+        seen.add(g.node_id)
+        host = g.ssh_host or g.hostname
+        ssh.append({"node": g.hostname, "host": host, "port": g.ssh_port, "user": user,
+                    "command": f"ssh -p {g.ssh_port} {user}@{host}"})
+    state, deadline = row.state, row.sla_deadline
+    if deadline is None:
+        breached = False
+    elif row.ready_at is not None:
+        breached = row.ready_at > deadline
+    elif state == InstanceState.FAILED:
+        breached = True
+    else:
+        breached = state in _IN_FLIGHT and now is not None and now > deadline
+    granted = sla_granted(row)
+    price = int(row.price_per_hour)
+    return {
+        "id": str(row.id),
+        "name": row.name,
+        "kind": row.kind,
+        "state": state,
+        "state_reason": row.state_reason,
+        "items": [{"accelerator": it["accelerator"], "count": it["count"],
+                   "price_per_card_hour": format_ucny(int(it["rate"]))} for it in row.items],
+        "policy": row.policy,
+        "zone": row.zone_slug,
+        "nodes": nodes,
+        "image": row.image or None,
+        "images": row.images,
+        "billing": row.billing,
+        "package_renewal": row.package_renewal,
+        "waitlist": row.waitlist,
+        "created_at": row.created_at,
+        "ready_at": row.ready_at,
+        "price_per_hour": format_ucny(price),
+        "price_per_second": _per_second(price),
+        "cost_so_far": format_ucny(int(costs.get(row.id, 0) or 0)),
+        "ssh": ssh,
+        "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
+                "compensation": format_ucny(granted) if granted else None},
+        "waitlist_position": positions.get(row.id),
+        "slurm_partition": _slurm_partition(row.id, groups) if len(groups) > 1 else None,
+        "actions": list(_actions(state)),
+    }
