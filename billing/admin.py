@@ -1,23 +1,13 @@
 """Operators' admin for the ledger: read-only accounts, transfers and meters; credit limits; write-off review."""
 from django.contrib import admin
 
+from core.admin import ReadOnlyAdmin
 from core.money import format_ucny
 
 from .credits import credit_limit_set
 from .models import Account, BillingProfile, Meter, Transfer, WriteOff
 
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """The ledger is append-only: operators read it here and correct it with new transfers."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+# The ledger is append-only: operators read it here and correct it with new transfers.
 
 
 @admin.register(Account)

@@ -7,6 +7,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from core.admin import ReadOnlyAdmin
 from core.errors import ServiceError
 from core.money import format_ucny
 
@@ -192,7 +193,7 @@ class NodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(Card)
-class CardAdmin(admin.ModelAdmin):
+class CardAdmin(ReadOnlyAdmin):
     """Cards and their current holders, read-only."""
 
     list_display = ["__str__", "accelerator", "health", "holder_kind", "holder", "allocated_at"]
@@ -222,18 +223,10 @@ class CardAdmin(admin.ModelAdmin):
     def allocated_at(self, obj):
         return obj.live_at or "—"
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(CardAllocation)
-class CardAllocationAdmin(admin.ModelAdmin):
+class CardAllocationAdmin(ReadOnlyAdmin):
     """Allocation history, read-only (provisioning writes it)."""
 
     list_display = ["card", "holder_kind", "holder_id", "allocated_at", "released_at"]
@@ -241,11 +234,3 @@ class CardAllocationAdmin(admin.ModelAdmin):
     search_fields = ["holder_id", "card__node__hostname"]
     list_select_related = ["card__node"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -2,6 +2,8 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
+from core.admin import ReadOnlyAdmin
+
 from .audit import audit_record
 from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, TrialClaim, User
 
@@ -63,7 +65,7 @@ class TrialClaimAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     """Append-only: read, never edit."""
 
     list_display = ["created_at", "action", "organization", "actor", "target_type", "target_id", "ip"]
@@ -71,11 +73,3 @@ class AuditEventAdmin(admin.ModelAdmin):
     list_select_related = ["organization", "actor"]
     search_fields = ["action", "target_id", "actor__email", "organization__slug", "request_id"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

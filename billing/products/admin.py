@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
+from core.admin import ReadOnlyAdmin
 from core.errors import ServiceError
 from core.money import format_ucny
 
@@ -72,19 +73,8 @@ class SponsorshipProposalAdmin(admin.ModelAdmin):
                        explanation="The note is shown to the customer.")
 
 
-class ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(Package)
-class PackageAdmin(ReadOnly):
+class PackageAdmin(ReadOnlyAdmin):
     """Monthly package periods (charged in full; ended by the renewal task)."""
 
     list_display = ["id", "organization", "instance_id", "period", "amount", "renewal", "state", "outcome",
@@ -95,7 +85,7 @@ class PackageAdmin(ReadOnly):
 
 
 @admin.register(Invoice)
-class InvoiceAdmin(ReadOnly):
+class InvoiceAdmin(ReadOnlyAdmin):
     """Monthly invoices of postpaid organizations."""
 
     list_display = ["organization", "period", "amount_due", "state", "topup_id", "paid_at"]
