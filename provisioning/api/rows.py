@@ -4,6 +4,7 @@ The list reads `values_list` tuples (no model objects, only the columns the body
 each body with `instance_body`; `InstanceSerializer` turns a model instance into the same rows, so
 the list and the detail cannot drift apart (tests/provisioning/test_instance_body_golden.py).
 """
+from datetime import datetime
 from functools import lru_cache
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -37,16 +38,17 @@ class InstanceRow(NamedTuple):
     billing: str
     package_renewal: str
     waitlist: bool
-    created_at: object
+    created_at: object  # datetime, or the API's text on the list path (selectors._api_time)
     ready_at: object
     price_per_hour: int
     sla_deadline: object
     sla_event_id: object
     sla_settled_event_id: object
     sla_compensation: int
-    # The list's page query adds these two (selectors.instance_list_rows); a model's row leaves them unset.
+    # The list's page query adds these three (selectors.instance_list_rows); a model's row leaves them unset.
     body_cost: int = 0
     body_groups: list | None = None
+    body_now: object = None  # the database clock of the page's statement (PostgreSQL)
 
     @property
     def pk(self):
@@ -104,6 +106,11 @@ def _per_second(price_per_hour: int) -> str:
     return format_price_per_second(price_per_hour)
 
 
+def _moment(value) -> datetime:
+    # The list's rows carry timestamps already in the API's text form (selectors._api_time).
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
 def _ssh_user(kind: str) -> str:
     # Bare metal hands over the whole OS; a container runs as an unprivileged user.
     return "root" if kind == InstanceKind.BARE_METAL else "cardmix"
@@ -136,11 +143,11 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
     if deadline is None:
         breached = False
     elif row.ready_at is not None:
-        breached = row.ready_at > deadline
+        breached = _moment(row.ready_at) > _moment(deadline)
     elif state == InstanceState.FAILED:
         breached = True
     else:
-        breached = state in _IN_FLIGHT and now is not None and now > deadline
+        breached = state in _IN_FLIGHT and now is not None and now > _moment(deadline)
     granted = sla_granted(row)
     price = int(row.price_per_hour)
     return {

@@ -5,8 +5,7 @@ from core.money import format_price_per_second, format_ucny
 
 from ..choices import BillingMode, InstanceKind, InstanceState, PackageRenewal
 from ..placement.validation import MAX_POLICY_CARDS
-from ..services import hardware_port
-from ..services.sla import sla_granted
+from .rows import group_row_of, instance_body, row_of
 
 
 class ItemSerializer(serializers.Serializer):
@@ -61,74 +60,19 @@ class StateFilterSerializer(serializers.Serializer):
     state = serializers.MultipleChoiceField(choices=InstanceState.choices, required=False)
 
 
-def _ssh_user(kind: str) -> str:
-    # Bare metal hands over the whole OS; a container runs as an unprivileged user.
-    return "root" if kind == InstanceKind.BARE_METAL else "cardmix"
-
-
 class InstanceSerializer(serializers.Serializer):
-    """The instance body of every instance endpoint. Context: costs, positions, now."""
+    """The instance body of the detail endpoints and the console. Context: costs, positions, now.
+
+    The body itself is built by rows.instance_body, the list's fast path, from this instance's rows.
+    """
 
     def to_representation(self, instance):
         ctx = self.context
         groups = getattr(instance, "live_groups", None)
         if groups is None:
             groups = list(instance.groups.filter(released_at__isnull=True).select_related("node__accelerator"))
-        nodes, ssh, seen = [], [], set()
-        for g in groups:
-            node = g.node
-            nodes.append({"node": node.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
-                          "cards": g.card_indices, "state": g.state})
-            if node.pk in seen:
-                continue
-            seen.add(node.pk)
-            host, user = node.ssh_host or node.hostname, _ssh_user(instance.kind)
-            ssh.append({"node": node.hostname, "host": host, "port": node.ssh_port, "user": user,
-                        "command": f"ssh -p {node.ssh_port} {user}@{host}"})
-        now = ctx.get("now")
-        deadline = instance.sla_deadline
-        if deadline is None:
-            breached = False
-        elif instance.ready_at is not None:
-            breached = instance.ready_at > deadline
-        elif instance.state == InstanceState.FAILED:
-            breached = True
-        else:
-            breached = instance.state in ("pending", "provisioning", "checking", "starting") and now is not None \
-                and now > deadline
-        granted = sla_granted(instance)
-        return {
-            "id": str(instance.pk),
-            "name": instance.name,
-            "kind": instance.kind,
-            "state": instance.state,
-            "state_reason": instance.state_reason,
-            "items": [{"accelerator": it["accelerator"], "count": it["count"],
-                       "price_per_card_hour": format_ucny(int(it["rate"]))} for it in instance.items],
-            "policy": instance.policy,
-            "zone": instance.zone.slug if instance.zone_id else None,
-            "nodes": nodes,
-            "image": instance.image or None,
-            "images": instance.images,
-            "billing": instance.billing,
-            "package_renewal": instance.package_renewal,
-            "waitlist": instance.waitlist,
-            "created_at": instance.created_at,
-            "ready_at": instance.ready_at,
-            "price_per_hour": format_ucny(int(instance.price_per_hour)),
-            "price_per_second": format_price_per_second(int(instance.price_per_hour)),
-            "cost_so_far": format_ucny(int(ctx.get("costs", {}).get(instance.pk, 0) or 0)),
-            "ssh": ssh,
-            "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
-                    "compensation": format_ucny(granted) if granted else None},
-            "waitlist_position": ctx.get("positions", {}).get(instance.pk),
-            "slurm_partition": hardware_port.slurm_partition(
-                instance_id=instance.pk, nodes=list({g.node_id: g.node for g in groups}.values())),
-            # What the transition table allows now (the console shows only these buttons).
-            "actions": [name for name, target in (("stop", InstanceState.STOPPING), ("start", InstanceState.STARTING),
-                                                  ("terminate", InstanceState.TERMINATING))
-                        if instance.can_become(target)],
-        }
+        return instance_body(row_of(instance), [group_row_of(g) for g in groups], costs=ctx.get("costs", {}),
+                             positions=ctx.get("positions", {}), now=ctx.get("now"))
 
 
 class InstanceEventSerializer(serializers.Serializer):

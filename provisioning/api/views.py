@@ -1,4 +1,5 @@
 """Instances, their events and readiness reports, and quotes (SPEC §5)."""
+from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -16,6 +17,7 @@ from ..services import billing_port
 from ..services.instances import instance_create, instance_start, instance_stop, instance_terminate
 from ..services.quotes import quote_compute
 from ..services.specs import spec_from_data
+from .rows import InstanceRow, group_row_from, instance_body
 from .serializers import (
     InstanceCreateSerializer,
     InstanceEventSerializer,
@@ -53,10 +55,18 @@ class InstanceListCreateView(APIView):
         filt.is_valid(raise_exception=True)
         states = ",".join(s for raw in filt.validated_data.get("state", []) for s in raw.split(","))
         paginator = LimitOffsetEnvelopePagination()
-        page = paginator.paginate_queryset(selectors.instance_list(org=request.org, state=states or None),
+        # Plain rows, not models and one serializer per row: the list is the busiest read (docs/performance.md).
+        page = paginator.paginate_queryset(selectors.instance_list_rows(org=request.org, state=states or None),
                                            request, view=self)
-        context = _context(page) if page else {}
-        data = [InstanceSerializer(i, context=context).data for i in page]
+        rows = [InstanceRow._make(t) for t in page]
+        data = []
+        if rows:
+            # Costs, live groups and the database clock came with the page (one statement); positions once.
+            groups = ({r.id: r.body_groups for r in rows} if connection.vendor == "postgresql"
+                      else selectors.live_group_rows([r.id for r in rows]))
+            context = {"costs": {r.id: r.body_cost for r in rows}, "positions": selectors.waitlist_positions(rows),
+                       "now": rows[0].body_now or db_now()}
+            data = [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
         return paginator.get_paginated_response(data)
 
     @extend_schema(request=InstanceCreateSerializer, responses={201: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT})
