@@ -1,6 +1,7 @@
 """Money is exact integer µCNY; strings at the edges only."""
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.money import MoneyError, format_fen, format_price_per_second, format_ucny, parse_cny
 

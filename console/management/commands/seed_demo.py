@@ -1,4 +1,6 @@
-"""Seed the demo: a staff admin, a verified demo user with an organization, and (when present) the fleet."""
+"""Seed the demo: a staff admin, a verified demo user with an organization, the fleet, and two demo
+instances (an H100 container and an Ascend 910B + H800 hybrid) that the worker takes to `running`
+within seconds of `make run` starting."""
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 from django.db import transaction
@@ -28,4 +30,29 @@ class Command(BaseCommand):
                     org.save(update_fields=["name", "slug"])
         if "seed_demo_fleet" in get_commands():
             call_command("seed_demo_fleet")
+        self._demo_instances(demo)
         self.stdout.write(self.style.SUCCESS(f"Demo login: {DEMO_EMAIL} / {DEMO_PASSWORD}"))
+
+    def _demo_instances(self, demo):
+        """Create the demo instances once (through the same service as the API)."""
+        from provisioning.models import Instance
+        from provisioning.services.instances import instance_create
+        from provisioning.services.specs import spec_from_data
+
+        org = Membership.objects.get(user=demo, role=Role.OWNER).organization
+        if Instance.objects.filter(organization=org).exists():
+            return
+        from billing.services import grant_credit
+
+        # A demo sponsorship grant, so the demo runs for hours instead of the trial's half hour.
+        grant_credit(org=org, amount=500_000_000, key=f"demo_grant:{org.pk}", grant_ref="demo")
+        demos = [
+            ("demo-h100x2", {"kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 2}],
+                             "image": "pytorch-2.3-cuda12.3"}),
+            ("demo-hybrid", {"kind": "container", "items": [{"accelerator": "ascend-910b", "count": 2},
+                                                            {"accelerator": "h800-sxm-80g", "count": 2}],
+                             "images": {"huawei": "cann-torch-npu", "nvidia": "pytorch-2.3-cuda12.3"}}),
+        ]
+        for name, data in demos:
+            instance_create(org=org, actor=demo, spec=spec_from_data(data), name=name)
+            self.stdout.write(f"Demo instance {name} created; the worker will take it to running.")
