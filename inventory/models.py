@@ -1,6 +1,7 @@
 """The catalog (accelerators, prices, images) and the fleet (zones, nodes, cards, allocations)."""
 import uuid
 
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -53,7 +54,9 @@ class Image(models.Model):
     """A machine image and the vendors it runs on."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    slug = models.SlugField(max_length=60, unique=True)
+    # Image slugs carry versions with dots (pytorch-2.3-cuda12.3), which a SlugField refuses.
+    slug = models.CharField(max_length=60, unique=True, validators=[RegexValidator(
+        r"^[-a-zA-Z0-9_.]+$", "Letters, digits, dots, hyphens and underscores only.")])
     name = models.CharField(max_length=100)
     description = models.TextField(blank=True)
     vendors = models.JSONField(default=list)  # e.g. ["nvidia"]
