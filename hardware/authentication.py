@@ -1,7 +1,9 @@
 """Node-token authentication for the agent endpoints only (user tokens and sessions are refused there)."""
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
+
+from core.authentication import bearer_secret
 
 from .models import NodeCredential
 from .selectors import node_credential_authenticate
@@ -32,15 +34,9 @@ class NodeTokenAuthentication(BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request):
-        header = get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        secret = bearer_secret(request, keyword=self.keyword, invalid=INVALID)
+        if secret is None:
             return None  # → 401 not_authenticated (sessions are not consulted here)
-        if len(header) != 2:
-            raise AuthenticationFailed(INVALID)
-        try:
-            secret = header[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed(INVALID) from None
         cred = node_credential_authenticate(secret=secret)
         if cred is None:
             raise AuthenticationFailed(INVALID)

@@ -1,7 +1,8 @@
 """DRF authentication: bearer API tokens and the console session with CSRF."""
-from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from core.authentication import bearer_secret
 from core.logging import log_context_set
 
 from .credentials import token_touch
@@ -20,15 +21,9 @@ class BearerTokenAuthentication(BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request):
-        header = get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        secret = bearer_secret(request, keyword=self.keyword, invalid=INVALID)
+        if secret is None:
             return None  # no bearer credential: the session (or nothing) decides
-        if len(header) != 2:
-            raise AuthenticationFailed(INVALID)
-        try:
-            secret = header[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed(INVALID) from None
         if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
             raise AuthenticationFailed(INVALID)
         found = token_authenticate(token_hash=token_hash(secret))

@@ -140,15 +140,10 @@ def session_client_for(db):
     """client_for(membership) → an APIClient logged in by session with that organization current."""
     from rest_framework.test import APIClient
 
-    from tenancy.middleware import SESSION_ORG_KEY
+    from tests.factories.tenancy import login_client
 
     def make(membership):
-        client = APIClient()
-        client.force_login(membership.user)
-        session = client.session
-        session[SESSION_ORG_KEY] = str(membership.organization_id)
-        session.save()
-        return client
+        return login_client(membership, APIClient)
 
     return make
 

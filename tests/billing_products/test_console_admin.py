@@ -9,21 +9,13 @@ from billing.choices import TransferCode
 from billing.credits import cash_credit
 from billing.models import Transfer
 from billing.models_products import SponsorshipProposal, SponsorshipState
-from tenancy.middleware import SESSION_ORG_KEY
 from tests.factories.billing_products import posted_at
 from tests.factories.inventory import accelerator
 from tests.factories.tenancy import UserFactory
+from tests.factories.tenancy import login_client as _client
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
-
-def _client(membership):
-    client = Client()
-    client.force_login(membership.user)
-    session = client.session
-    session[SESSION_ORG_KEY] = str(membership.organization_id)
-    session.save()
-    return client
 
 
 def test_statement_pages(member_factory):

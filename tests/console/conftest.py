@@ -1,9 +1,8 @@
 """Console test helpers: a funded owner on a small fleet, logged in with the Django test client."""
 import pytest
 from django.core.cache import cache
-from django.test import Client
 
-from tenancy.middleware import SESSION_ORG_KEY
+from tests.factories.tenancy import login_client  # noqa: F401  (re-exported for the console tests)
 
 
 @pytest.fixture(autouse=True)
@@ -13,15 +12,6 @@ def _console_settings(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     cache.clear()
 
-
-def login_client(membership) -> Client:
-    """A test client with the membership's user logged in and its organization current."""
-    client = Client()
-    client.force_login(membership.user)
-    session = client.session
-    session[SESSION_ORG_KEY] = str(membership.organization_id)
-    session.save()
-    return client
 
 
 @pytest.fixture

@@ -3,10 +3,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.sessions.backends.db import SessionStore
 
-from tenancy.middleware import SESSION_ORG_KEY
+from tests.factories.tenancy import session_key_for
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -43,13 +41,7 @@ def browser():
 
 def session_cookie(membership, live_server) -> dict:
     """A logged-in session for the membership's user with its organization current."""
-    session = SessionStore()
-    session[SESSION_KEY] = str(membership.user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = membership.user.get_session_auth_hash()
-    session[SESSION_ORG_KEY] = str(membership.organization_id)
-    session.create()
-    return {"name": django_settings.SESSION_COOKIE_NAME, "value": session.session_key, "url": live_server.url}
+    return {"name": django_settings.SESSION_COOKIE_NAME, "value": session_key_for(membership), "url": live_server.url}
 
 
 class Shots:

@@ -81,3 +81,33 @@ class SshKeyFactory(factory.django.DjangoModelFactory):
         from tenancy.ssh_keys import ssh_key_parse
 
         return ssh_key_parse(self.public_key).fingerprint
+
+
+def login_client(membership, client_class=None):
+    """A test client logged in as the membership's user, with its organization current (console session)."""
+    from django.test import Client
+
+    from tenancy.middleware import SESSION_ORG_KEY
+
+    client = (client_class or Client)()
+    client.force_login(membership.user)
+    session = client.session
+    session[SESSION_ORG_KEY] = str(membership.organization_id)
+    session.save()
+    return client
+
+
+def session_key_for(membership) -> str:
+    """A stored session for the membership (organization current), for a real browser's cookie."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from tenancy.middleware import SESSION_ORG_KEY
+
+    session = SessionStore()
+    session[SESSION_KEY] = str(membership.user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = membership.user.get_session_auth_hash()
+    session[SESSION_ORG_KEY] = str(membership.organization_id)
+    session.create()
+    return session.session_key

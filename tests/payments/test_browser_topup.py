@@ -3,28 +3,17 @@ confirmCardPayment (localstripe's 3-D Secure modal), and the balance appearing o
 import pytest
 import stripe
 from django.conf import settings as django_settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.sessions.backends.db import SessionStore
 from django.db import connections
 
 from billing.models_payments import TopUp, TopUpState
 from billing.payments.selectors import cash_balance
-from tenancy.middleware import SESSION_ORG_KEY
+from tests.factories.tenancy import session_key_for as _session_cookie
 from tests.payments.conftest import wait_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 THREE_D_SECURE_CARD = {"number": "4000002500003155", "exp_month": 12, "exp_year": 2034, "cvc": "123"}
 
-
-def _session_cookie(membership) -> str:
-    session = SessionStore()
-    session[SESSION_KEY] = str(membership.user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = membership.user.get_session_auth_hash()
-    session[SESSION_ORG_KEY] = str(membership.organization_id)
-    session.create()
-    return session.session_key
 
 
 def test_card_payment_in_the_browser_credits_and_shows_the_new_balance(

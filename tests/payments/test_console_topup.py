@@ -1,25 +1,16 @@
 """Console top-up page and its htmx status partial (server-rendered; the browser flow is in test_browser_topup)."""
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from billing.models_payments import TopUp, TopUpState
 from billing.services import cash_credit
-from tenancy.middleware import SESSION_ORG_KEY
+from tests.factories.tenancy import login_client as console_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
 PAGE = "/billing/topup/"
 
-
-def console_for(membership) -> Client:
-    client = Client()
-    client.force_login(membership.user)
-    session = client.session
-    session[SESSION_ORG_KEY] = str(membership.organization_id)
-    session.save()
-    return client
 
 
 def test_page_loads_stripe_js_from_settings_and_mounts_a_card_element(member_factory, settings):
