@@ -117,7 +117,8 @@ class Agent:
         self.server = args.server.rstrip("/")
         self.token = args.token
         self.state_dir = Path(args.state_dir)
-        (self.state_dir / "instances").mkdir(parents=True, exist_ok=True)
+        if not getattr(args, "report", False):  # a report only reads: it must work unprivileged
+            (self.state_dir / "instances").mkdir(parents=True, exist_ok=True)
         self.stop = threading.Event()
         self.heartbeat_interval = args.heartbeat_interval or 15.0
         self.vendor = args.vendor
@@ -234,7 +235,8 @@ class Agent:
         return self.state_dir / "instances" / safe
 
     def instances(self) -> list[str]:
-        return sorted(p.name for p in (self.state_dir / "instances").iterdir() if p.is_dir())
+        where = self.state_dir / "instances"
+        return sorted(p.name for p in where.iterdir() if p.is_dir()) if where.is_dir() else []
 
     def write_keys(self, target: Path, keys: list[str]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -416,7 +418,11 @@ class Agent:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Cardmix node agent")
-    p.add_argument("--server", required=True, help="platform URL, e.g. https://cardmix.example.com")
+    p.add_argument("--report", action="store_true",
+                   help="print the heartbeat this host would send (JSON) and exit: 0 healthy, 1 degraded; "
+                        "needs no server or token")
+    p.add_argument("--server", default=os.environ.get("CARDMIX_SERVER", ""),
+                   help="platform URL, e.g. https://cardmix.example.com; default $CARDMIX_SERVER")
     p.add_argument("--token", default=os.environ.get("CARDMIX_AGENT_TOKEN", ""),
                    help="node token (cmxn_…); default $CARDMIX_AGENT_TOKEN")
     p.add_argument("--token-file", help="read the node token from this file")
@@ -441,6 +447,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ca-file", default="", help="CA bundle for a private platform certificate")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
+    if args.report:
+        return args
+    if not args.server:
+        p.error("the platform URL is required: --server or $CARDMIX_SERVER")
     if args.token_file:
         args.token = Path(args.token_file).read_text().strip()
     if not args.token.startswith("cmxn_"):
@@ -452,6 +462,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     agent = Agent(args)
+    if args.report:
+        report = agent.report()
+        report.pop("smi_output")  # what was parsed is the point; the raw text is in the heartbeat
+        print(json.dumps(report, indent=2))
+        return 0 if report["health"] == "ok" and report["devices"] else 1
 
     def shutdown(signum, frame):
         agent.stop.set()

@@ -71,3 +71,55 @@ def test_registry_and_user_token_auth_refuses_node_tokens(rf):
 
     with pytest.raises(AuthenticationFailed):
         BearerTokenAuthentication().authenticate(request)
+
+
+AGENT = Path(__file__).parents[2] / "agent" / "cardmix_agent.py"
+FAKE_SMI = Path(__file__).parent / "bin" / "nvidia-smi"
+
+
+def run_agent(*argv, env=None):
+    import os
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, str(AGENT), *argv], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+def test_report_prints_what_the_heartbeat_would_carry(tmp_path):
+    """`--report` needs no server, no token and no writable state dir; it parses the host's smi."""
+    import json
+    done = run_agent("--report", "--runtime", "process", "--nvidia-smi", str(FAKE_SMI),
+                     "--state-dir", str(tmp_path / "never-created"), "--hostname", "gpu-host-1",
+                     env={"CARDMIX_AGENT_TOKEN": ""})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["vendor"] == "nvidia" and report["runtime"] == "process" and report["health"] == "ok"
+    assert report["hostname"] == "gpu-host-1" and report["driver_versions"] == {"nvidia": "550.90.07"}
+    assert [(d["index"], d["name"], d["memory_total_mib"]) for d in report["devices"]] == \
+        [(i, "NVIDIA H100 80GB HBM3", 81559) for i in range(8)]
+    assert "smi_output" not in report and not (tmp_path / "never-created").exists()
+
+
+def test_report_without_a_working_smi_says_degraded_and_exits_1(tmp_path):
+    import json
+    done = run_agent("--report", "--vendor", "nvidia", "--nvidia-smi", str(tmp_path / "no-such-smi"),
+                     "--state-dir", str(tmp_path))
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["health"] == "degraded" and report["devices"] == []
+    assert "command not found" in report["errors"][0]
+
+
+def test_serving_still_needs_a_server_and_a_node_token(tmp_path):
+    no_server = run_agent("--token", "cmxn_x", "--state-dir", str(tmp_path), env={"CARDMIX_SERVER": ""})
+    assert no_server.returncode == 2 and "platform URL is required" in no_server.stderr
+    no_token = run_agent("--server", "http://127.0.0.1:9", "--state-dir", str(tmp_path),
+                         env={"CARDMIX_AGENT_TOKEN": ""})
+    assert no_token.returncode == 2 and "node token" in no_token.stderr
+
+
+def test_nvidia_rows_with_unsupported_fields_keep_the_card():
+    # nvidia-smi prints [N/A] / [Not Supported] for sensors a card or a VM does not expose.
+    rows = agent_mod.parse_nvidia_query("0, NVIDIA H200, GPU-5d1c, 143771 MiB, 580.159.03, [N/A], [Not Supported]\n")
+    assert rows == [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-5d1c", "memory_total_mib": 143771,
+                     "driver_version": "580.159.03", "temperature_c": None, "utilization_pct": None}]
