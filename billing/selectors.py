@@ -1,25 +1,52 @@
 """Reads for billing: balances, ledger lines, usage and costs, always scoped to one organization."""
 import uuid
 
-from django.db.models import Sum
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Coalesce, Extract, Floor, Greatest, Least, Now
+
+from core.dbclock import db_now
 
 from .models import Meter
+from .rating import posting_plan, whole_seconds
 
 
-def instance_costs(instance_ids) -> dict:
-    """µCNY charged so far per instance id (posted amounts of its meters), in one query; keys as given."""
+def instance_costs(instance_ids, *, now=None) -> dict:
+    """µCNY per instance id, to the second: what its meters posted plus what the open ones accrued since their
+    last posting (never past the auto-stop second), so the cost does not lag a tick. One query; keys as given."""
     given = {uuid.UUID(str(i)): i for i in instance_ids}
-    rows = (Meter.objects.filter(instance_id__in=list(given)).values("instance_id")
-            .annotate(total=Sum("posted_amount")).values_list("instance_id", "total"))
     costs = {i: 0 for i in given.values()}
-    costs.update({given[i]: int(t or 0) for i, t in rows})
+    if not given:
+        return costs
+    now = now or db_now()
+    for m in Meter.objects.filter(instance_id__in=list(given)).only(
+            "instance_id", "rate", "cards", "opened_at", "closed_at", "posted_through_seconds", "posted_amount",
+            "written_off_amount", "billable_until_seconds"):
+        costs[given[m.instance_id]] += m.posted_amount + (_unposted(m, now) if m.closed_at is None else 0)
     return costs
+
+
+def _unposted(meter: Meter, now) -> int:
+    """What the next tick would charge an open meter for the seconds up to `now`."""
+    plan = posting_plan(rate=meter.rate, cards=meter.cards, posted_through=meter.posted_through_seconds,
+                        accounted=meter.posted_amount + meter.written_off_amount,
+                        seconds=whole_seconds(meter.opened_at, now), billable_until=meter.billable_until_seconds)
+    return max(plan.chargeable, 0) if plan else 0
 
 
 def balance_summary(*, org) -> dict:
     """The balance endpoint's numbers: per-kind balances, credit limit, available, burn rate, exhaustion."""
-    from core.dbclock import db_now
-
     from .funds import available_from, balances_of, burn_rate_per_hour, exhaustion
     from .models import BillingProfile
 
@@ -41,8 +68,6 @@ def low_balance_warning(*, org) -> bool:
 
 def transfer_list(*, org):
     """The organization's ledger lines, newest first, with both accounts joined (constant queries)."""
-    from django.db.models import Q
-
     from .models import Account, Transfer
 
     ids = list(Account.objects.filter(organization=org).values_list("pk", flat=True))
@@ -53,8 +78,6 @@ def transfer_list(*, org):
 def usage_list(*, org, start, end):
     """Meters of the organization that ran in [start, end), newest first, with what their transfers in
     that window charged (`window_amount`) and write-offs (`window_written_off`)."""
-    from django.db.models import OuterRef, Q, Subquery, Value
-    from django.db.models.functions import Coalesce
 
     from .models import Transfer, WriteOff
 
@@ -70,11 +93,16 @@ def usage_list(*, org, start, end):
 
 
 def instance_cost_expression(instance_id_ref):
-    """instance_costs as an expression for one instance id (e.g. OuterRef("pk")): a list can read the µCNY
-    charged so far with its own rows, in the same statement (0 when the instance has no meter)."""
-    from django.db.models import BigIntegerField, Subquery, Value
-    from django.db.models.functions import Coalesce
-
+    """instance_costs as an expression for one instance id (e.g. OuterRef("pk")) on PostgreSQL, to the second of
+    the statement's clock: a list reads its rows' costs in the same statement (0 when there is no meter).
+    The same integer arithmetic as posting_plan: floor(rate × cards × through / 3600) − accounted, where
+    through is the whole seconds elapsed, capped at the auto-stop second, never below what was posted."""
+    elapsed = ExpressionWrapper(Now() - F("opened_at"), output_field=DurationField())
+    seconds = Cast(Floor(Extract(elapsed, "epoch")), BigIntegerField())
+    through = Greatest(Least(seconds, Coalesce("billable_until_seconds", seconds)), F("posted_through_seconds"))
+    unposted = Greatest(F("rate") * F("cards") * through / 3600 - F("posted_amount") - F("written_off_amount"),
+                        Value(0))
+    cost = F("posted_amount") + Case(When(closed_at__isnull=True, then=unposted), default=Value(0))
     total = (Meter.objects.filter(instance_id=instance_id_ref).order_by().values("instance_id")
-             .annotate(total=Sum("posted_amount")).values("total"))
+             .annotate(total=Sum(cost, output_field=BigIntegerField())).values("total"))
     return Coalesce(Subquery(total, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField())

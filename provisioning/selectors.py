@@ -5,7 +5,7 @@ from datetime import datetime
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
-from django.db.models import F, JSONField, OuterRef, Prefetch, Q, TextField, Value
+from django.db.models import BigIntegerField, F, JSONField, OuterRef, Prefetch, Q, TextField, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, JSONObject
 
@@ -49,10 +49,11 @@ def _body_rows_query(*, org_id, states, text_times=False):
     if connection.vendor == "postgresql":
         groups = ArraySubquery(NodeGroup.objects.filter(instance_id=OuterRef("pk"), released_at__isnull=True)
                                .order_by("item_index", "id").values(j=JSONObject(**GROUP_BODY_FIELDS)))
-    else:  # SQLite (development without PostgreSQL): the view reads them with live_group_rows
+        cost = instance_cost_expression(OuterRef("pk"))
+    else:  # SQLite (development without PostgreSQL): the view reads them with live_group_rows, instance_costs
         groups = Value(None, output_field=JSONField())
-    qs = (qs.order_by("-created_at", "-id")
-          .annotate(body_cost=instance_cost_expression(OuterRef("pk")), body_groups=groups))
+        cost = Value(None, output_field=BigIntegerField())
+    qs = qs.order_by("-created_at", "-id").annotate(body_cost=cost, body_groups=groups)
     if not text_times:
         return qs.annotate(body_now=Value(None, output_field=TextField())).values_list(*INSTANCE_BODY_COLUMNS)
     # Timestamps as the database's text: formatting that is cheaper than building datetimes (_api_time).

@@ -2,8 +2,7 @@
 readiness bars and topology — each fetched once per page, never per row."""
 from dataclasses import dataclass
 
-from billing.models import Meter, Transfer
-from billing.rating import cumulative_charge, whole_seconds
+from billing.models import Transfer
 from core.dbclock import db_now
 from inventory.models import Accelerator
 from provisioning import selectors
@@ -29,25 +28,12 @@ def poll_trigger(instance) -> str:
     return POLL_RUNNING if instance.state == S.RUNNING else POLL_FAST
 
 
-def live_costs(instance_ids, now) -> dict:
-    """{id: µCNY}: what billing posted so far plus what the open meters accrued since their last posting."""
-    costs = dict(billing_port.instance_costs(instance_ids)) if instance_ids else {}
-    if not instance_ids:
-        return costs
-    for m in Meter.objects.filter(instance_id__in=list(instance_ids), closed_at__isnull=True).only(
-            "instance_id", "rate", "cards", "opened_at", "posted_amount", "written_off_amount"):
-        accrued = cumulative_charge(m.rate, m.cards, whole_seconds(m.opened_at, now))
-        pending = max(accrued - m.posted_amount - m.written_off_amount, 0)
-        costs[m.instance_id] = int(costs.get(m.instance_id, 0) or 0) + pending
-    return costs
-
-
 def decorate(instances, *, can_write: bool) -> list:
     """Attach .api (the API body: nodes, ssh, sla), .cost, .position, .actions and .poll to each instance."""
     instances = list(instances)
     now = db_now()
     ids = [i.pk for i in instances]
-    costs = live_costs(ids, now)
+    costs = billing_port.instance_costs(ids, now=now) if ids else {}
     context = {"costs": costs, "positions": selectors.waitlist_positions(instances), "now": now}
     slugs = {it["accelerator"] for inst in instances for it in inst.items}
     names = dict(Accelerator.objects.filter(slug__in=slugs).values_list("slug", "name")) if slugs else {}

@@ -61,11 +61,14 @@ class InstanceListCreateView(APIView):
         rows = [InstanceRow._make(t) for t in page]
         data = []
         if rows:
-            # Costs, live groups and the database clock came with the page (one statement); positions once.
-            groups = ({r.id: r.body_groups for r in rows} if connection.vendor == "postgresql"
-                      else selectors.live_group_rows([r.id for r in rows]))
-            context = {"costs": {r.id: r.body_cost for r in rows}, "positions": selectors.waitlist_positions(rows),
-                       "now": rows[0].body_now or db_now()}
+            # On PostgreSQL costs, live groups and the database clock came with the page (one statement).
+            now = rows[0].body_now or db_now()
+            if connection.vendor == "postgresql":
+                groups, costs = {r.id: r.body_groups for r in rows}, {r.id: r.body_cost for r in rows}
+            else:
+                ids = [r.id for r in rows]
+                groups, costs = selectors.live_group_rows(ids), billing_port.instance_costs(ids, now=now)
+            context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now}
             data = [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
         return paginator.get_paginated_response(data)
 

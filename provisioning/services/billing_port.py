@@ -44,11 +44,11 @@ def meters_close(*, instance_id, at=None) -> None:
     _services().meters_close(instance_id=instance_id, at=at)
 
 
-def instance_costs(instance_ids) -> dict:
-    """{instance id: µCNY charged so far}; empty when billing cannot answer yet."""
+def instance_costs(instance_ids, now=None) -> dict:
+    """{instance id: µCNY cost so far, to the second}; empty when billing cannot answer yet."""
     try:
         from billing.selectors import instance_costs as costs
     except ImportError:
         logger.warning("billing.selectors.instance_costs is not available; cost_so_far shows 0")
         return {}
-    return costs(list(instance_ids))
+    return costs(list(instance_ids), now=now)
