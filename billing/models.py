@@ -42,8 +42,10 @@ class Transfer(models.Model):
     id = models.BigAutoField(primary_key=True)
     # Idempotency key: the same key with the same fields returns this row; different fields are refused.
     key = models.CharField(max_length=200, unique=True)
-    debit_account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="debits")
-    credit_account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="credits")
+    # Indexed by transfer_debit_idx / transfer_credit_idx (account, -id): a single-column index as well would
+    # only cost every insert of the tick.
+    debit_account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="debits", db_index=False)
+    credit_account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="credits", db_index=False)
     amount = models.BigIntegerField()
     code = models.CharField(max_length=30)
     # References as plain ids (billing sits below provisioning and payments).
@@ -102,7 +104,9 @@ class Meter(models.Model):
     """Per-second usage of one instance item while it runs (SPEC §4 Charging)."""
 
     id = models.BigAutoField(primary_key=True)
-    organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="meters")
+    # Indexed by meter_org_opened_idx (organization, -opened_at), which every tick's meter update maintains.
+    organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="meters",
+                                     db_index=False)
     instance_id = models.UUIDField(db_index=True)  # plain id: provisioning sits above billing
     item_index = models.PositiveIntegerField()
     accelerator = models.CharField(max_length=40)  # accelerator slug
