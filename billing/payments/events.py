@@ -22,6 +22,7 @@ from billing.models_payments import UCNY_PER_FEN, StripeEvent, TopUp, TopUpState
 from core.errors import ValidationFailed
 from core.failpoints import failpoint
 from core.money import format_ucny
+from core.outbox import outbox_send
 from tenancy.audit import audit_record
 
 from . import ledger_calls
@@ -107,6 +108,9 @@ def _on_intent_succeeded(intent: dict, row: StripeEvent) -> str:
     audit_record(action="topup.succeeded", org=topup.organization, target=topup,
                  details={"amount": format_ucny(fen * UCNY_PER_FEN), "payment_intent": pi_id,
                           "event": row.id, "source": row.source})
+    # New cash may pay an open postpaid invoice: settle now rather than at the next 5-minute beat. By task
+    # name, through the outbox: sent once this commits, and never lost to a broker outage.
+    outbox_send("billing.invoices_settle", kwargs={"org_id": str(topup.organization_id)})
     return "credited"
 
 

@@ -105,10 +105,14 @@ def invoice_settle(*, invoice_id) -> Invoice:
         return invoice
 
 
-def invoices_settle_due(*, limit: int = 1000) -> int:
-    """Settle every open invoice that can be settled now; returns how many became paid."""
+def invoices_settle_due(*, limit: int = 1000, org_id=None) -> int:
+    """Settle every open invoice (of one organization, when given) that can be settled now; returns how many
+    became paid."""
     paid = 0
-    for pk in Invoice.objects.filter(state=InvoiceState.OPEN).order_by("period", "pk").values_list("pk", flat=True)[:limit]:
+    open_invoices = Invoice.objects.filter(state=InvoiceState.OPEN)
+    if org_id is not None:
+        open_invoices = open_invoices.filter(organization_id=org_id)
+    for pk in open_invoices.order_by("period", "pk").values_list("pk", flat=True)[:limit]:
         if invoice_settle(invoice_id=pk).state == InvoiceState.PAID:
             paid += 1
     return paid

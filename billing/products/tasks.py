@@ -19,8 +19,9 @@ def invoices_issue_task():
 
 
 @shared_task(name="billing.invoices_settle")
-def invoices_settle_task():
-    """Mark invoices paid whose top-up landed (posting the sub-fen rounding once)."""
+def invoices_settle_task(org_id=None):
+    """Mark invoices paid whose top-up landed (posting the sub-fen rounding once): every 5 minutes for all
+    organizations, and at once for one whose top-up was just credited (billing.payments.events)."""
     from .postpaid import invoices_settle_due
 
-    return invoices_settle_due()
+    return invoices_settle_due(org_id=org_id)
