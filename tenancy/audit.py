@@ -1,12 +1,8 @@
 """audit_record(): the one way services write the audit log."""
+from core.clientip import client_ip
 from core.request_context import request_id_var
 
 from .models import AuditEvent
-
-
-def client_ip(request) -> str | None:
-    """The client address (REMOTE_ADDR; a trusted proxy setup rewrites it upstream)."""
-    return request.META.get("REMOTE_ADDR") if request is not None else None
 
 
 def audit_record(*, action: str, org=None, actor=None, target=None, target_type: str = "", target_id="",

@@ -180,6 +180,9 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # --- REST API conventions (SPEC §5) ---------------------------------------------------------
+# Trusted reverse proxies in front of the app (each appends to X-Forwarded-For); 0 = none, the header is
+# ignored. One setting for DRF throttles, django-axes and the audit log (core/clientip.py).
+NUM_PROXIES = env.int("NUM_PROXIES", default=0)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tenancy.authentication.BearerTokenAuthentication",
@@ -200,7 +203,7 @@ REST_FRAMEWORK = {
         "signup": env.str("THROTTLE_SIGNUP", default="20/hour"),
         "login": env.str("THROTTLE_LOGIN", default="60/hour"),
     },
-    "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
+    "NUM_PROXIES": NUM_PROXIES,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -218,6 +221,8 @@ SPECTACULAR_SETTINGS = {
 IDEMPOTENCY_TTL = timedelta(hours=env.int("IDEMPOTENCY_TTL_HOURS", default=24))
 
 # --- Login protection (django-axes) ---------------------------------------------------------
+# The client address for lockout, throttles and audit: see core/clientip.py.
+AXES_CLIENT_IP_CALLABLE = "core.clientip.client_ip"
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

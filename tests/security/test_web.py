@@ -335,3 +335,43 @@ def test_topup_csp_follows_the_stripe_js_setting(world, console_client_for, sett
     assert csp["script-src"] == ["'self'", "http://127.0.0.1:8420"]
     assert "https://js.stripe.com" not in " ".join(sum(csp.values(), []))
     assert "stripe" not in client.get(reverse("console:dashboard"))["Content-Security-Policy"]
+
+
+@pytest.mark.pg
+@pytest.mark.django_db
+def test_behind_a_proxy_lockout_and_audit_key_on_the_client_not_the_proxy(member_factory, settings):
+    """NUM_PROXIES=1: the address the proxy appended is the client; what the client wrote before it is not."""
+    from tenancy.models import AuditEvent
+    from tests.factories.tenancy import PASSWORD
+
+    settings.NUM_PROXIES = 1
+    proxy = {"REMOTE_ADDR": "10.0.0.2"}
+    m = member_factory()
+    attacker = Client(**proxy, HTTP_X_FORWARDED_FOR="198.51.100.1")
+    for i in range(settings.AXES_FAILURE_LIMIT):  # a forged left-hand entry changes nothing
+        attacker.post(reverse("console:login"), {"username": m.user.email, "password": "wrong-password-1"},
+                      HTTP_X_FORWARDED_FOR=f"192.0.2.{i}, 198.51.100.1")
+    assert attacker.post(reverse("console:login"), {"username": m.user.email, "password": PASSWORD}).status_code \
+        in (403, 429)
+    # The real user, behind the same proxy from another address, still logs in.
+    user = Client(**proxy, HTTP_X_FORWARDED_FOR="203.0.113.50")
+    assert user.post(reverse("console:login"), {"username": m.user.email, "password": PASSWORD}).status_code == 302
+    # The audit log records the client too.
+    Client(**proxy, HTTP_X_FORWARDED_FOR="192.0.2.7, 203.0.113.51").post(
+        reverse("console:signup"), {"email": "behind-proxy@example.com", "password": "Tall-Giraffe-Orbit-93"})
+    assert AuditEvent.objects.get(action="user.signup").ip == "203.0.113.51"
+
+
+@pytest.mark.pg
+@pytest.mark.django_db
+def test_without_proxies_x_forwarded_for_is_ignored(member_factory, settings):
+    from tests.factories.tenancy import PASSWORD
+
+    settings.NUM_PROXIES = 0
+    m = member_factory()
+    for i in range(settings.AXES_FAILURE_LIMIT):  # rotating the header does not dodge the lockout
+        Client(REMOTE_ADDR="198.51.100.9", HTTP_X_FORWARDED_FOR=f"192.0.2.{i}").post(
+            reverse("console:login"), {"username": m.user.email, "password": "wrong-password-1"})
+    locked = Client(REMOTE_ADDR="198.51.100.9", HTTP_X_FORWARDED_FOR="192.0.2.99").post(
+        reverse("console:login"), {"username": m.user.email, "password": PASSWORD})
+    assert locked.status_code in (403, 429)
