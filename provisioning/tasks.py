@@ -93,4 +93,13 @@ def instances_autostop_task(org_id: str, at: str | None = None, reason: str = "f
     from .services.instances import instances_autostop
 
     return len(instances_autostop(org_id=org_id, at=parse_datetime(at) if at else None, reason=reason))
-# --- end issue 10 ---
+
+
+@shared_task(name="provisioning.node_clean")
+def node_clean_task(node_id: str, previous_state: str | None = None) -> str:
+    """Clean one node after a bare-metal instance (wipe + health check); returns its final state."""
+    from inventory.models import Node
+
+    from .services.cleaning import node_clean
+
+    return node_clean(node=Node.objects.get(pk=node_id), previous_state=previous_state).state

@@ -1,7 +1,6 @@
-"""The calls provisioning makes into hardware (node cleaning, Slurm partitions for hybrids).
+"""The calls provisioning makes into hardware: Slurm partitions for hybrids.
 
-hardware sits below provisioning; every call is best-effort where the instance must not wait on it
-(Slurm), and transactional where the fleet depends on it (cleaning before cards are freed).
+hardware sits below provisioning; every call is best-effort, the instance never waits on Slurm.
 """
 import logging
 
@@ -41,10 +40,3 @@ def slurm_partition_delete(*, instance_id, nodes) -> None:
     result = slurm.partition_delete(instance_id=instance_id)
     if result.exit_code:
         logger.warning("slurm partition delete failed", extra={"instance": str(instance_id), "out": result.output})
-
-
-def node_clean_begin(*, node) -> None:
-    """A bare-metal node leaves a tenant: take it out of the pool for a wipe, before its cards are freed."""
-    from hardware.cleaning import node_clean_begin as begin
-
-    begin(node=node)

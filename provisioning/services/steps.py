@@ -21,6 +21,7 @@ from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
 from ..readiness import evaluate, parse_device_health, parse_output
 from . import billing_port, hardware_port
 from .claims import placement_release
+from .cleaning import node_clean_begin
 from .fleet import driver_for, forced_faults, instance_env, node_ref
 from .transitions import instance_transition
 
@@ -273,7 +274,7 @@ def groups_release(instance_id) -> None:
         if instance.kind == "bare_metal":
             for node in nodes:
                 if node.state != "cleaning":
-                    hardware_port.node_clean_begin(node=node)
+                    node_clean_begin(node=node)
         placement_release(instance=instance)
 
 

@@ -6,7 +6,6 @@ from datetime import timedelta
 import pytest
 
 from core.dbclock import db_now
-from hardware.cleaning import node_clean
 from hardware.models import AgentCommand, NodeCredential
 from hardware.selectors import unreachable_instance_ids
 from hardware.services import heartbeats_check
@@ -14,6 +13,8 @@ from inventory.choices import NodeState
 from inventory.models import Card, CardAllocation
 from provisioning.drivers import get_driver
 from provisioning.readiness import evaluate, parse_device_health, parse_output
+from provisioning.services.cleaning import node_clean
+from provisioning.services.fleet import node_ref
 from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node
 
@@ -27,9 +28,7 @@ def registered(node):
 
 
 def ref_of(node):
-    from hardware.cleaning import _driver_and_ref
-
-    return _driver_and_ref(node)[1]
+    return node_ref(node)
 
 
 def test_agent_registers_runs_commands_and_goes_unreachable(live_server, start_agent):

@@ -6,10 +6,11 @@ import pytest
 import sushy
 from django.db import connection
 
-from hardware.cleaning import _driver_and_ref, node_clean
 from hardware.models import BmcCredential
 from inventory.choices import NodeState
 from provisioning.drivers import get_driver
+from provisioning.services.cleaning import node_clean
+from provisioning.services.fleet import node_ref
 from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node, bmc_credential
 
@@ -40,7 +41,7 @@ def test_pxe_boot_power_on_agent_prepare_power_off_and_cleaning(live_server, sus
     assert sushy_emulator["password"].encode() not in bytes(BmcCredential.objects.get().password_encrypted)
     node, token = redfish_node(sushy_emulator, 1, "bm-node-01.test")
     driver = get_driver("redfish", **FAST)
-    ref = _driver_and_ref(node)[1]
+    ref = node_ref(node)
     result = {}
 
     def prepare():
@@ -90,7 +91,7 @@ def test_wrong_credentials_and_unknown_system_fail_cleanly(sushy_emulator, setti
     bmc_credential(name="bmc-right", username=sushy_emulator["username"], password=sushy_emulator["password"])
     wrong, _ = redfish_node(sushy_emulator, 0, "bm-wrong.test", credential="bmc-wrong")
     driver = get_driver("redfish", **FAST)
-    out = driver.prepare(_driver_and_ref(wrong)[1], list(range(8)), kind="bare_metal", image="x", ssh_keys=[],
+    out = driver.prepare(node_ref(wrong), list(range(8)), kind="bare_metal", image="x", ssh_keys=[],
                          env={}, instance_id="i-1")
     assert out.exit_code != 0
     assert "AccessError" in out.text and "401" in out.text, out.text
@@ -98,12 +99,12 @@ def test_wrong_credentials_and_unknown_system_fail_cleanly(sushy_emulator, setti
 
     unknown, _ = agent_node(driver="redfish", hostname="bm-unknown.test", bmc_credentials_ref="bmc-right",
                             bmc_address=f"{sushy_emulator['url']}/redfish/v1/Systems/no-such-system")
-    out = driver.release(_driver_and_ref(unknown)[1], [], instance_id="i-2")
+    out = driver.release(node_ref(unknown), [], instance_id="i-2")
     assert out.exit_code != 0
     assert "ResourceNotFoundError" in out.text and "404" in out.text, out.text
 
     missing, _ = agent_node(driver="redfish", hostname="bm-nocred.test", bmc_address=sushy_emulator["url"],
                             bmc_credentials_ref="nope")
-    out = driver.wipe(_driver_and_ref(missing)[1])
+    out = driver.wipe(node_ref(missing))
     assert out.exit_code == 78 and "BMC credential 'nope' not found" in out.text
     assert emulator_system(sushy_emulator, 0).power_state == sushy.PowerState.OFF

@@ -1,49 +1,32 @@
 """Node cleaning after a bare-metal instance: cleaning → wipe + health check → available (or maintenance).
 
-The provisioning side calls `node_clean_begin(node=...)` inside the transaction that ends a bare-metal
-instance, BEFORE it frees the cards, so the node never looks free with a previous tenant's disks.
-The `hardware.node_clean` task then runs `node_clean(node=...)` in a worker.
+The steps call `node_clean_begin(node=...)` inside the transaction that ends a bare-metal instance, BEFORE
+it frees the cards, so the node never looks free with a previous tenant's disks. The
+`provisioning.node_clean` task then runs `node_clean(node=...)` in a worker, through the node's driver
+(the agent wipes disks and resets accelerators; Redfish boots the deploy image for it).
 """
 import logging
 
-from django.conf import settings
-
+from core.outbox import outbox_send
 from inventory.choices import NodeState
 from inventory.models import Node
 from inventory.services import node_set_state
 
-logger = logging.getLogger("cardmix.hardware")
+from ..readiness import parse_device_health
+from .fleet import driver_for, node_ref
+
+logger = logging.getLogger("cardmix.provisioning")
 
 # A node in one of these states returns to `available` after a clean pass; any other state an
 # operator set (quarantined, maintenance, unreachable) is restored instead, so cleaning never undoes it.
 RETURNS_TO_POOL = (NodeState.AVAILABLE, NodeState.CLEANING)
 
 
-def _driver_and_ref(node: Node):
-    # provisioning.drivers and provisioning.readiness are pure-Python packages (no models, no
-    # settings), so importing them here does not make hardware depend on provisioning's data.
-    from provisioning.drivers import NodeRef, get_driver
-
-    name = node.driver or settings.PROVISIONING_DRIVER
-    options = {}
-    if name == "simulated":
-        options = {"profile": settings.SIMULATOR_PROFILE, "delay_scale": settings.SIMULATOR_DELAY_SCALE,
-                   "failure_rate_scale": settings.SIMULATOR_FAILURE_SCALE}
-    zone, acc = node.zone, node.accelerator
-    ref = NodeRef(id=str(node.pk), hostname=node.hostname, accelerator=acc.slug, vendor=acc.vendor,
-                  collective=acc.collective, card_count=node.card_count, zone=zone.slug,
-                  fabric=f"{zone.fabric_kind}-{zone.fabric_gbps}g", ssh_host=node.ssh_host or node.hostname,
-                  ssh_port=node.ssh_port)
-    return get_driver(name, **options), ref
-
-
 def node_clean_begin(*, node, reason: str = "cleaning after a bare-metal instance") -> Node:
     """Take the node out of the pool now (→ cleaning) and run `node_clean` in a worker after commit."""
-    from core.outbox import outbox_send
-
     previous = node.state
     node = node_set_state(node=node, state=NodeState.CLEANING, reason=reason)
-    outbox_send("hardware.node_clean", args=[str(node.pk), previous])
+    outbox_send("provisioning.node_clean", args=[str(node.pk), previous])
     return node
 
 
@@ -58,15 +41,13 @@ def node_clean(*, node, previous_state: str | None = None) -> Node:
     Pass → `available` (or the operator state it had before); fail → `maintenance` with the reason.
     Never raises for driver trouble: the outcome is the node's state and reason.
     """
-    from provisioning.readiness import parse_device_health
-
     node = Node.objects.select_related("zone", "accelerator").get(pk=node.pk)
     previous = previous_state or node.state
     prior_reason = node.state_reason
     if node.state != NodeState.CLEANING:
         node_set_state(node=node, state=NodeState.CLEANING, reason="cleaning")
     try:
-        driver, ref = _driver_and_ref(node)
+        driver, ref = driver_for(node), node_ref(node)
         wipe = driver.wipe(ref)
         if not wipe.ok:
             return _fail(node, f"wipe failed (exit {wipe.exit_code}): {_last_line(wipe.text)}")
