@@ -85,7 +85,7 @@ class InvoiceSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_pay_amount(self, obj) -> str:
-        """The amount due rounded up to the fen: what paying it charges."""
+        """What paying it charges: the amount due rounded up to the fen, at least the smallest top-up."""
         return MoneyField().to_representation(invoice_pay_amount(obj))
 
 

@@ -3,10 +3,12 @@ a monthly invoice shows what cash was below zero at the month's end; paying it i
 the sub-fen difference is posted once between cash and `rounding` (`invoice_rounding:<invoice id>`)."""
 from datetime import date
 
+from django.conf import settings
 from django.db import transaction
 
 from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
+from core.money import format_ucny
 from tenancy.audit import audit_record
 
 from ..choices import AccountKind, TransferCode
@@ -18,9 +20,15 @@ from .selectors import invoice_get
 from .statements import _sums_before, billing_tz, month_bounds
 
 
-def invoice_pay_amount(invoice: Invoice) -> int:
-    """What paying the invoice costs: the amount due rounded UP to the fen (µCNY, a whole number of fen)."""
+def invoice_due_in_fen(invoice: Invoice) -> int:
+    """The amount due rounded UP to the fen (µCNY, a whole number of fen): what settles the invoice."""
     return -(-invoice.amount_due // UCNY_PER_FEN) * UCNY_PER_FEN
+
+
+def invoice_pay_amount(invoice: Invoice) -> int:
+    """What paying the invoice charges: its amount in fen, at least the smallest top-up (TOPUP_MIN_UCNY);
+    what a small invoice's payment brings beyond the amount due stays on the balance as cash."""
+    return max(invoice_due_in_fen(invoice), settings.TOPUP_MIN_UCNY)
 
 
 def cash_at(*, org_id, at) -> int:
@@ -70,6 +78,10 @@ def invoice_pay(*, org, invoice_id, actor=None, request=None) -> TopUp:
     invoice = invoice_get(org=org, id=invoice_id)
     if invoice.state != InvoiceState.OPEN:
         raise InvalidState("This invoice is already paid.")
+    if invoice_pay_amount(invoice) > settings.TOPUP_MAX_UCNY:
+        raise ValidationFailed(
+            "This invoice is above the largest card payment; pay it by bank transfer (an operator records it).",
+            details={"amount_due": [f"Card payments go up to {format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
     topup = topup_create(org=org, actor=actor, amount=invoice_pay_amount(invoice), request=request)
     with transaction.atomic():
         updated = Invoice.objects.filter(pk=invoice.pk, state=InvoiceState.OPEN).update(topup_id=topup.pk)
@@ -88,7 +100,7 @@ def invoice_settle(*, invoice_id) -> Invoice:
             return invoice
         topup = TopUp.objects.filter(pk=invoice.topup_id, credited_at__isnull=False).first() if invoice.topup_id else None
         if topup is not None:
-            diff = invoice_pay_amount(invoice) - invoice.amount_due
+            diff = invoice_due_in_fen(invoice) - invoice.amount_due
             if diff > 0:
                 ids = org_account_ids([invoice.organization_id])[invoice.organization_id]
                 leg_post(Leg(key=f"invoice_rounding:{invoice.pk}", debit_id=ids[AccountKind.CASH],

@@ -91,4 +91,5 @@ def invoices(request):
     """Monthly invoices of a postpaid organization."""
     _require(request, "read_billing")
     rows = [(inv, invoice_pay_amount(inv)) for inv in selectors.invoice_list(org=request.org)[:200]]
-    return render(request, "console/billing/invoices.html", {"rows": rows})
+    return render(request, "console/billing/invoices.html",
+                  {"rows": rows, "can_pay": request_can(request, "billing")})

@@ -71,3 +71,37 @@ def test_admin_approve_asks_for_a_note_then_grants_once(member_factory):
     assert proposal.state == SponsorshipState.APPROVED and proposal.staff_note == "Welcome aboard"
     assert proposal.decided_by == staff
     assert Transfer.objects.filter(code=TransferCode.GRANT, key=f"grant:{proposal.pk}").count() == 1
+
+
+def test_invoice_pay_button_opens_the_payment_page_for_that_invoice_only(member_factory, settings):
+    from datetime import date
+
+    from billing.models_products import Invoice, InvoiceState
+
+    settings.TOPUP_MIN_UCNY = 10_000_000
+    owner = member_factory(role="owner")
+    big = Invoice.objects.create(organization=owner.organization, period=date(2025, 4, 1), amount_due=12_345_678)
+    small = Invoice.objects.create(organization=owner.organization, period=date(2025, 5, 1), amount_due=3_456_789)
+    paid = Invoice.objects.create(organization=owner.organization, period=date(2025, 3, 1), amount_due=1,
+                                  state=InvoiceState.PAID)
+    client = _client(owner)
+    listing = client.get("/billing/invoices/").content.decode()
+    assert f"/billing/topup/?invoice={big.pk}" in listing and f"/billing/topup/?invoice={small.pk}" in listing
+    assert f"?invoice={paid.pk}" not in listing
+
+    page = client.get(f"/billing/topup/?invoice={big.pk}").content.decode()
+    assert "Pay invoice 2025-04" in page and 'value="12.35" readonly' in page
+    assert f'data-api-url="/api/v1/billing/invoices/{big.pk}/pay/"' in page and "stays on your balance" not in page
+    small_page = client.get(f"/billing/topup/?invoice={small.pk}").content.decode()
+    assert 'value="10.00" readonly' in small_page and "stays on your balance" in small_page
+    again = client.get(f"/billing/topup/?invoice={paid.pk}")
+    assert again.status_code == 302 and again["Location"] == "/billing/invoices/"
+    assert 'data-api-url="/api/v1/billing/topups/"' in client.get("/billing/topup/").content.decode()
+
+    # Another organization's invoice is a 404; a member sees invoices but no Pay button (cannot pay).
+    stranger = _client(member_factory(role="owner"))
+    assert stranger.get(f"/billing/topup/?invoice={big.pk}").status_code == 404
+    assert stranger.get("/billing/topup/?invoice=not-a-uuid").status_code == 404
+    member_listing = _client(member_factory(role="member", org=owner.organization)).get("/billing/invoices/")
+    assert member_listing.status_code == 200 and "2025-04" in member_listing.content.decode()
+    assert "?invoice=" not in member_listing.content.decode()

@@ -47,3 +47,39 @@ def test_pay_creates_a_topup_rounded_up_to_the_fen(stripe_env, member_factory, s
     assert balances_of(org)[AccountKind.CASH] == 12_345_678
     paid_again = session_client_for(membership).post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
     assert_error(paid_again, 409, "invalid_state")
+
+
+def test_an_invoice_below_the_smallest_topup_is_paid_with_it_and_the_rest_stays(  # noqa: F811
+        stripe_env, member_factory, session_client_for, settings):  # noqa: F811
+    settings.TOPUP_MIN_UCNY = 10_000_000
+    membership = member_factory(role="owner")
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    invoice = Invoice.objects.create(organization=org, period=date(2025, 2, 1), amount_due=3_456_789)
+    client = session_client_for(membership)
+    listed = client.get("/api/v1/billing/invoices/").json()["results"]
+    assert [(i["amount_due"], i["pay_amount"]) for i in listed] == [("3.456789", "10.000000")]
+    response = client.post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
+    assert response.status_code == 201, response.content
+    topup = TopUp.objects.get(pk=response.json()["id"])
+    assert topup.amount_fen == 1000
+    assert stripe.PaymentIntent.retrieve(topup.stripe_payment_intent_id).amount == 1000
+    fund(org, 10_000_000, key=f"stripe_pi:{topup.stripe_payment_intent_id}")
+    TopUp.objects.filter(pk=topup.pk).update(credited_at=timezone.now(), state="succeeded")
+    assert invoices_settle_due() == 1
+    # Only the sub-fen part goes to rounding (3.46 − 3.456789); the other 6.54 CNY stays the customer's.
+    assert Transfer.objects.get(code=TransferCode.ROUNDING).amount == 3_211
+    assert balances_of(org)[AccountKind.CASH] == 10_000_000 - 3_211
+
+
+def test_an_invoice_above_the_largest_card_payment_says_so(stripe_env, member_factory,  # noqa: F811
+                                                         session_client_for, settings):
+    settings.TOPUP_MAX_UCNY = 100_000_000_000
+    membership = member_factory(role="owner")
+    set_credit_limit(membership.organization, 500_000_000_000)
+    invoice = Invoice.objects.create(organization=membership.organization, period=date(2025, 3, 1),
+                                     amount_due=200_000_000_000)
+    response = session_client_for(membership).post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
+    error = assert_error(response, 400, "validation_error")
+    assert "bank transfer" in error["message"] and "amount_due" in error["details"]
+    assert not TopUp.objects.exists()

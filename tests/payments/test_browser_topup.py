@@ -67,3 +67,57 @@ def test_card_payment_in_the_browser_credits_and_shows_the_new_balance(
             connections.close_all()
     topup.refresh_from_db()
     assert topup.state == TopUpState.SUCCEEDED and cash_balance(org=owner.organization) == 25_000_000
+
+
+def test_paying_an_invoice_in_the_browser_marks_it_paid(
+        stripe_env, webhook_to_live_server, live_server, localstripe_url, member_factory, monkeypatch, start_worker):
+    """Invoices → Pay → the card flow with the amount fixed → webhook credit → the worker settles the invoice."""
+    from datetime import date
+
+    from playwright.sync_api import sync_playwright
+
+    from billing.credits import credit_limit_set
+    from billing.models_products import Invoice, InvoiceState
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    stripe_env.STRIPE_JS_URL = f"{localstripe_url}/js.stripe.com/v3/"
+    stripe_env.STRIPE_PUBLISHABLE_KEY = "pk_test_cardmix_browser"
+    owner = member_factory(role="owner")
+    credit_limit_set(org=owner.organization, credit_limit=50_000_000)
+    invoice = Invoice.objects.create(organization=owner.organization, period=date(2025, 6, 1), amount_due=12_345_678)
+    start_worker()
+    cookie = {"name": django_settings.SESSION_COOKIE_NAME, "value": _session_cookie(owner), "url": live_server.url}
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        try:
+            context = browser.new_context()
+            context.add_cookies([cookie])
+            page = context.new_page()
+            page.goto(f"{live_server.url}/billing/invoices/")
+            page.click(f"a[href*='?invoice={invoice.pk}']")
+            page.wait_for_selector("text=Pay invoice 2025-06")
+            assert page.input_value("#topup-amount") == "12.35"
+            page.wait_for_selector("#card-element input[placeholder=number]")
+            page.fill("#card-element input[placeholder=number]", THREE_D_SECURE_CARD["number"])
+            page.click("button[data-method=card]")
+            topup = wait_for(lambda: TopUp.objects.filter(organization=owner.organization,
+                                                          stripe_payment_intent_id__isnull=False).first(),
+                             what="the top-up the invoice's pay endpoint created")
+            assert topup.amount_fen == 1235
+            assert Invoice.objects.get(pk=invoice.pk).topup_id == topup.pk
+            page.wait_for_selector("text=Complete authentication")
+            method = stripe.PaymentMethod.create(type="card", card=THREE_D_SECURE_CARD)
+            stripe.PaymentIntent.modify(topup.stripe_payment_intent_id, payment_method=method.id)
+            assert stripe.PaymentIntent.retrieve(topup.stripe_payment_intent_id).confirm().status == "requires_action"
+            page.click("text=Complete authentication")
+            page.wait_for_selector("#topup-status[data-state=succeeded]", timeout=20_000)
+            wait_for(lambda: Invoice.objects.get(pk=invoice.pk).state == InvoiceState.PAID, timeout=30,
+                     what="the worker to settle the invoice")
+            page.goto(f"{live_server.url}/billing/invoices/")
+            assert page.inner_text("[data-invoice-state]") == "paid"
+            assert page.locator("a[href*='?invoice=']").count() == 0
+        finally:
+            browser.close()
+            connections.close_all()
+    assert cash_balance(org=owner.organization) == 12_350_000 - 4_322  # the sub-fen rest went to rounding
