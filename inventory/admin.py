@@ -12,7 +12,7 @@ from core.errors import ServiceError
 from core.money import format_ucny
 
 from . import selectors, services
-from .forms import NodeCsvImportForm, NodeStateReasonForm
+from .forms import NodeCsvImportForm, ReasonForm
 from .models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
 
 
@@ -63,6 +63,27 @@ class ImageAdmin(admin.ModelAdmin):
 @admin.register(Zone)
 class ZoneAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "fabric_kind", "fabric_gbps", "inter_node_floor_gbps"]
+
+
+def reason_action(modeladmin, request, queryset, label, items, apply):
+    """An admin action that asks for a reason first: the form page, then `apply(queryset, reason)` →
+    (success message, [refusal lines]). `items` are the (pk, description) rows the page lists."""
+    if "apply" in request.POST:
+        form = ReasonForm(request.POST)
+        if form.is_valid():
+            done, refused = apply(queryset, form.cleaned_data["reason"])
+            modeladmin.message_user(request, done, messages.SUCCESS)
+            for line in refused:
+                modeladmin.message_user(request, line, messages.ERROR)
+            return None
+    else:
+        form = ReasonForm(initial={"_selected_action": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+                                   "action": request.POST.get("action")})
+    opts = modeladmin.model._meta
+    context = {**modeladmin.admin_site.each_context(request), "title": f"{label}: give a reason", "form": form,
+               "items": items, "opts": opts, "label": label, "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+               "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")}
+    return TemplateResponse(request, "admin/inventory/reason_action.html", context)
 
 
 class CardInline(admin.TabularInline):
@@ -145,29 +166,18 @@ class NodeAdmin(admin.ModelAdmin):
 
     def state_action(self, request, queryset, verb, label):
         """Ask for a reason, then apply the state change to each selected node (each one audited)."""
-        if "apply" in request.POST:
-            form = NodeStateReasonForm(request.POST)
-            if form.is_valid():
-                done, refused = 0, []
-                for node in queryset.order_by("pk"):
-                    try:
-                        services.node_set_state(node=node, state=verb, reason=form.cleaned_data["reason"],
-                                                actor=request.user, request=request)
-                        done += 1
-                    except ServiceError as exc:
-                        refused.append(f"{node.hostname}: {exc.message}")
-                if done:
-                    self.message_user(request, f"{label}: {done} node(s) changed.", messages.SUCCESS)
-                for line in refused:
-                    self.message_user(request, line, messages.ERROR)
-                return None
-        else:
-            form = NodeStateReasonForm(initial={"_selected_action": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
-                                                "action": request.POST.get("action")})
-        context = {**self.admin_site.each_context(request), "title": f"{label}: give a reason", "form": form,
-                   "nodes": queryset.order_by("hostname"), "opts": self.model._meta, "label": label,
-                   "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME}
-        return TemplateResponse(request, "admin/inventory/node/state_action.html", context)
+        def apply(nodes, reason):
+            done, refused = 0, []
+            for node in nodes.order_by("pk"):
+                try:
+                    services.node_set_state(node=node, state=verb, reason=reason, actor=request.user, request=request)
+                    done += 1
+                except ServiceError as exc:
+                    refused.append(f"{node.hostname}: {exc.message}")
+            return f"{label}: {done} node(s) changed.", refused
+
+        items = [(n.pk, f"{n.hostname} — {n.get_state_display()}") for n in queryset.order_by("hostname")]
+        return reason_action(self, request, queryset, label, items, apply)
 
     def get_urls(self):
         custom = [path("import-csv/", self.admin_site.admin_view(self.import_csv_view), name="inventory_node_import_csv")]
@@ -192,9 +202,28 @@ class NodeAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/inventory/node/import_csv.html", context)
 
 
+def _health_action(health: str, label: str):
+    def run(modeladmin, request, queryset):
+        def apply(cards, reason):
+            changed = services.cards_set_health(card_ids=list(cards.values_list("pk", flat=True)), health=health,
+                                                reason=reason, actor=request.user, request=request)
+            return f"{label}: {changed} card(s) changed.", []
+
+        items = [(c.pk, f"{c} — {c.health}") for c in queryset.select_related("node").order_by("node__hostname", "index")]
+        return reason_action(modeladmin, request, queryset, label, items, apply)
+
+    run.__name__ = f"action_health_{health}"
+    run.short_description = f"{label} selected cards…"
+    return run
+
+
 @admin.register(Card)
 class CardAdmin(ReadOnlyAdmin):
-    """Cards and their current holders, read-only."""
+    """Cards and their current holders; rows are read-only, health changes through actions with a reason
+    (a card not ok is never placed; its holder keeps it until released)."""
+
+    actions = [_health_action("failed", "Mark failed"), _health_action("degraded", "Mark degraded"),
+               _health_action("ok", "Mark healthy")]
 
     list_display = ["__str__", "accelerator", "health", "holder_kind", "holder", "allocated_at"]
     list_filter = ["health", "node__accelerator", "node__zone"]

@@ -1,10 +1,10 @@
-"""Admin forms: the reason asked for by every node state action, and the CSV upload."""
+"""Admin forms: the reason asked for by every node state and card health action, and the CSV upload."""
 from django import forms
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 
 
-class NodeStateReasonForm(forms.Form):
-    """The intermediate page of a node action: which nodes, and why."""
+class ReasonForm(forms.Form):
+    """The intermediate page of a node or card action: which rows, and why."""
 
     _selected_action = forms.CharField(widget=forms.MultipleHiddenInput)
     action = forms.CharField(widget=forms.HiddenInput)

@@ -67,6 +67,29 @@ def node_set_state(*, node, state, reason, actor=None, request=None) -> Node:
     return locked
 
 
+def cards_set_health(*, card_ids, health, reason, actor=None, request=None) -> int:
+    """Mark cards ok / degraded / failed (an operator's finding); returns how many changed.
+
+    A card that is not `ok` is never placed; one held by an instance keeps running until released.
+    Each change is audited with the reason; cards back to `ok` announce capacity.
+    """
+    if health not in CardHealth.values:
+        raise ValidationFailed("Unknown card health.", details={"health": [f"{health!r} is not a card health."]})
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationFailed("A reason is required.", details={"reason": ["This field is required."]})
+    with transaction.atomic():
+        changed = [c for c in cards_lock(card_ids) if c.health != health]
+        for card in changed:
+            audit_record(action="card.health", actor=actor, request=request, target=card,
+                         details={"card": str(card), "from": card.health, "to": health, "reason": reason[:500]})
+        Card.objects.filter(pk__in=[c.pk for c in changed]).update(health=health)
+        if health == CardHealth.OK and changed:
+            nodes = {c.node_id: c.node for c in changed}.values()
+            hooks.capacity_changed(accelerator_ids={n.accelerator_id for n in nodes}, zone_ids={n.zone_id for n in nodes})
+    return len(changed)
+
+
 def _node_insert(*, hostname, zone, accelerator, card_count=8, driver="simulated", ssh_host="", ssh_port=22,
                  bmc_address="", bmc_credentials_ref="", state=NodeState.AVAILABLE, actor=None, request=None,
                  audit_action="node.create") -> Node:

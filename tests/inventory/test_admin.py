@@ -85,3 +85,21 @@ def test_admin_add_node_creates_cards(operator_client, catalog):
     node = Node.objects.get(hostname="added.test")
     assert node.cards.count() == 8
     assert AuditEvent.objects.filter(action="node.create", target_id=str(node.pk)).exists()
+
+
+def test_card_health_actions_ask_for_a_reason_then_audit(operator_client, catalog):
+    from inventory.models import Card
+
+    node = NodeFactory(card_count=2)
+    ids = [str(c.pk) for c in node.cards.all()]
+    page = operator_client.post("/admin/inventory/card/", {"action": "action_health_failed", "_selected_action": ids})
+    assert page.status_code == 200 and b"give a reason" in page.content and node.hostname.encode() in page.content
+    assert not Card.objects.filter(health="failed").exists()
+    done = operator_client.post("/admin/inventory/card/", {"action": "action_health_failed", "_selected_action": ids,
+                                                            "apply": "1", "reason": "ECC storm"})
+    assert done.status_code == 302
+    assert set(Card.objects.filter(node=node).values_list("health", flat=True)) == {"failed"}
+    assert AuditEvent.objects.filter(action="card.health", actor=operator_client.user).count() == 2
+    assert "2 card(s) changed" in operator_client.get("/admin/inventory/card/").content.decode()
+    # The node list counts them as failed.
+    assert "<b style='color:#b00'>2</b>" in operator_client.get("/admin/inventory/node/").content.decode()

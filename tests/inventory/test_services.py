@@ -194,3 +194,33 @@ def test_concurrent_cards_allocate_never_hands_out_a_card_twice():
     assert outcomes == ["CardsUnavailable", "list"]
     live = CardAllocation.objects.filter(released_at__isnull=True)
     assert live.count() == 5 and live.values("card").distinct().count() == 5
+
+
+@pytest.mark.django_db(transaction=True)  # capacity is announced on commit
+def test_card_health_is_an_audited_operator_finding_and_healthy_again_announces_capacity(capacity_events):
+    operator = UserFactory(is_staff=True)
+    node = NodeFactory(card_count=4)
+    cards = list(node.cards.order_by("index"))
+    held = CardAllocationFactory(card=cards[1])
+    assert services.cards_set_health(card_ids=[cards[0].pk, cards[1].pk], health="failed", reason="XID 79",
+                                     actor=operator) == 2
+    assert services.cards_set_health(card_ids=[cards[0].pk], health="failed", reason="again") == 0  # no change
+    # Never placed while failed; the held card stays with its holder until released.
+    (snapshot,) = [n for n in selectors.placement_snapshot() if n["id"] == node.pk]
+    assert snapshot["free"] == frozenset({2, 3})
+    assert CardAllocation.objects.get(pk=held.pk).released_at is None
+    with pytest.raises(services.CardsUnavailable):
+        services.cards_allocate(card_ids=[cards[0].pk], holder_id=uuid.uuid4())
+    assert capacity_events == []
+    audit = AuditEvent.objects.filter(action="card.health").order_by("pk")
+    assert [(e.actor_id, e.details["to"], e.details["reason"]) for e in audit] == [
+        (operator.pk, "failed", "XID 79"), (operator.pk, "failed", "XID 79")]
+
+    assert services.cards_set_health(card_ids=[cards[0].pk], health="ok", reason="reseated", actor=operator) == 1
+    assert Card.objects.get(pk=cards[0].pk).health == CardHealth.OK
+    assert capacity_events == [{"accelerator_ids": [str(node.accelerator_id)], "zone_ids": [str(node.zone_id)]}]
+    with pytest.raises(ValidationFailed):
+        services.cards_set_health(card_ids=[cards[2].pk], health="melted", reason="x")
+    with pytest.raises(ValidationFailed):
+        services.cards_set_health(card_ids=[cards[2].pk], health="failed", reason=" ")
+    assert Card.objects.get(pk=cards[2].pk).health == CardHealth.OK
