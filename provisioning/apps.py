@@ -19,6 +19,13 @@ def _on_autostop(*, org_id, at, reason):
     autostop_schedule(org_id=org_id, at=at, reason=reason)
 
 
+def _on_package_end(*, instance_id, outcome, at):
+    """billing ended a monthly package period: continue on demand or stop (services/packages.py)."""
+    from .services.packages import instance_package_ended
+
+    instance_package_ended(instance_id=instance_id, outcome=outcome, at=at)
+
+
 class ProvisioningConfig(AppConfig):
     """Instances, the transition table, placement, drivers, readiness, SLA, waitlist."""
 
@@ -35,3 +42,6 @@ class ProvisioningConfig(AppConfig):
             logger.warning("billing.hooks.register_autostop is not available; auto-stop is not wired")
         else:
             register_autostop(_on_autostop)
+        from billing.products.hooks import register_package_end
+
+        register_package_end(_on_package_end)

@@ -1,7 +1,8 @@
 """How billing tells provisioning that a package period ended (billing never imports provisioning).
 
-Provisioning registers at startup: `register_package_end(fn)`, where fn(*, instance_id, outcome) is
-called after the renewal task committed, with outcome
+Provisioning registers at startup: `register_package_end(fn)`, where fn(*, instance_id, outcome, at) is
+called after the renewal task committed, `at` being the period's end (the second on-demand billing starts),
+with outcome
   "renewed"   a new period was charged; the instance stays unmetered,
   "on_demand" the package is over: open meters (on-demand billing) if the instance is running,
   "stop"      the package is over: stop the instance (renew without funds also ends here).
@@ -26,10 +27,10 @@ def unregister_package_end(fn) -> None:
         _package_end.remove(fn)
 
 
-def package_end_notify(*, instance_id, outcome: str) -> None:
+def package_end_notify(*, instance_id, outcome: str, at) -> None:
     """Call every registered callback; one failing does not keep the others from running."""
     for fn in list(_package_end):
         try:
-            fn(instance_id=instance_id, outcome=outcome)
+            fn(instance_id=instance_id, outcome=outcome, at=at)
         except Exception:  # noqa: BLE001 - a hook's failure must not undo the committed renewal
             logger.exception("package end hook failed", extra={"instance_id": str(instance_id), "outcome": outcome})

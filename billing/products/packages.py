@@ -187,8 +187,8 @@ def package_period_end(*, package_id) -> Package | None:
         audit_record(action="package.end", org=package.organization, target=package,
                      details={"outcome": outcome, "renewal": package.renewal, "notice": notice,
                               "next_package": str(nxt.pk) if nxt else None})
-        instance_id = package.instance_id
-        transaction.on_commit(lambda: package_end_notify(instance_id=instance_id, outcome=outcome))
+        instance_id, ended_at = package.instance_id, package.ends_at
+        transaction.on_commit(lambda: package_end_notify(instance_id=instance_id, outcome=outcome, at=ended_at))
         if notice:
             transaction.on_commit(lambda: _notice_send(package))
         return nxt or package

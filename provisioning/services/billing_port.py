@@ -22,8 +22,9 @@ def funds_check(*, org, price_per_hour: int, billing: str) -> None:
     _services().funds_check(org=org, price_per_hour=price_per_hour, hours=hours)
 
 
-def meters_open(*, instance) -> None:
-    """One meter per item at its locked rate (a hybrid gets one per accelerator); on entering running."""
+def meters_open(*, instance, at=None) -> None:
+    """One meter per item at its locked rate (a hybrid gets one per accelerator); on entering running, or
+    from `at` when a monthly package ended while it ran."""
     services = _services()
     if instance.billing == "monthly":
         # SPEC §4: charged in full when it first enters running; not metered during the package.
@@ -36,7 +37,8 @@ def meters_open(*, instance) -> None:
         return
     for index, item in enumerate(instance.items):
         services.meter_open(org=instance.organization, instance_id=instance.pk, item_index=index,
-                            accelerator=item["accelerator"], cards=int(item["count"]), rate=int(item["rate"]))
+                            accelerator=item["accelerator"], cards=int(item["count"]), rate=int(item["rate"]),
+                            opened_at=at)
 
 
 def meters_close(*, instance_id, at=None) -> None:

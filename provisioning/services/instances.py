@@ -24,7 +24,7 @@ from .transitions import event_record, instance_transition
 STEP_SECONDS = 15 * 60
 
 
-def _dispatch(instance_id) -> None:
+def instance_dispatch(instance_id) -> None:
     # Through the transactional outbox (core/outbox.py): a broker outage delays the step, never loses it.
     from core.outbox import outbox_send
 
@@ -125,7 +125,7 @@ def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, 
                      details={"kind": spec.kind, "items": instance.items, "policy": instance.policy,
                               "state": instance.state, "price_per_hour": instance.price_per_hour})
         if instance.state == S.PROVISIONING:
-            _dispatch(instance.pk)
+            instance_dispatch(instance.pk)
     return instance
 
 
@@ -142,7 +142,7 @@ def instance_stop(*, org: Organization, instance_id, actor, request=None) -> Ins
         instance_transition(instance=instance, to=S.STOPPING, reason="stop requested", actor=actor,
                             step_deadline=step_deadline(instance, db_now()))
         audit_record(action="instance.stop", org=org, actor=actor, target=instance, request=request)
-        _dispatch(instance.pk)
+        instance_dispatch(instance.pk)
     return instance
 
 
@@ -165,7 +165,7 @@ def instance_start(*, org: Organization, instance_id, actor, request=None) -> In
         audit_record(action="instance.start", org=org, actor=actor, target=instance, request=request,
                      details={"state": instance.state, "price_per_hour": instance.price_per_hour})
         if instance.state == S.PROVISIONING:
-            _dispatch(instance.pk)
+            instance_dispatch(instance.pk)
     return instance
 
 
@@ -192,7 +192,7 @@ def instance_terminate(*, org: Organization, instance_id, actor, request=None) -
         instance_transition(instance=instance, to=S.TERMINATING, reason="terminate requested", actor=actor,
                             step_deadline=step_deadline(instance, db_now()))
         audit_record(action="instance.terminate", org=org, actor=actor, target=instance, request=request)
-        _dispatch(instance.pk)
+        instance_dispatch(instance.pk)
     return instance
 
 
@@ -213,6 +213,6 @@ def instances_autostop(*, org_id, at=None, reason: str = "funds_exhausted") -> l
                                 step_deadline=step_deadline(instance, db_now()))
             audit_record(action="instance.autostop", org=instance.organization, target=instance,
                          details={"reason": reason, "at": str(at) if at else None})
-            _dispatch(instance.pk)
+            instance_dispatch(instance.pk)
         stopped.append(instance_id)
     return stopped

@@ -24,7 +24,7 @@ from ..placement import Item, PlacementRequest
 from .capacity import placement_catalog
 from .claims import placement_claim
 from .fleet import driver_for, node_ref
-from .instances import _dispatch, step_deadline
+from .instances import instance_dispatch, step_deadline
 from .transitions import instance_transition
 
 logger = logging.getLogger("cardmix.provisioning")
@@ -106,5 +106,5 @@ def group_replace(*, instance: Instance, group: NodeGroup, reason: str) -> bool:
                      details={"node": group.node.hostname, "reason": reason[:300],
                               "replacements": locked.replacements})
         if came_from == S.PROVISIONING:
-            _dispatch(locked.pk)  # the running task stops at a self-transition; a fresh one picks it up
+            instance_dispatch(locked.pk)  # the running task stops at a self-transition; a fresh one picks it up
     return True

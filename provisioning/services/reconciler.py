@@ -26,7 +26,7 @@ from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
 from . import billing_port
 from .claims import placement_release
-from .instances import _dispatch, step_deadline
+from .instances import instance_dispatch, step_deadline
 from .sla import sla_dispatch
 from .transitions import instance_transition
 
@@ -66,7 +66,7 @@ def instance_unstick(*, instance_id) -> str | None:
                                                            step_deadline=step_deadline(instance, now))
             audit_record(action="instance.reconcile_resume", org=instance.organization, target=instance,
                          details={"state": state, "retry": instance.step_retries + 1})
-            _dispatch(instance.pk)
+            instance_dispatch(instance.pk)
             return "resumed"
         reason = f"reconciler: stuck in {state} past its step deadline"
         if state in (S.PROVISIONING, S.CHECKING):

@@ -18,7 +18,7 @@ from tenancy.audit import audit_record
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance
-from .instances import _dispatch, step_deadline
+from .instances import instance_dispatch, step_deadline
 from .transitions import instance_transition
 
 logger = logging.getLogger("cardmix.provisioning")
@@ -64,7 +64,7 @@ def instance_expire(*, instance_id) -> bool:
                      details={"from": came_from, "expires_at": expired_at.isoformat()})
         if came_from == S.STOPPED:
             _notice(instance)
-        _dispatch(instance.pk)
+        instance_dispatch(instance.pk)
     logger.info("instance expired", extra={"instance": str(instance_id), "reason": reason})
     return True
 

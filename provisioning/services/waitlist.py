@@ -16,7 +16,7 @@ from ..models import Instance
 from ..selectors import waitlist_shape
 from .capacity import placement_catalog
 from .claims import placement_claim
-from .instances import _dispatch, _quota_check, instance_spec, step_deadline
+from .instances import _quota_check, instance_dispatch, instance_spec, step_deadline
 from .specs import images_resolve
 from .transitions import instance_transition
 
@@ -55,7 +55,7 @@ def _wake_one(instance_id) -> bool:
         except ServiceError as exc:  # over quota or out of funds now: stays in the queue
             logger.info("waitlisted instance not woken", extra={"instance": str(instance_id), "why": exc.code})
             return False
-        _dispatch(instance.pk)
+        instance_dispatch(instance.pk)
         return True
 
 

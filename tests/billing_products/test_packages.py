@@ -34,7 +34,7 @@ def ended():
     """Record package-end hook calls."""
     calls = []
 
-    def hook(*, instance_id, outcome):
+    def hook(*, instance_id, outcome, at):
         calls.append((instance_id, outcome))
 
     hooks.register_package_end(hook)
