@@ -41,6 +41,20 @@ def meters_open(*, instance, at=None) -> None:
                             opened_at=at)
 
 
+def package_renewal_stop(*, instance, actor=None, request=None) -> None:
+    """A terminated monthly instance never renews: its active period runs out and ends with "stop"."""
+    if instance.billing != "monthly":
+        return
+    from billing.products.packages import package_renewal_set
+    from core.errors import NotFoundError
+
+    try:
+        package_renewal_set(org=instance.organization, instance_id=instance.pk, renewal="stop", actor=actor,
+                            request=request)
+    except NotFoundError:  # no active period (never ran, or already ended)
+        pass
+
+
 def meters_close(*, instance_id, at=None) -> None:
     """Close the instance's open meters to the second (on leaving running)."""
     _services().meters_close(instance_id=instance_id, at=at)

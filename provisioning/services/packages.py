@@ -33,7 +33,7 @@ def instance_package_ended(*, instance_id, outcome: str, at=None):
             instance = instance_lock(instance_id=instance_id)
         except NotFoundError:
             return None
-        if instance.billing != "monthly":
+        if instance.billing != "monthly" or instance.state in (S.TERMINATING, S.TERMINATED):
             return instance
         rates = current_rates(billing="on_demand")
         items = [{**it, "rate": rates.get(it["accelerator"], it["rate"])} for it in instance.items]

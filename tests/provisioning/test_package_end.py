@@ -106,3 +106,21 @@ def test_a_stopped_instance_whose_package_ends_starts_on_demand(client):
     assert inst.state == "stopped" and inst.billing == "on_demand"
     assert not Meter.objects.filter(instance_id=inst.pk).exists()
     assert package_renewals_due() == 0  # once
+
+
+def test_terminating_a_monthly_instance_never_renews_its_package(client, owner):
+    from billing.funds import balances_of
+
+    make_fleet(h100=1)
+    inst = running_monthly(client, "renew", cards=1)
+    assert client.delete(f"{URL}{inst.pk}/").status_code in (200, 202)
+    assert instance_advance(str(inst.pk)) == "terminated"
+    package = Package.objects.get(instance_id=inst.pk)
+    assert package.state == PackageState.ACTIVE and package.renewal == "stop"  # the period paid for runs out
+    before = balances_of(owner.organization)
+    end_period(inst)
+    assert Package.objects.filter(instance_id=inst.pk).count() == 1  # no second period charged
+    assert balances_of(owner.organization) == before
+    inst.refresh_from_db()
+    assert inst.state == "terminated" and inst.billing == "monthly"
+    assert AuditEvent.objects.filter(action="package.renewal_set").count() == 1
