@@ -58,6 +58,8 @@ urlpatterns += [
     path("instances/new/", instances.instance_new, name="instance_new"),
     path("instances/quote/", instances.instance_quote, name="instance_quote"),
     path("instances/<str:instance_id>/", instances.instance_detail, name="instance_detail"),
+    path("instances/<str:instance_id>/package-renewal/", instances.instance_package_renewal,
+         name="instance_package_renewal"),
     path("instances/<str:instance_id>/<str:action>/", instances.instance_action, name="instance_action"),
     path("billing/", billing_views.billing, name="billing"),
 ]

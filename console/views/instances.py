@@ -14,7 +14,10 @@ from django.views.decorators.http import require_POST
 from core.errors import ServiceError
 from provisioning import selectors
 from provisioning.choices import InstanceState
+from provisioning.models import PackageRenewal
+from provisioning.services import billing_port
 from provisioning.services.instances import instance_create, instance_start, instance_stop, instance_terminate
+from provisioning.services.packages import instance_package_renewal_set
 from provisioning.services.quotes import quote_compute
 from tenancy.permissions import request_can
 from tenancy.selectors import ssh_key_list
@@ -163,6 +166,8 @@ def _detail_context(request, instance_id, action_error: str = "") -> dict:
     events = list(selectors.instance_events(instance=instance))
     return {
         "instance": instance,
+        "package": billing_port.package_current(instance.pk) if instance.billing == "monthly" else None,
+        "renewal_choices": PackageRenewal.choices,
         "events": events,
         "steps": ic.progress(instance, events),
         "reports": ic.readiness_rows(selectors.instance_reports(instance=instance)),
@@ -204,4 +209,21 @@ def instance_action(request, instance_id, action):
         messages.error(request, error)
     else:
         messages.success(request, {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
+    return redirect(reverse("console:instance_detail", kwargs={"instance_id": instance_id}))
+
+
+@login_required
+@require_POST
+def instance_package_renewal(request, instance_id):
+    """What happens when the monthly package period ends (form in the live block; works without JavaScript)."""
+    require_capability(request, "read")
+    or_404(selectors.instance_get, org=request.org, instance_id=instance_id)
+    require_write(request, "instances")
+    try:
+        instance_package_renewal_set(org=request.org, instance_id=instance_id, actor=request.user,
+                                     renewal=request.POST.get("package_renewal", ""), request=request)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Saved what happens when the package period ends.")
     return redirect(reverse("console:instance_detail", kwargs={"instance_id": instance_id}))

@@ -56,6 +56,10 @@ class InstanceCreateSerializer(InstanceRequestSerializer):
         return attrs
 
 
+class PackageRenewalSerializer(serializers.Serializer):
+    package_renewal = serializers.ChoiceField(choices=PackageRenewal.choices)
+
+
 class StateFilterSerializer(serializers.Serializer):
     state = serializers.MultipleChoiceField(choices=InstanceState.choices, required=False)
 

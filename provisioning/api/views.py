@@ -15,6 +15,7 @@ from .. import selectors
 from ..choices import InstanceState
 from ..services import billing_port
 from ..services.instances import instance_create, instance_start, instance_stop, instance_terminate
+from ..services.packages import instance_package_renewal_set
 from ..services.quotes import quote_compute
 from ..services.specs import spec_from_data
 from .rows import InstanceRow, group_row_from, instance_body
@@ -23,6 +24,7 @@ from .serializers import (
     InstanceEventSerializer,
     InstanceRequestSerializer,
     InstanceSerializer,
+    PackageRenewalSerializer,
     ReadinessReportSerializer,
     StateFilterSerializer,
     quote_body,
@@ -115,6 +117,22 @@ class InstanceActionView(APIView):
         service = instance_stop if self.action == "stop" else instance_start
         instance = service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
         return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
+
+
+class InstancePackageRenewalView(APIView):
+    """POST {"package_renewal": "renew" | "on_demand" | "stop"}: what happens when the monthly package period
+    ends (the active period and later ones); 409 for an on-demand or terminated instance."""
+
+    permission_classes = [require(read="read", write="instances")]
+
+    @extend_schema(request=PackageRenewalSerializer, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, instance_id):
+        selectors.instance_get(org=request.org, instance_id=instance_id)  # 404 first, before any lock
+        body = PackageRenewalSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        instance = instance_package_renewal_set(org=request.org, instance_id=instance_id, actor=request.user,
+                                                renewal=body.validated_data["package_renewal"], request=request)
+        return _instance_response(request, instance)
 
 
 class InstanceEventsView(APIView):

@@ -41,18 +41,25 @@ def meters_open(*, instance, at=None) -> None:
                             opened_at=at)
 
 
-def package_renewal_stop(*, instance, actor=None, request=None) -> None:
-    """A terminated monthly instance never renews: its active period runs out and ends with "stop"."""
+def package_renewal_set(*, instance, renewal: str, actor=None, request=None) -> None:
+    """The choice the active package period applies at its end (none active: nothing to change). Terminating
+    sets "stop": a terminated instance never renews."""
     if instance.billing != "monthly":
         return
-    from billing.products.packages import package_renewal_set
+    from billing.products.packages import package_renewal_set as renewal_set
     from core.errors import NotFoundError
 
     try:
-        package_renewal_set(org=instance.organization, instance_id=instance.pk, renewal="stop", actor=actor,
-                            request=request)
+        renewal_set(org=instance.organization, instance_id=instance.pk, renewal=renewal, actor=actor, request=request)
     except NotFoundError:  # no active period (never ran, or already ended)
         pass
+
+
+def package_current(instance_id):
+    """The instance's latest package period (billing's Package: period, starts_at, ends_at, renewal, state)."""
+    from billing.products.packages import package_current as current
+
+    return current(instance_id)
 
 
 def meters_close(*, instance_id, at=None) -> None:

@@ -191,7 +191,7 @@ def instance_terminate(*, org: Organization, instance_id, actor, request=None) -
             return instance
         instance_transition(instance=instance, to=S.TERMINATING, reason="terminate requested", actor=actor,
                             step_deadline=step_deadline(instance, db_now()))
-        billing_port.package_renewal_stop(instance=instance, actor=actor, request=request)
+        billing_port.package_renewal_set(instance=instance, renewal="stop", actor=actor, request=request)
         audit_record(action="instance.terminate", org=org, actor=actor, target=instance, request=request)
         instance_dispatch(instance.pk)
     return instance

@@ -90,6 +90,14 @@ def instance(world):
     return Target({"instance_id": str(inst.pk)}, row=inst)
 
 
+def monthly_instance(world):
+    from tests.factories.provisioning import InstanceFactory
+
+    inst = InstanceFactory(organization=world.a.organization, name=world.marker("monthly"), state="running",
+                           billing="monthly", package_renewal="renew")
+    return Target({"instance_id": str(inst.pk)}, row=inst, body={"package_renewal": "stop"})
+
+
 def instance_action(world):
     target = instance(world)
     return Target({**target.kwargs, "action": "stop"}, row=target.row)
@@ -172,10 +180,12 @@ OBJECT_FACTORIES = {
     "api:instance-detail": instance,
     "api:instance-stop": instance,
     "api:instance-start": instance,
+    "api:instance-package-renewal": monthly_instance,
     "api:instance-events": instance,
     "api:instance-readiness": instance,
     "console:instance_detail": instance,
     "console:instance_action": instance_action,
+    "console:instance_package_renewal": monthly_instance,
 }
 
 # Per-organization pages without an object id: B must see none of A's markers there.

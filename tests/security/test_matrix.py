@@ -41,6 +41,7 @@ MATRIX = {
     "instance_stop": ("post", "/api/v1/instances/{instance}/stop/", INSTANCES, False, ACCEPTED),
     "instance_start": ("post", "/api/v1/instances/{instance}/start/", INSTANCES, False, ACCEPTED),
     "instance_delete": ("delete", "/api/v1/instances/{instance}/", INSTANCES, False, {202}),
+    "instance_package_renewal": ("post", "/api/v1/instances/{monthly}/package-renewal/", INSTANCES, False, {200}),
     "quote": ("post", "/api/v1/quotes/", READ, True, {200}),
     "accelerators": ("get", "/api/v1/accelerators/", EVERY, True, {200}),
     "images": ("get", "/api/v1/images/", EVERY, True, {200}),
@@ -61,11 +62,12 @@ def _world(actor) -> dict:
     make_fleet(h100=1)
     fund(org, 1_000_000_000, key=f"security-matrix:{org.pk}")
     inst = InstanceFactory(organization=org, state="running")
+    monthly = InstanceFactory(organization=org, state="running", billing="monthly", package_renewal="renew")
     topup = TopUp.objects.create(organization=org, amount=50_000_000, amount_fen=5_000)
     proposal = SponsorshipProposal.objects.create(organization=org, title="t", abstract="a",
                                                   accelerator="h100-sxm-80g", card_hours=5)
     invoice = Invoice.objects.create(organization=org, period="2026-01-01", amount_due=12_340_000)
-    return {"instance": inst.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
+    return {"instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
             "month": _this_month()}
 
 
@@ -75,6 +77,7 @@ BODIES = {
                            "card_hours": 100},
     "instance_create": {"name": "m", "kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
                         "image": "pytorch-2.3-cuda12.3"},
+    "instance_package_renewal": {"package_renewal": "stop"},
     "quote": {"kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
               "image": "pytorch-2.3-cuda12.3"},
 }
