@@ -5,8 +5,8 @@ services (their ServiceErrors are attached back onto this form by the view).
 """
 from django import forms
 
-from inventory.models import Accelerator, Image
-from inventory.selectors import current_prices, stock_by_accelerator
+from inventory.models import Accelerator, Image, Zone
+from inventory.selectors import current_prices, stock_by_accelerator, stock_by_zone
 from provisioning.choices import BillingMode, InstanceKind, PackageRenewal
 from provisioning.placement import Item, Policy
 from provisioning.placement.validation import MAX_POLICY_CARDS
@@ -24,7 +24,8 @@ RENEWAL_CHOICES = [(PackageRenewal.STOP, "Stop the instance"), (PackageRenewal.R
 
 
 class CatalogChoices:
-    """The orderable catalog with stock and prices, read once per request (three queries)."""
+    """The orderable catalog with stock and prices, and the zones with their free cards, read once per request
+    (six queries)."""
 
     def __init__(self):
         prices = current_prices()
@@ -38,6 +39,14 @@ class CatalogChoices:
         self.vendors = sorted({a.vendor for a in self.accelerators})
         images = list(Image.objects.filter(active=True).order_by("slug"))
         self.images_by_vendor = {v: [i for i in images if v in (i.vendors or [])] for v in self.vendors}
+        free = {}
+        for (zone, _acc), row in stock_by_zone().items():
+            free[zone] = free.get(zone, 0) + row["available_cards"]
+        self.zones = [(z, free.get(z.slug, 0)) for z in Zone.objects.order_by("slug")]
+
+    def zone_choices(self):
+        return [("", "Any zone (Cardmix picks)")] + [
+            (z.slug, f"{z.name} · {z.get_fabric_kind_display()} {z.fabric_gbps} Gb/s · {n} free") for z, n in self.zones]
 
     def accelerator_choices(self, blank: str | None = None):
         rows = [("", blank)] if blank else []
@@ -56,6 +65,7 @@ class InstanceCreateForm(forms.Form):
     name = forms.CharField(max_length=100, initial="my-instance")
     mode = forms.ChoiceField(choices=MODE_CHOICES, initial="items", widget=forms.RadioSelect)
     kind = forms.ChoiceField(choices=KIND_CHOICES, initial=InstanceKind.CONTAINER, widget=forms.RadioSelect)
+    zone = forms.ChoiceField(required=False, label="Zone")
     accelerator = forms.ChoiceField(required=False)
     count = forms.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS, initial=1, required=False)
     accelerator2 = forms.ChoiceField(required=False, label="Second accelerator (hybrid)")
@@ -76,6 +86,7 @@ class InstanceCreateForm(forms.Form):
         self.fields["accelerator"].choices = catalog.accelerator_choices()
         self.fields["accelerator2"].choices = catalog.accelerator_choices(blank="— none —")
         self.fields["compatible_vendors"].choices = [(v, VENDOR_LABELS.get(v, v)) for v in catalog.vendors]
+        self.fields["zone"].choices = catalog.zone_choices()
         self.fields["ssh_key_ids"].choices = [(str(k.pk), f"{k.name} ({k.fingerprint})") for k in ssh_keys]
         if catalog.accelerators:
             self.fields["accelerator"].initial = catalog.accelerators[0].slug
@@ -139,7 +150,8 @@ class InstanceCreateForm(forms.Form):
     def spec(self) -> InstanceSpec:
         """provisioning's InstanceSpec for instance_create / quote_compute."""
         return InstanceSpec(kind=self.cleaned_data["kind"], items=self.items(), policy=self.policy(),
-                            images=self.images(), billing=self.cleaned_data["billing"])
+                            zone=self.cleaned_data.get("zone") or None, images=self.images(),
+                            billing=self.cleaned_data["billing"])
 
 
 def attach_service_error(form: forms.Form, exc) -> None:

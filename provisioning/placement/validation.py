@@ -25,8 +25,8 @@ def validate(
         return f"unknown kind {request.kind!r}; expected one of {', '.join(KINDS)}"
     if bool(request.items) == (request.policy is not None):
         return "give either items or a policy, not both and not neither"
-    if request.zone is not None and request.zone not in index.zone_set:
-        return f"unknown zone {request.zone!r}"
+    # A zone absent from the snapshot is not invalid: the snapshot may hold only the asked-for accelerators,
+    # so such a zone simply has none free (insufficient capacity). Whether it exists is the caller's check.
     if request.policy is not None:
         return _validate_policy(request, catalog)
     for i, item in enumerate(request.items):

@@ -163,3 +163,26 @@ def test_chinese_card_names_display_as_written(web):
     Accelerator.objects.filter(slug="ascend-910b").update(name="华为昇腾 910B")
     page = web.get("/instances/new/").content.decode()
     assert "华为昇腾 910B" in page and 'charset="utf-8"' in page
+
+
+def test_zone_picker_lists_zones_with_free_cards_and_pins_the_placement(web, owner):
+    from tests.factories.provisioning import make_fleet
+
+    make_fleet(zone="zone-b", h100=1)
+    page = web.get("/instances/new/").content.decode()
+    assert '<option value="" selected>Any zone (Cardmix picks)</option>' in page
+    assert re.search(r'<option value="zone-b">zone-b · [^<]* 8 free</option>', page)
+    assert re.search(r'<option value="zone-a">zone-a · [^<]* 24 free</option>', page)
+    r = web.post("/instances/new/", {**H100_2, "zone": "zone-b"})
+    assert r.status_code == 302, r.content.decode()[-2000:]
+    inst = Instance.objects.get(organization=owner.organization)
+    assert inst.zone.slug == "zone-b"
+    assert {g.node.zone.slug for g in inst.groups.select_related("node__zone")} == {"zone-b"}
+    # Pinned to a zone without the cards: the quote says so, and creating is refused (nothing kept).
+    quote = web.post("/instances/quote/", {**H100_2, "accelerator": "ascend-910b", "zone": "zone-b"},
+                     HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="quote-soldout"' in quote
+    refused = web.post("/instances/new/", {**H100_2, "accelerator": "ascend-910b", "zone": "zone-b", "name": "npu"})
+    assert refused.status_code == 409 and Instance.objects.filter(organization=owner.organization).count() == 1
+    bad = web.post("/instances/new/", {**H100_2, "zone": "zone-mars"})
+    assert bad.status_code == 200 and "Select a valid choice" in bad.content.decode()

@@ -248,3 +248,17 @@ def test_quote_for_a_policy_chooses_the_cheapest_mix(client):
 def test_quote_validation_error(client):
     r = client.post("/api/v1/quotes/", {"kind": "container"}, format="json")
     assert r.status_code == 400 and "items" in r.json()["error"]["details"]
+
+
+def test_a_real_zone_without_that_accelerator_is_sold_out_not_invalid(client):
+    from tests.factories.provisioning import container_body, make_fleet
+
+    make_fleet(h100=1)
+    make_fleet(zone="zone-npu", ascend=1)
+    body = {**container_body("h100-sxm-80g", 1), "zone": "zone-npu"}
+    sold_out = client.post("/api/v1/instances/", body, format="json")
+    assert sold_out.status_code == 409 and sold_out.json()["error"]["code"] == "insufficient_capacity"
+    waiting = client.post("/api/v1/instances/", {**body, "waitlist": True}, format="json")
+    assert waiting.status_code == 202 and waiting.json()["state"] == "waitlisted"
+    unknown = client.post("/api/v1/instances/", {**body, "zone": "zone-mars"}, format="json")
+    assert unknown.status_code == 400 and "zone" in unknown.json()["error"]["details"]
