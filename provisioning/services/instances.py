@@ -16,7 +16,7 @@ from ..placement import Item, PlacementRequest
 from ..selectors import org_cards_in_use
 from . import billing_port
 from .capacity import placement_catalog
-from .claims import placement_claim
+from .claims import placement_claim, placement_decide
 from .specs import InstanceSpec, images_resolve, placement_invalid, spec_check
 from .transitions import event_record, instance_transition
 
@@ -159,6 +159,8 @@ def instance_start(*, org: Organization, instance_id, actor, request=None) -> In
         _quota_check(org, instance.card_total)
         spec = instance_spec(instance)
         catalog = placement_catalog(billing=instance.billing)
+        if instance.policy and spec.items and not placement_decide(spec.placement_request(), catalog).ok:
+            spec = instance_spec(instance, by_policy=True)  # its last mix is sold out: any mix the policy allows
         spec_check(spec, catalog)
         _claim_or_waitlist(instance=instance, request=spec.placement_request(), catalog=catalog, spec=spec,
                            actor=actor, reason="start", now=now)
@@ -169,11 +171,13 @@ def instance_start(*, org: Organization, instance_id, actor, request=None) -> In
     return instance
 
 
-def instance_spec(instance: Instance) -> InstanceSpec:
-    """The spec to place an existing instance again: its chosen mix (or its policy if it has no mix yet)."""
+def instance_spec(instance: Instance, *, by_policy: bool = False) -> InstanceSpec:
+    """The spec to place an existing instance again: its chosen mix (or its policy if it has no mix yet, or
+    when `by_policy`)."""
     from ..placement import Policy
 
-    items = tuple(Item(it["accelerator"], int(it["count"])) for it in instance.items)
+    items = () if by_policy and instance.policy else tuple(Item(it["accelerator"], int(it["count"]))
+                                                             for it in instance.items)
     policy = None
     if not items and instance.policy:
         p = instance.policy

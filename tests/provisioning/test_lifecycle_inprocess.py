@@ -214,3 +214,34 @@ def test_monthly_instance_is_charged_a_package_not_metered(client):
     assert instance_advance(r.json()["id"]) == "running"
     assert package_active(r.json()["id"])
     assert not Meter.objects.filter(instance_id=r.json()["id"]).exists()
+
+
+def test_a_policy_instance_restarts_on_another_allowed_mix_when_its_last_one_is_sold_out(client):
+    from inventory.models import Card
+    from tests.factories.inventory import CardAllocationFactory
+
+    make_fleet(h100=1, h800=1)
+    body = {"name": "p", "kind": "container", "images": {"nvidia": "pytorch-2.3-cuda12.3"},
+            "policy": {"total_cards": 4, "compatible_vendors": ["nvidia"], "min_domestic_share": 0}}
+    r = _create(client, body)
+    assert r.status_code == 201, r.json()
+    iid = r.json()["id"]
+    assert instance_advance(iid) == "running"
+    first = Instance.objects.get(pk=iid).items[0]["accelerator"]
+    client.post(f"{URL}{iid}/stop/")
+    assert instance_advance(iid) == "stopped"
+    # Free cards of the same mix: the restart keeps it.
+    assert client.post(f"{URL}{iid}/start/").status_code == 202
+    assert instance_advance(iid) == "running" and Instance.objects.get(pk=iid).items[0]["accelerator"] == first
+    client.post(f"{URL}{iid}/stop/")
+    instance_advance(iid)
+    # Now that accelerator is sold out: the policy picks the other allowed one instead of refusing.
+    for card in Card.objects.filter(node__accelerator__slug=first):
+        CardAllocationFactory(card=card)
+    started = client.post(f"{URL}{iid}/start/")
+    assert started.status_code == 202, started.json()
+    other = started.json()["items"][0]["accelerator"]
+    assert other != first and started.json()["items"][0]["count"] == 4
+    assert instance_advance(iid) == "running"
+    meter = Meter.objects.get(instance_id=iid, closed_at__isnull=True)
+    assert meter.accelerator == other
