@@ -157,10 +157,8 @@ def instance_start(*, org: Organization, instance_id, actor, request=None) -> In
         instance.sla_event_id = event.pk
         instance.save(update_fields=["sla_event_id"])
         _quota_check(org, instance.card_total)
-        spec = instance_spec(instance)
         catalog = placement_catalog(billing=instance.billing)
-        if instance.policy and spec.items and not placement_decide(spec.placement_request(), catalog).ok:
-            spec = instance_spec(instance, by_policy=True)  # its last mix is sold out: any mix the policy allows
+        spec = placement_spec_again(instance, catalog)
         spec_check(spec, catalog)
         _claim_or_waitlist(instance=instance, request=spec.placement_request(), catalog=catalog, spec=spec,
                            actor=actor, reason="start", now=now)
@@ -169,6 +167,15 @@ def instance_start(*, org: Organization, instance_id, actor, request=None) -> In
         if instance.state == S.PROVISIONING:
             instance_dispatch(instance.pk)
     return instance
+
+
+def placement_spec_again(instance: Instance, catalog) -> InstanceSpec:
+    """What a start or a waitlist wake places: the instance's last mix, or — for a policy instance whose last
+    mix does not fit now — any mix its policy allows."""
+    spec = instance_spec(instance)
+    if instance.policy and spec.items and not placement_decide(spec.placement_request(), catalog).ok:
+        return instance_spec(instance, by_policy=True)
+    return spec
 
 
 def instance_spec(instance: Instance, *, by_policy: bool = False) -> InstanceSpec:

@@ -16,7 +16,7 @@ from ..models import Instance
 from ..selectors import waitlist_shape
 from .capacity import placement_catalog
 from .claims import placement_claim
-from .instances import _quota_check, instance_dispatch, instance_spec, step_deadline
+from .instances import _quota_check, instance_dispatch, placement_spec_again, step_deadline
 from .specs import images_resolve
 from .transitions import instance_transition
 
@@ -30,8 +30,8 @@ def _wake_one(instance_id) -> bool:
         if instance.state != S.WAITLISTED:
             return False
         org = Organization.objects.select_for_update().get(pk=instance.organization_id)
-        spec = instance_spec(instance)
         catalog = placement_catalog(billing=instance.billing)
+        spec = placement_spec_again(instance, catalog)
         cards = instance.card_total or (instance.policy or {}).get("total_cards", 0)
         try:
             _quota_check(org, cards)

@@ -245,3 +245,26 @@ def test_a_policy_instance_restarts_on_another_allowed_mix_when_its_last_one_is_
     assert instance_advance(iid) == "running"
     meter = Meter.objects.get(instance_id=iid, closed_at__isnull=True)
     assert meter.accelerator == other
+
+
+def test_a_waitlisted_policy_restart_wakes_on_any_allowed_mix(client):
+    from inventory.models import Card, CardAllocation
+    from provisioning.services.waitlist import waitlist_wake
+    from tests.factories.inventory import CardAllocationFactory
+
+    make_fleet(h100=1, h800=1)
+    body = {"name": "p", "kind": "container", "images": {"nvidia": "pytorch-2.3-cuda12.3"}, "waitlist": True,
+            "policy": {"total_cards": 8, "compatible_vendors": ["nvidia"], "min_domestic_share": 0}}
+    iid = _create(client, body).json()["id"]
+    assert instance_advance(iid) == "running"
+    first = Instance.objects.get(pk=iid).items[0]["accelerator"]
+    client.post(f"{URL}{iid}/stop/")
+    instance_advance(iid)
+    blockers = [CardAllocationFactory(card=c) for c in Card.objects.all()]  # everything sold out
+    assert client.post(f"{URL}{iid}/start/").json()["state"] == "waitlisted"
+    # Only the other accelerator frees up: the wake places the policy there.
+    other_cards = [b.pk for b in blockers if b.card.node.accelerator.slug != first]
+    CardAllocation.objects.filter(pk__in=other_cards).delete()
+    assert waitlist_wake() == 1
+    inst = Instance.objects.get(pk=iid)
+    assert inst.state == "provisioning" and inst.items[0]["accelerator"] != first
