@@ -4,7 +4,7 @@ from rest_framework.validators import UniqueValidator
 
 from core.fields import MoneyField
 
-from ..choices import NodeState, Vendor
+from ..choices import CardHealth, NodeState, Vendor
 from ..models import Accelerator, Card, Image, Node, Price, Zone
 from ..node_import import DRIVERS, MAX_CARDS_PER_NODE
 from ..selectors import price_pair
@@ -112,6 +112,12 @@ class ReasonSerializer(serializers.Serializer):
     """Input of the node state actions."""
 
     reason = serializers.CharField(max_length=500)
+
+
+class CardHealthSerializer(ReasonSerializer):
+    """Input of the card health action: the finding and why."""
+
+    health = serializers.ChoiceField(choices=CardHealth.choices)
 
 
 class CardSerializer(serializers.ModelSerializer):

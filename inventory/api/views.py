@@ -1,6 +1,7 @@
 """The catalog API (every role) and the operators' admin API (staff only)."""
 import django_filters
 from django.db.models import Exists, OuterRef, Q, Subquery
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -140,7 +141,7 @@ class CardFilter(django_filters.FilterSet):
 
 
 class CardAdminViewSet(viewsets.ReadOnlyModelViewSet):
-    """/admin-api/cards/: read-only cards with their current holder."""
+    """/admin-api/cards/: cards with their current holder; POST {id}/health/ marks one ok, degraded or failed."""
 
     permission_classes = [IsStaff]
     serializer_class = s.CardSerializer
@@ -152,6 +153,16 @@ class CardAdminViewSet(viewsets.ReadOnlyModelViewSet):
                 .annotate(live_holder_id=Subquery(live.values("holder_id")[:1]),
                           live_holder_kind=Subquery(live.values("holder_kind")[:1]),
                           live_allocated_at=Subquery(live.values("allocated_at")[:1])))
+
+    @extend_schema(request=s.CardHealthSerializer, responses={200: s.CardSerializer})
+    @action(detail=True, methods=["post"])
+    def health(self, request, pk=None):
+        card = self.get_object()
+        data = s.CardHealthSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.cards_set_health(card_ids=[card.pk], health=data.validated_data["health"],
+                                  reason=data.validated_data["reason"], actor=request.user, request=request)
+        return Response(s.CardSerializer(self.get_queryset().get(pk=card.pk)).data)
 
 
 class PriceAdminViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,

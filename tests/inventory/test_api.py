@@ -109,7 +109,11 @@ def test_admin_api_refuses_non_staff(role, member_factory, session_client_for, c
     assert_error(client.post(f"/api/v1/admin-api/nodes/{node.pk}/drain/", {"reason": "x"}, format="json"),
                  403, "permission_denied")
     assert_error(client.post("/api/v1/admin-api/nodes/", {}, format="json"), 403, "permission_denied")
+    card = node.cards.get(index=0)
+    assert_error(client.post(f"/api/v1/admin-api/cards/{card.pk}/health/", {"health": "failed", "reason": "x"},
+                             format="json"), 403, "permission_denied")
     assert Node.objects.get(pk=node.pk).state == NodeState.AVAILABLE
+    assert node.cards.get(index=0).health == "ok"
 
 
 def test_admin_api_node_crud_filters_and_actions(staff_client, catalog):
@@ -229,3 +233,22 @@ def test_staff_bearer_token_reaches_the_admin_api(member_factory, token_client_f
     NodeFactory()
     client = token_client_for(membership, scope="write")
     assert client.get("/api/v1/admin-api/nodes/").json()["count"] == 1
+
+
+def test_admin_api_card_health(staff_client, catalog):
+    node = NodeFactory()
+    card = node.cards.get(index=3)
+    url = f"/api/v1/admin-api/cards/{card.pk}/health/"
+    marked = staff_client.post(url, {"health": "failed", "reason": "XID 48 double-bit ECC"}, format="json")
+    assert marked.status_code == 200, marked.content
+    assert marked.json()["health"] == "failed" and marked.json()["index"] == 3
+    event = AuditEvent.objects.get(action="card.health", actor=staff_client.user)
+    assert event.details["reason"] == "XID 48 double-bit ECC" and event.details["to"] == "failed"
+    assert staff_client.get(f"/api/v1/admin-api/nodes/{node.pk}/").json()["cards_failed"] == 1
+    bad = assert_error(staff_client.post(url, {"health": "melted", "reason": "x"}, format="json"), 400,
+                       "validation_error")
+    assert "health" in bad["details"]
+    assert "reason" in assert_error(staff_client.post(url, {"health": "ok"}, format="json"), 400,
+                                    "validation_error")["details"]
+    assert_error(staff_client.post("/api/v1/admin-api/cards/999999999/health/", {"health": "ok", "reason": "x"},
+                                   format="json"), 404, "not_found")

@@ -129,7 +129,7 @@ def admin_card(world):
 
     n = admin_node(world).row
     c = Card.objects.filter(node=n).first()
-    return Target({"pk": c.pk}, expect=FORBIDDEN, row=c)
+    return Target({"pk": c.pk}, expect=FORBIDDEN, row=c, body={"health": "failed", "reason": "x"})
 
 
 def admin_price(world):
@@ -165,6 +165,7 @@ OBJECT_FACTORIES = {
     "api:admin-node-quarantine": admin_node,
     "api:admin-node-retire": admin_node,
     "api:admin-card-detail": admin_card,
+    "api:admin-card-health": admin_card,
     "api:admin-price-detail": admin_price,
     "api:admin-image-detail": admin_image,
     # billing
