@@ -5,7 +5,9 @@ Under the advisory lock "reconciler" (a second beat does nothing) it
   (steps are resumable) a bounded number of times, then fails provisioning/checking instances with
   their cards released (and the SLA settled), and forces stopping/terminating ones to their end;
 - releases every card held by an instance that is not live;
-- closes every meter open for an instance that is not `running`, at the second it left running.
+- closes every meter open for an instance that is not `running`, at the second it left running;
+- applies a monthly package's end to its instance when the package-end hook was lost (a crash between
+  billing's commit and the hook): a monthly instance whose latest period ended without renewing.
 """
 import logging
 from datetime import timedelta
@@ -133,6 +135,26 @@ def meters_leaked_close() -> int:
     return len(leaked)
 
 
+def packages_ended_apply() -> int:
+    """Monthly instances whose latest package period ended without renewing, not yet on demand: apply it."""
+    from billing.models_products import Package, PackageState  # reading billing's rows is allowed
+
+    from .packages import instance_package_ended
+
+    monthly = Instance.objects.filter(billing="monthly").exclude(state__in=[S.TERMINATING, S.TERMINATED])
+    latest = {}  # instance id → its latest period (rows come newest period first)
+    for row in (Package.objects.filter(instance_id__in=monthly.values("pk")).order_by("instance_id", "-period")
+                .values_list("instance_id", "state", "outcome", "ends_at")):
+        latest.setdefault(row[0], row)
+    done = 0
+    for instance_id, state, outcome, ends_at in latest.values():
+        if state == PackageState.ENDED and outcome != "renewed":
+            instance_package_ended(instance_id=instance_id, outcome=outcome, at=ends_at)
+            logger.warning("reconciler applied a lost package end", extra={"instance": str(instance_id)})
+            done += 1
+    return done
+
+
 def reconcile() -> dict:
     """One reconciler pass under the advisory lock; returns what it did, or {"skipped": True}."""
     with transaction.atomic():
@@ -147,6 +169,7 @@ def reconcile() -> dict:
                 stats[outcome] += 1
         stats["cards_released"] = cards_leaked_release()
         stats["meters_closed"] = meters_leaked_close()
+        stats["package_ends"] = packages_ended_apply()
     if any(stats.values()):
         logger.info("reconciler pass", extra=stats)
     return stats

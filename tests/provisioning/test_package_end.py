@@ -124,3 +124,24 @@ def test_terminating_a_monthly_instance_never_renews_its_package(client, owner):
     inst.refresh_from_db()
     assert inst.state == "terminated" and inst.billing == "monthly"
     assert AuditEvent.objects.filter(action="package.renewal_set").count() == 1
+
+
+def test_the_reconciler_applies_a_package_end_whose_hook_was_lost(client):
+    from billing.products import hooks
+    from provisioning.apps import _on_package_end
+    from provisioning.services.reconciler import reconcile
+
+    make_fleet(h100=1)
+    inst = running_monthly(client, "on_demand", cards=1)
+    hooks.unregister_package_end(_on_package_end)  # as if the process died between billing's commit and the hook
+    try:
+        package = end_period(inst)
+    finally:
+        hooks.register_package_end(_on_package_end)
+    inst.refresh_from_db()
+    assert inst.billing == "monthly" and not Meter.objects.filter(instance_id=inst.pk).exists()
+    assert reconcile()["package_ends"] == 1
+    inst.refresh_from_db()
+    assert inst.billing == "on_demand"
+    assert Meter.objects.get(instance_id=inst.pk, closed_at__isnull=True).opened_at == package.ends_at
+    assert reconcile()["package_ends"] == 0  # once
