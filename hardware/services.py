@@ -1,6 +1,7 @@
 """Writes of the real-hardware paths: agent tokens, heartbeats, agent commands, BMC credentials.
 
-Node cleaning lives in `cleaning.py`, Slurm partitions in `slurm.py`.
+Slurm partitions live in `slurm.py`; node cleaning, which drives the node's driver, in
+`provisioning/services/cleaning.py`.
 """
 import time
 from datetime import timedelta
