@@ -4,6 +4,8 @@ Behind NUM_PROXIES trusted reverse proxies, each appends the address it saw to X
 client is the NUM_PROXIES-th entry from the right; anything further left was written by the client and is
 not trusted. With NUM_PROXIES = 0 (no proxy) X-Forwarded-For is ignored and REMOTE_ADDR is the client.
 This is DRF's own rule (SimpleRateThrottle.get_ident), so all three agree."""
+import ipaddress
+
 from django.conf import settings
 
 
@@ -16,5 +18,9 @@ def client_ip(request) -> str | None:
     if proxies > 0 and forwarded:
         addresses = [a.strip() for a in forwarded.split(",") if a.strip()]
         if addresses:
-            return addresses[-min(proxies, len(addresses))]
+            chosen = addresses[-min(proxies, len(addresses))]
+            try:  # with NUM_PROXIES set too high the entry is the client's own text: never store that
+                return str(ipaddress.ip_address(chosen))
+            except ValueError:
+                return remote
     return remote

@@ -375,3 +375,17 @@ def test_without_proxies_x_forwarded_for_is_ignored(member_factory, settings):
     locked = Client(REMOTE_ADDR="198.51.100.9", HTTP_X_FORWARDED_FOR="192.0.2.99").post(
         reverse("console:login"), {"username": m.user.email, "password": PASSWORD})
     assert locked.status_code in (403, 429)
+
+
+@pytest.mark.pg
+@pytest.mark.django_db
+def test_a_garbage_forwarded_address_falls_back_to_the_peer(settings):
+    """NUM_PROXIES set higher than the real proxy count lets the client write the chosen entry: it must be
+    an IP address, or the peer's address is used (the audit log's column takes only addresses)."""
+    from tenancy.models import AuditEvent
+
+    settings.NUM_PROXIES = 2
+    response = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="<script>, 203.0.113.9").post(
+        reverse("console:signup"), {"email": "garbage-xff@example.com", "password": "Tall-Giraffe-Orbit-93"})
+    assert response.status_code == 302
+    assert AuditEvent.objects.get(action="user.signup").ip == "10.0.0.2"
