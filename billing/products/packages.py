@@ -6,6 +6,7 @@ Provisioning calls, in this order:
   package_start(org=, instance_id=, items=, renewal=)   when the instance first enters running
   package_active(instance_id)                          before opening meters: True → do not meter
   package_renewal_set(org=, instance_id=, renewal=)    when the customer changes the choice or terminates
+  packages_current(instance_ids)                       the latest period of each, for the instance body
 and registers `hooks.register_package_end(fn)` to hear how each period ended.
 A provisioning failure calls nothing, so nothing is charged; stopping neither pauses nor refunds.
 """
@@ -110,9 +111,12 @@ def package_active(instance_id) -> bool:
     return Package.objects.filter(instance_id=instance_id, state=PackageState.ACTIVE).exists()
 
 
-def package_current(instance_id) -> Package | None:
-    """The instance's latest package period, or None."""
-    return Package.objects.filter(instance_id=instance_id).order_by("-period").first()
+def packages_current(instance_ids) -> dict:
+    """{instance id: its latest package period} for these instances, in one query."""
+    latest: dict = {}
+    for package in Package.objects.filter(instance_id__in=list(instance_ids)).order_by("instance_id", "-period"):
+        latest.setdefault(package.instance_id, package)
+    return latest
 
 
 def package_renewal_set(*, org, instance_id, renewal: str, actor=None, request=None) -> Package:

@@ -34,7 +34,8 @@ def decorate(instances, *, can_write: bool) -> list:
     now = db_now()
     ids = [i.pk for i in instances]
     costs = billing_port.instance_costs(ids, now=now) if ids else {}
-    context = {"costs": costs, "positions": selectors.waitlist_positions(instances), "now": now}
+    context = {"costs": costs, "positions": selectors.waitlist_positions(instances), "now": now,
+               "packages": billing_port.packages_current(instances)}
     slugs = {it["accelerator"] for inst in instances for it in inst.items}
     names = dict(Accelerator.objects.filter(slug__in=slugs).values_list("slug", "name")) if slugs else {}
     for inst in instances:

@@ -15,7 +15,6 @@ from core.errors import ServiceError
 from provisioning import selectors
 from provisioning.choices import InstanceState
 from provisioning.models import PackageRenewal
-from provisioning.services import billing_port
 from provisioning.services.instances import instance_create, instance_start, instance_stop, instance_terminate
 from provisioning.services.packages import instance_package_renewal_set
 from provisioning.services.quotes import quote_compute
@@ -166,7 +165,6 @@ def _detail_context(request, instance_id, action_error: str = "") -> dict:
     events = list(selectors.instance_events(instance=instance))
     return {
         "instance": instance,
-        "package": billing_port.package_current(instance.pk) if instance.billing == "monthly" else None,
         "renewal_choices": PackageRenewal.choices,
         "events": events,
         "steps": ic.progress(instance, events),

@@ -126,7 +126,15 @@ def _slurm_partition(instance_id, groups) -> dict | None:
     return hardware_port.slurm_partition(instance_id=instance_id, nodes=list(nodes.values()))
 
 
-def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now) -> dict:
+def _package(package) -> dict | None:
+    # The latest period of a monthly instance (None before it first ran, and for on-demand instances).
+    if package is None:
+        return None
+    return {"period": package.period, "state": package.state, "starts_at": package.starts_at,
+            "ends_at": package.ends_at, "renewal": package.renewal}
+
+
+def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages=None) -> dict:
     """The instance body from its row and its live group rows (ordered by item index, id)."""
     nodes, ssh, seen = [], [], set()
     user = _ssh_user(row.kind)
@@ -165,6 +173,7 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         "images": row.images,
         "billing": row.billing,
         "package_renewal": row.package_renewal,
+        "package": _package((packages or {}).get(row.id)),
         "waitlist": row.waitlist,
         "created_at": row.created_at,
         "ready_at": row.ready_at,

@@ -65,7 +65,7 @@ class StateFilterSerializer(serializers.Serializer):
 
 
 class InstanceSerializer(serializers.Serializer):
-    """The instance body of the detail endpoints and the console. Context: costs, positions, now.
+    """The instance body of the detail endpoints and the console. Context: costs, positions, now, packages.
 
     The body itself is built by rows.instance_body, the list's fast path, from this instance's rows.
     """
@@ -76,7 +76,8 @@ class InstanceSerializer(serializers.Serializer):
         if groups is None:
             groups = list(instance.groups.filter(released_at__isnull=True).select_related("node__accelerator"))
         return instance_body(row_of(instance), [group_row_of(g) for g in groups], costs=ctx.get("costs", {}),
-                             positions=ctx.get("positions", {}), now=ctx.get("now"))
+                             positions=ctx.get("positions", {}), now=ctx.get("now"),
+                             packages=ctx.get("packages", {}))
 
 
 class InstanceEventSerializer(serializers.Serializer):

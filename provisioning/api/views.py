@@ -32,10 +32,11 @@ from .serializers import (
 
 
 def _context(instances) -> dict:
-    """Costs, waitlist positions and the database clock, each fetched once for the whole page."""
+    """Costs, waitlist positions, package periods and the database clock, each fetched once for the page."""
     ids = [i.pk for i in instances]
     return {"costs": billing_port.instance_costs(ids) if ids else {},
-            "positions": selectors.waitlist_positions(instances), "now": db_now()}
+            "positions": selectors.waitlist_positions(instances), "now": db_now(),
+            "packages": billing_port.packages_current(instances)}
 
 
 def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:
@@ -70,7 +71,8 @@ class InstanceListCreateView(APIView):
             else:
                 ids = [r.id for r in rows]
                 groups, costs = selectors.live_group_rows(ids), billing_port.instance_costs(ids, now=now)
-            context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now}
+            context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
+                       "packages": billing_port.packages_current(rows)}
             data = [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
         return paginator.get_paginated_response(data)
 

@@ -55,11 +55,15 @@ def package_renewal_set(*, instance, renewal: str, actor=None, request=None) -> 
         pass
 
 
-def package_current(instance_id):
-    """The instance's latest package period (billing's Package: period, starts_at, ends_at, renewal, state)."""
-    from billing.products.packages import package_current as current
+def packages_current(instances) -> dict:
+    """{instance id: latest package period} for the monthly ones among `instances` (rows or models); one query,
+    none when no instance is monthly."""
+    ids = [i.pk for i in instances if i.billing == "monthly"]
+    if not ids:
+        return {}
+    from billing.products.packages import packages_current as current
 
-    return current(instance_id)
+    return current(ids)
 
 
 def meters_close(*, instance_id, at=None) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from billing.models import Meter
+from billing.models_products import Package
 from provisioning.models import Instance, NodeGroup
 from tests.factories.billing import MeterFactory
 from tests.factories.provisioning import InstanceFactory, make_fleet
@@ -81,8 +82,12 @@ def fleet_of_states(owner, settings):
                   sla_event_id=_id(905), sla_settled_event_id=_id(905), sla_compensation=34_400_000)
     _group(hybrid, asc, 1, list(range(8)))
     _group(hybrid, h2, 0, list(range(8)))
-    inst(6, 15, state="stopped", billing="monthly", package_renewal="renew", items=[h100],
-         price_per_hour=2_700_001, ready_at=_at(15, 7), sla_deadline=_at(16), state_reason="stopped by user")
+    monthly = inst(6, 15, state="stopped", billing="monthly", package_renewal="renew", items=[h100],
+                   price_per_hour=2_700_001, ready_at=_at(15, 7), sla_deadline=_at(16), state_reason="stopped by user")
+    for period in (1, 2):  # the body shows the latest period
+        Package.objects.create(organization=org, instance_id=monthly.pk, period=period, items=[], rate_per_hour=1,
+                               amount=720, renewal="renew", state="ended" if period == 1 else "active",
+                               starts_at=_at(15, 7) if period == 1 else _at(25, 7), ends_at=_at(25, 7 * period))
     late = inst(7, 14, state="provisioning", items=[h100], price_per_hour=3_800_000, zone=h1.zone,
                 sla_deadline=_at(14), sla_event_id=_id(907))
     _group(late, h1, 0, [2, 3], state="placed")
