@@ -141,14 +141,16 @@ def packages_ended_apply() -> int:
 
     from .packages import instance_package_ended
 
-    monthly = Instance.objects.filter(billing="monthly").exclude(state__in=[S.TERMINATING, S.TERMINATED])
+    # Normally none: a monthly instance has an active period, or none yet (it never ran).
+    stranded = (Instance.objects.filter(billing="monthly").exclude(state__in=[S.TERMINATING, S.TERMINATED])
+                .exclude(pk__in=Package.objects.filter(state=PackageState.ACTIVE).values("instance_id")))
     latest = {}  # instance id → its latest period (rows come newest period first)
-    for row in (Package.objects.filter(instance_id__in=monthly.values("pk")).order_by("instance_id", "-period")
-                .values_list("instance_id", "state", "outcome", "ends_at")):
+    for row in (Package.objects.filter(instance_id__in=stranded.values("pk")).order_by("instance_id", "-period")
+                .values_list("instance_id", "outcome", "ends_at")):
         latest.setdefault(row[0], row)
     done = 0
-    for instance_id, state, outcome, ends_at in latest.values():
-        if state == PackageState.ENDED and outcome != "renewed":
+    for instance_id, outcome, ends_at in latest.values():
+        if outcome != "renewed":
             instance_package_ended(instance_id=instance_id, outcome=outcome, at=ends_at)
             logger.warning("reconciler applied a lost package end", extra={"instance": str(instance_id)})
             done += 1
