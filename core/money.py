@@ -33,6 +33,8 @@ def parse_cny(text, *, allow_negative: bool = False, max_decimals: int = 6) -> i
         raise MoneyError(f"At most {max_decimals} decimal places.")
     if value < 0 and not allow_negative:
         raise MoneyError("The amount must not be negative.")
+    if value and value.adjusted() > 9:  # checked before multiplying: 1e999999 × 10⁶ overflows the context
+        raise MoneyError("The amount is too large.")
     ucny = value * UCNY_PER_CNY
     if abs(ucny) > 10**15:
         raise MoneyError("The amount is too large.")

@@ -74,10 +74,13 @@ def require(read: str | None = "read", write: str | None = None) -> type[RolePer
 
 
 class IsStaff(BasePermission):
-    """Operators only (the admin API)."""
+    """Operators only (the admin API); an operator's `read` token only reads."""
 
     message = "Only operators may do this."
 
     def has_permission(self, request, view):
         user = getattr(request, "user", None)
-        return bool(user and user.is_authenticated and user.is_staff)
+        if not (user and user.is_authenticated and user.is_staff):
+            return False
+        scope = getattr(getattr(request, "auth", None), "scope", None)
+        return request.method in SAFE_METHODS or scope != "read"

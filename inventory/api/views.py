@@ -44,8 +44,10 @@ class ImageViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         qs = Image.objects.filter(active=True).order_by("slug")
         vendor = self.request.query_params.get("vendor")
-        # JSON containment is not portable to SQLite; filter the few images in Python instead.
-        return [i for i in qs if vendor in i.vendors] if vendor else qs
+        if not vendor or self.action != "list":  # ?vendor= narrows the list, never hides one image
+            return qs
+        # JSON containment is not portable to SQLite; filter the few images in Python, keep a queryset.
+        return qs.filter(pk__in=[i.pk for i in qs if vendor in i.vendors])
 
 
 class NodeFilter(django_filters.FilterSet):

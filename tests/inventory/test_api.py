@@ -73,6 +73,7 @@ def test_accelerator_fields_prices_and_stock(member_factory, session_client_for,
     assert image == {"slug": "cann-torch-npu", "name": image["name"], "description": image["description"],
                      "vendors": ["huawei"]}
     assert [i["slug"] for i in client.get("/api/v1/images/?vendor=huawei").json()["results"]] == ["cann-torch-npu"]
+    assert client.get("/api/v1/images/cann-torch-npu/?vendor=nvidia").json()["slug"] == "cann-torch-npu"
     assert_error(client.get("/api/v1/accelerators/nope/"), 404, "not_found")
 
 
@@ -114,6 +115,27 @@ def test_admin_api_refuses_non_staff(role, member_factory, session_client_for, c
                              format="json"), 403, "permission_denied")
     assert Node.objects.get(pk=node.pk).state == NodeState.AVAILABLE
     assert node.cards.get(index=0).health == "ok"
+
+
+def test_an_operators_read_token_only_reads_the_admin_api(member_factory, token_client_for, catalog):
+    node = NodeFactory()
+    membership = member_factory(role="owner")
+    membership.user.is_staff = True
+    membership.user.save(update_fields=["is_staff"])
+    reader, writer = token_client_for(membership, scope="read"), token_client_for(membership, scope="write")
+    assert reader.get("/api/v1/admin-api/nodes/").status_code == 200
+    assert reader.get(f"/api/v1/admin-api/nodes/{node.pk}/").status_code == 200
+    assert_error(reader.post(f"/api/v1/admin-api/nodes/{node.pk}/drain/", {"reason": "x"}, format="json"),
+                 403, "permission_denied")
+    assert_error(reader.patch(f"/api/v1/admin-api/nodes/{node.pk}/", {"ssh_port": 2222}, format="json"),
+                 403, "permission_denied")
+    assert_error(reader.post("/api/v1/admin-api/images/", {"slug": "evil", "name": "evil", "vendors": ["nvidia"],
+                                                            "description": "x"}, format="json"),
+                 403, "permission_denied")
+    assert_error(reader.post(f"/api/v1/admin-api/cards/{node.cards.get(index=0).pk}/health/",
+                             {"health": "failed", "reason": "x"}, format="json"), 403, "permission_denied")
+    assert Node.objects.get(pk=node.pk).state == NodeState.AVAILABLE and node.cards.get(index=0).health == "ok"
+    assert writer.post(f"/api/v1/admin-api/nodes/{node.pk}/drain/", {"reason": "x"}, format="json").status_code == 200
 
 
 def test_admin_api_node_crud_filters_and_actions(staff_client, catalog):

@@ -92,6 +92,7 @@ def test_other_organizations_topup_is_404(member_factory, session_client_for):
     ("0.50", "between"),             # below TOPUP_MIN_UCNY (1.00 in these tests)
     ("-5.00", "negative"),
     ("100000000.00", "between"),     # above TOPUP_MAX_UCNY
+    ("1e999999", "too large"),       # an exponent that would overflow once scaled to µCNY
     (None, ""),
 ])
 def test_bad_amounts_are_400_with_details(stripe_env, member_factory, session_client_for, amount, field_message):
