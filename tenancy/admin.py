@@ -1,15 +1,37 @@
 """Operators' admin for users, organizations (quota), tokens, SSH keys and the audit log."""
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 
 from core.admin import ReadOnlyAdmin
 
 from .audit import audit_record
-from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, TrialClaim, User
+from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, TrialClaim, User, normalize_email
+
+
+class NormalisedEmailMixin:
+    """The unique check sees the stored spelling, so `ADA@x` next to `ada@x` is a form error, not a 500."""
+
+    def clean_email(self):
+        return normalize_email(self.cleaned_data.get("email"))
+
+
+class UserAddForm(NormalisedEmailMixin, AdminUserCreationForm):
+    class Meta:
+        model = User
+        fields = ["email"]
+
+
+class UserEditForm(NormalisedEmailMixin, UserChangeForm):
+    class Meta:
+        model = User
+        fields = "__all__"
 
 
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
+    form = UserEditForm
+    add_form = UserAddForm
     ordering = ["email"]
     list_display = ["email", "name", "is_staff", "is_active", "email_verified_at", "date_joined"]
     search_fields = ["email", "name"]

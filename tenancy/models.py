@@ -1,4 +1,6 @@
 """Users log in by email; an Organization is the tenant; a Membership gives a user a role in one."""
+import codecs
+import unicodedata
 import uuid
 
 from django.conf import settings
@@ -10,8 +12,17 @@ from .choices import Role
 
 
 def normalize_email(email: str) -> str:
-    """Emails are compared case-insensitively and without surrounding space."""
-    return (email or "").strip().lower()
+    """The one spelling of an address: NFKC, no surrounding space, lower case, and the domain in the form
+    mail is delivered to (IDNA nameprep), so `ada@ｅxample.com` is `ada@example.com` and gets no second trial."""
+    email = unicodedata.normalize("NFKC", email or "").strip()
+    local, at, domain = email.rpartition("@")
+    if at:
+        try:
+            domain = codecs.decode(codecs.encode(domain, "idna"), "idna")
+        except UnicodeError:  # not a valid domain: the form's validator says so, not this
+            pass
+        email = f"{local}@{domain}"
+    return email.lower()
 
 
 def default_card_quota() -> int:
@@ -23,6 +34,10 @@ class UserManager(BaseUserManager):
     """Creates users keyed by normalised email."""
 
     use_in_migrations = True
+
+    def get_by_natural_key(self, email):
+        """Login looks the address up as it is stored, so `Ada@Example.com` logs in too."""
+        return self.get(email=normalize_email(email))
 
     def create_user(self, email, password=None, **extra):
         if not email:

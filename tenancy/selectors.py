@@ -1,8 +1,9 @@
 """Reads for tenancy; every organization-owned object is fetched with its organization (404 otherwise)."""
-from django.db.models import Q
+from django.db.models import Case, IntegerField, Q, Value, When
 from django.db.models.functions import Now
 from django.http import Http404
 
+from .choices import Role
 from .models import ApiToken, AuditEvent, Membership, Organization, SshKey
 
 
@@ -30,8 +31,9 @@ def membership_get_for_user(*, user, org_id) -> Membership:
 
 
 def member_list(*, org):
-    """The organization's memberships with their users, owners first."""
-    return Membership.objects.select_related("user").filter(organization=org).order_by("role", "created_at", "id")
+    """The organization's memberships with their users, by role in Role's order (owners first), then age."""
+    rank = Case(*(When(role=role, then=Value(i)) for i, role in enumerate(Role.values)), output_field=IntegerField())
+    return Membership.objects.select_related("user").filter(organization=org).order_by(rank, "created_at", "id")
 
 
 def member_get(*, org, id) -> Membership:

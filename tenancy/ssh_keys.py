@@ -37,6 +37,8 @@ def ssh_key_parse(text: str) -> ParsedKey:
         _refuse("The public key is too long.")
     if "\n" in text or "\r" in text:
         _refuse("Paste exactly one public key on one line.")
+    if any(ch < " " and ch != "\t" or ch == "\x7f" for ch in text):  # e.g. a NUL the database cannot store
+        _refuse("The public key contains control characters.")
     if text.startswith("-----BEGIN"):
         _refuse("This looks like a private or PEM key; paste the OpenSSH public key (the .pub file).")
     parts = text.split()

@@ -160,6 +160,9 @@ def members(request):
         return redirect("console:dashboard")
     form = InviteForm(request.POST or None)
     can_manage = request_can(request, "members_manage")
+    actor_is_owner = request.membership.role == Role.OWNER
+    roles = [(v, label) for v, label in Role.choices if actor_is_owner or v != Role.OWNER]  # owners make owners
+    form.fields["role"].choices = roles
     if request.method == "POST":
         if not can_manage:
             messages.error(request, "Your role does not allow managing members.")
@@ -172,9 +175,11 @@ def members(request):
             else:
                 messages.success(request, f"Added {form.cleaned_data['email']}.")
                 return redirect("console:members")
+    members = list(selectors.member_list(org=request.org))
+    for m in members:  # only owners manage owners: no controls an admin could only fail with
+        m.manageable = can_manage and (actor_is_owner or m.role != Role.OWNER)
     return render(request, "console/account/members.html", {
-        "members": selectors.member_list(org=request.org), "form": form, "can_manage": can_manage,
-        "roles": Role.choices,
+        "members": members, "form": form, "can_manage": can_manage, "roles": roles,
     })
 
 
@@ -263,12 +268,18 @@ class SshKeyForm(forms.Form):
         return data
 
 
+def _can_manage_ssh_keys(request) -> bool:
+    """The role matrix as the API applies it: viewers and billing members do not add or delete keys."""
+    return request.membership is None or request_can(request, "ssh_keys")
+
+
 @login_required
 def ssh_keys(request):
     """One's SSH keys (usable in every organization)."""
     form = SshKeyForm(request.POST or None, request.FILES or None)
+    can_manage = _can_manage_ssh_keys(request)
     if request.method == "POST":
-        if not (request.membership is None or request_can(request, "ssh_keys")):
+        if not can_manage:
             messages.error(request, "Your role does not allow adding SSH keys.")
             return redirect("console:ssh_keys")
         if form.is_valid():
@@ -281,13 +292,16 @@ def ssh_keys(request):
                 messages.success(request, "SSH key added.")
                 return redirect("console:ssh_keys")
     return render(request, "console/account/ssh_keys.html",
-                  {"keys": selectors.ssh_key_list(user=request.user), "form": form})
+                  {"keys": selectors.ssh_key_list(user=request.user), "form": form, "can_manage": can_manage})
 
 
 @login_required
 @require_POST
 def ssh_key_delete(request, id):
     key = selectors.ssh_key_get(user=request.user, id=id)
+    if not _can_manage_ssh_keys(request):
+        messages.error(request, "Your role does not allow deleting SSH keys.")
+        return redirect("console:ssh_keys")
     services.ssh_key_delete(key=key, actor=request.user, org=request.org, request=request)
     messages.success(request, f"Deleted {key.name}.")
     return redirect("console:ssh_keys")

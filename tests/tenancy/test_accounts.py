@@ -59,6 +59,42 @@ def test_signup_verify_grants_trial_once_and_refuses_recased_duplicate(client, t
     assert TrialClaim.objects.filter(email="ada@example.com").count() == 1
 
 
+def test_look_alike_domain_is_the_same_address_and_earns_no_second_trial(client, trial_calls):
+    assert _signup(client, "ada@example.com").status_code == 302
+    assert client.get(_verify_link_from_mail()).status_code == 200
+    client.logout()
+    # A full-width "ｅ" and a soft hyphen: mail to either reaches ada@example.com.
+    for look_alike in ("ada@\uff45xample.com", "ada@exam\u00adple.com", "ADA@EXAMPLE.COM"):
+        refused = _signup(client, look_alike)
+        assert refused.status_code == 200 and "already exists" in refused.content.decode(), look_alike
+    assert _signup(client, "\uff41da@example.com").status_code == 200  # a full-width local part: not valid
+    assert list(User.objects.values_list("email", flat=True)) == ["ada@example.com"]
+    assert len(trial_calls) == 1
+
+
+def test_login_ignores_the_case_of_the_email(client, member_factory):
+    from tests.factories.tenancy import PASSWORD as FACTORY_PASSWORD
+
+    user = member_factory().user
+    response = client.post(reverse("console:login"), {"username": f"  {user.email.upper()} ",
+                                                      "password": FACTORY_PASSWORD})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert client.get("/api/v1/organizations/current/").status_code == 200
+
+
+def test_admin_add_user_with_recased_email_is_a_form_error(admin_client):
+    UserFactory(email="dup@example.com")
+    url = reverse("admin:tenancy_user_add")
+    response = admin_client.post(url, {"email": "DUP@Example.com ", "password1": PASSWORD, "password2": PASSWORD,
+                                       "usable_password": "true"})
+    assert response.status_code == 200 and "already exists" in response.content.decode()
+    assert User.objects.filter(email__iexact="dup@example.com").count() == 1
+    created = admin_client.post(url, {"email": "New@Example.com", "password1": PASSWORD, "password2": PASSWORD,
+                                      "usable_password": "true"})
+    assert created.status_code == 302
+    assert User.objects.filter(email="new@example.com").exists()
+
+
 def test_forged_verification_link_and_refused_domain(client, trial_calls, settings):
     assert client.get(reverse("console:verify_email", args=["forged:token"])).status_code == 400
     settings.REFUSED_EMAIL_DOMAINS = ["mailinator.com"]

@@ -55,6 +55,45 @@ def test_ssh_key_upload_and_refusal_shown(client, member_factory):
     assert response.status_code == 200 and "malformed" in response.content.decode()
 
 
+@pytest.mark.parametrize("role", ["viewer", "billing"])
+def test_roles_without_ssh_key_rights_cannot_delete_or_add_keys_in_console(client, member_factory, role):
+    membership = member_factory(role=role)
+    key = SshKey.objects.create(user=membership.user, name="mine", key_type="ssh-ed25519",
+                                public_key=ed25519_public_key(), fingerprint="SHA256:x")
+    client.force_login(membership.user)
+    page = client.get(reverse("console:ssh_keys")).content.decode()
+    assert "mine" in page and "Add a key" not in page and "Delete</button>" not in page
+    assert client.post(reverse("console:ssh_key_delete", args=[key.pk])).status_code == 302
+    assert SshKey.objects.filter(pk=key.pk).exists()
+    upload = SimpleUploadedFile("id_ed25519.pub", ed25519_public_key().encode())
+    client.post(reverse("console:ssh_keys"), {"name": "file", "key_file": upload})
+    assert SshKey.objects.count() == 1
+
+
+def test_uploaded_key_with_a_nul_byte_is_refused_not_a_500(client, member_factory):
+    client.force_login(member_factory(role="member").user)
+    upload = SimpleUploadedFile("id_ed25519.pub", ed25519_public_key("bad\x00comment").encode())
+    response = client.post(reverse("console:ssh_keys"), {"name": "file", "key_file": upload})
+    assert response.status_code == 200 and "control characters" in response.content.decode()
+    assert not SshKey.objects.exists()
+
+
+def test_admin_sees_no_controls_on_owner_rows_and_cannot_offer_owner(client, member_factory):
+    admin = member_factory(role="admin")
+    owner = member_factory(role="owner", org=admin.organization)
+    member = member_factory(role="member", org=admin.organization)
+    client.force_login(admin.user)
+    page = client.get(reverse("console:members")).content.decode()
+    assert reverse("console:member_update", args=[owner.pk]) not in page
+    assert reverse("console:member_update", args=[member.pk]) in page
+    assert 'value="owner"' not in page
+    table = page[page.index("<table"):]  # the header shows the signed-in user too
+    assert table.index(owner.user.email) < table.index(admin.user.email) < table.index(member.user.email)
+    client.force_login(owner.user)
+    as_owner = client.get(reverse("console:members")).content.decode()
+    assert reverse("console:member_update", args=[admin.pk]) in as_owner and 'value="owner"' in as_owner
+
+
 def test_viewer_cannot_manage_members_in_console(client, member_factory):
     viewer = member_factory(role="viewer")
     client.force_login(viewer.user)

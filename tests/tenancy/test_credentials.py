@@ -143,7 +143,8 @@ def test_ssh_keys_accepted_types_and_fingerprint(member_factory, token_client_fo
     assert SshKey.objects.filter(user=client.token.user).count() == 3
 
 
-@pytest.mark.parametrize("case", ["garbage", "bad_base64", "rsa1024", "dsa", "private_pem", "two_lines", "empty"])
+@pytest.mark.parametrize("case", ["garbage", "bad_base64", "rsa1024", "dsa", "private_pem", "two_lines", "empty",
+                                  "nul_in_comment"])
 def test_ssh_keys_refused(case, member_factory, token_client_for):
     ed = ed25519_public_key()
     keys = {
@@ -154,6 +155,7 @@ def test_ssh_keys_refused(case, member_factory, token_client_for):
         "private_pem": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----",
         "two_lines": ed + "\n" + ed25519_public_key(),
         "empty": "   ",
+        "nul_in_comment": ed25519_public_key("bad\x00comment"),
     }
     client = token_client_for(member_factory())
     err = assert_error(client.post("/api/v1/ssh-keys/", {"name": "k", "public_key": keys[case]}, format="json"),
