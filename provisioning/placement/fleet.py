@@ -235,8 +235,8 @@ class Fleet:
             options: dict[str, list[int]] = {}
             for acc in accs:
                 if request.kind == CONTAINER:
-                    # Container cards of one accelerator may span nodes: any count up to the free total.
-                    options[acc] = list(range(1, min(ix.free_cards(acc, zone), total) + 1))
+                    # A container part is one node's cards (SPEC §3: 1–8 on one node): up to the largest free slice.
+                    options[acc] = list(range(1, min(ix.largest_free(acc, zone), MAX_CONTAINER_CARDS, total) + 1))
                 else:
                     options[acc] = whole_node_sums(ix.whole_free(acc, zone), total)
             free_all = sum(max(o, default=0) for o in options.values())
@@ -258,7 +258,7 @@ class Fleet:
         return self._result(chosen[1], items, catalog)
 
     def _materialise(self, kind: str, items: list[Item], zone: str, strategy: str):
-        """Place a policy mix: containers in slices of <= 8 cards per node, bare metal as whole nodes."""
+        """Place a policy mix: each container part on one node, bare metal as whole nodes."""
         ix = self.index
         chosen: list[tuple[int, int, tuple[int, ...]]] = []
         for i, item in enumerate(items):
@@ -268,19 +268,13 @@ class Fleet:
                     return None
                 chosen.extend((i, n, cards) for _j, n, cards in plan[1])
                 continue
-            left = item.count
-            while left:
-                keys = list(ix.candidate_keys(item.accelerator, zone, 1))
-                if not keys:
-                    return None
-                # Biggest slice that fits one node, so the mix touches as few nodes as possible.
-                size = min(left, MAX_CONTAINER_CARDS, max(k[3] for k in keys))
-                key = min(
-                    (k for k in keys if k[3] >= size), key=lambda k: (score(strategy, ix, k, size, self.model), k)
-                )
-                n = pick_node(strategy, ix, key)
-                chosen.append((i, n, ix.take(n, size)))
-                left -= size
+            size = item.count
+            keys = list(ix.candidate_keys(item.accelerator, zone, size))
+            if not keys:
+                return None
+            key = min(keys, key=lambda k: (score(strategy, ix, k, size, self.model), k))
+            n = pick_node(strategy, ix, key)
+            chosen.append((i, n, ix.take(n, size)))
         return (0, chosen)
 
 

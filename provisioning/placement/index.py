@@ -124,6 +124,10 @@ class FreeIndex:
         """Free cards of available nodes of `acc` in `zone`."""
         return sum(k[3] * len(self.buckets[k]) for k in self.keys_by_acc.get(acc, ()) if k[0] == zone)
 
+    def largest_free(self, acc: str, zone: str) -> int:
+        """The most free cards on one available node of `acc` in `zone` (the biggest container it can host)."""
+        return max((k[3] for k in self.keys_by_acc.get(acc, ()) if k[0] == zone), default=0)
+
     def whole_free(self, acc: str, zone: str) -> dict[int, int]:
         """Card count -> number of completely free available nodes of `acc` in `zone`."""
         out: dict[int, int] = {}

@@ -64,6 +64,11 @@ def _validate_policy(request: PlacementRequest, catalog) -> str | None:
     vendors = policy.compatible_vendors
     if isinstance(vendors, str) or not vendors or not all(isinstance(v, str) for v in vendors):
         return "policy compatible_vendors must be a non-empty list of vendor names"
-    if not any(info.vendor in vendors for info in catalog.values()):
+    compatible = sum(1 for info in catalog.values() if info.vendor in vendors)
+    if not compatible:
         return f"no accelerator in the catalog is made by {', '.join(vendors)}"
+    if request.kind == CONTAINER and policy.total_cards > MAX_CONTAINER_CARDS * compatible:
+        # One node per accelerator part: more cards than that is a cluster, which is bare metal.
+        return (f"a container holds at most {MAX_CONTAINER_CARDS} cards of each accelerator: at most "
+                f"{MAX_CONTAINER_CARDS * compatible} cards for {', '.join(vendors)}; use bare_metal for more")
     return None

@@ -57,7 +57,8 @@ def cheapest_mix(nodes, request, catalog) -> int | None:
         for acc in accs:
             mine = [n for n in here if n.accelerator == acc]
             if request.kind == "container":
-                reach[acc] = set(range(sum(len(n.free) for n in mine) + 1))
+                # One node per container part, at most 8 cards.
+                reach[acc] = set(range(min(max((len(n.free) for n in mine), default=0), 8) + 1))
             else:
                 whole = [n.card_count for n in mine if len(n.free) == n.card_count]
                 reach[acc] = {sum(c) for r in range(len(whole) + 1) for c in itertools.combinations(whole, r)}

@@ -200,11 +200,22 @@ def test_policy_prefers_fewer_types_on_equal_price():
     assert result.ok and [(i.accelerator, i.count) for i in result.items] == [("y", 6)]
 
 
-def test_policy_container_spans_nodes_in_slices_of_at_most_eight():
+def test_policy_container_parts_each_sit_on_one_node():
+    nodes = [node(f"n{i}", acc="910b") for i in range(3)]
+    result = place(nodes, PlacementRequest("container", policy=Policy(8, ("huawei",), 1.0)), CATALOG)
+    assert result.ok and [len(a.card_indices) for a in result.assignments] == [8]
+    assert result.domestic_share == 1.0
+    # Two half-free nodes hold 8 free cards, but no node holds 8: no container of 8 spread over two.
+    halves = [node("a", acc="910b", free={0, 1, 2, 3}), node("b", acc="910b", free={4, 5, 6, 7})]
+    refused = place(halves, PlacementRequest("container", policy=Policy(8, ("huawei",), 1.0)), CATALOG)
+    assert refused.error_code == "insufficient_capacity"
+    assert place(halves, PlacementRequest("container", policy=Policy(4, ("huawei",), 1.0)), CATALOG).ok
+
+
+def test_policy_container_larger_than_one_node_per_accelerator_is_invalid():
     nodes = [node(f"n{i}", acc="910b") for i in range(3)]
     result = place(nodes, PlacementRequest("container", policy=Policy(20, ("huawei",), 1.0)), CATALOG)
-    assert result.ok and sorted(len(a.card_indices) for a in result.assignments) == [4, 8, 8]
-    assert result.domestic_share == 1.0
+    assert result.error_code == "invalid_request" and "bare_metal" in result.message
 
 
 def test_policy_bare_metal_uses_whole_nodes_and_reports_missing():

@@ -106,8 +106,8 @@ def check_legal(nodes: list[NodeSnapshot], request: PlacementRequest, result) ->
     assert per_item == [it.count for it in result.items]
     if request.items:
         assert list(request.items) == result.items
-        if request.kind == "container":  # one node per explicit container item
-            assert sorted(a.item_index for a in result.assignments) == list(range(len(request.items)))
+    if request.kind == "container":  # one node per container item, explicit or chosen by a policy
+        assert sorted(a.item_index for a in result.assignments) == list(range(len(result.items)))
 
 
 @SETTINGS
