@@ -130,6 +130,14 @@ def user_create_verified(*, email: str, password: str | None = None, name: str =
     return user
 
 
+def password_reset_complete(*, form, request=None) -> User:
+    """Save the new password of a reset link's user and audit it (the signed-in user is nobody yet)."""
+    with transaction.atomic():
+        user = form.save()
+        audit_record(action="user.password_reset", org=_trial_org(user), actor=user, target=user, request=request)
+    return user
+
+
 def organization_switch(*, request, org_id) -> Membership:
     """Make another of the user's organizations current for the console session (404 if not a member)."""
     membership = membership_get_for_user(user=request.user, org_id=org_id)

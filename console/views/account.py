@@ -1,5 +1,6 @@
 """Account pages: signup, email verification, login, password reset, organizations, members, tokens, SSH keys."""
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
@@ -104,6 +105,11 @@ class PasswordResetView(auth_views.PasswordResetView):
     subject_template_name = "console/account/password_reset_subject.txt"
     success_url = reverse_lazy("console:password_reset_done")
 
+    @property
+    def extra_email_context(self):
+        # The link points at SITE_URL, as the verification link does, never at the request's Host header.
+        return {"site_url": settings.SITE_URL.rstrip("/")}
+
     def post(self, request, *args, **kwargs):
         if _throttled(request, SignupRateThrottle):
             return _too_many(request)
@@ -113,6 +119,11 @@ class PasswordResetView(auth_views.PasswordResetView):
 class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
     template_name = "console/account/password_reset_confirm.html"
     success_url = reverse_lazy("console:password_reset_complete")
+
+    def form_valid(self, form):
+        services.password_reset_complete(form=form, request=self.request)
+        del self.request.session[auth_views.INTERNAL_RESET_SESSION_TOKEN]
+        return redirect(self.get_success_url())
 
 
 password_reset_done = auth_views.PasswordResetDoneView.as_view(template_name="console/account/password_reset_done.html")

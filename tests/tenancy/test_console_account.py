@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from tenancy.models import ApiToken, SshKey
+from tenancy.models import ApiToken, AuditEvent, SshKey
 from tests.factories.tenancy import PASSWORD, ed25519_public_key
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
@@ -104,9 +104,13 @@ def test_viewer_cannot_manage_members_in_console(client, member_factory):
     viewer.refresh_from_db()  # still there
 
 
-def test_password_reset_flow(client, member_factory):
+def test_password_reset_flow(client, member_factory, settings):
+    settings.SITE_URL = "https://console.cardmix.example"
+    settings.ALLOWED_HOSTS = ["*"]
     user = member_factory().user
-    client.post(reverse("console:password_reset"), {"email": user.email})
+    client.post(reverse("console:password_reset"), {"email": user.email}, HTTP_HOST="evil.example")
+    assert "https://console.cardmix.example/password-reset/" in mail.outbox[-1].body
+    assert "evil.example" not in mail.outbox[-1].body
     link = re.search(r"https?://[^/\s]+(/password-reset/\S+/\S+/)", mail.outbox[-1].body).group(1)
     form_page = client.get(link, follow=True)
     assert form_page.status_code == 200
@@ -115,6 +119,8 @@ def test_password_reset_flow(client, member_factory):
     assert response.status_code == 302
     user.refresh_from_db()
     assert user.check_password(new)
+    event = AuditEvent.objects.get(action="user.password_reset")
+    assert event.actor == user and event.target_id == str(user.pk) and event.organization is not None
 
 
 def test_login_counts_failures_with_axes_and_is_throttled(client, member_factory, monkeypatch):
