@@ -27,9 +27,9 @@ from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
 from . import billing_port
-from .claims import placement_release
 from .instances import instance_dispatch, step_deadline
 from .sla import sla_dispatch
+from .steps import groups_release, placement_release_clean
 from .transitions import instance_transition
 
 logger = logging.getLogger("cardmix.provisioning")
@@ -43,16 +43,14 @@ LEAK_GRACE = timedelta(minutes=5)
 
 
 def _release(instance_id) -> None:
-    """Release the instance's groups through the driver, or just the cards when the driver fails."""
-    from .steps import groups_release
-
+    """Release the instance's groups through the driver, or just the placement when the driver fails."""
     try:
         with transaction.atomic():
             groups_release(instance_id)
     except Exception:  # the driver is what got it stuck: free the cards anyway
-        logger.exception("reconciler: driver release failed; releasing the cards only",
+        logger.exception("reconciler: driver release failed; releasing the placement only",
                          extra={"instance": str(instance_id)})
-        placement_release(instance=Instance.objects.get(pk=instance_id))
+        placement_release_clean(instance=Instance.objects.get(pk=instance_id))
 
 
 def instance_unstick(*, instance_id) -> str | None:
@@ -87,7 +85,7 @@ def instance_unstick(*, instance_id) -> str | None:
         _release(instance_id)
         sla_dispatch(instance_id)
     else:
-        placement_release(instance=Instance.objects.get(pk=instance_id))
+        placement_release_clean(instance=Instance.objects.get(pk=instance_id))
     return outcome
 
 
@@ -106,7 +104,7 @@ def cards_leaked_release() -> int:
     for holder_id in leaked:
         instance = known.get(holder_id)
         if instance is not None:
-            placement_release(instance=instance)
+            placement_release_clean(instance=instance)
         else:
             cards_release(holder_id=holder_id)
         logger.warning("reconciler released leaked cards", extra={"holder": str(holder_id)})

@@ -1,7 +1,8 @@
 """The worker's steps: prepare node groups, run readiness, go running; release on stop/terminate.
 
 Each step reads the rows, skips what is already done, and locks the instance only for its state
-change, so a retried or re-dispatched task resumes where the last one stopped.
+change or to write a driver call's outcome, so a retried or re-dispatched task resumes where the last
+one stopped and a terminate landing mid-call is never overwritten.
 """
 import logging
 import time
@@ -12,6 +13,7 @@ from django.db.models import Prefetch
 from core.dbclock import db_now
 from core.failpoints import failpoint
 from core.metrics import READINESS_TOTAL
+from inventory.choices import NodeState
 from inventory.models import Node
 
 from ..choices import GroupState, ReportScope
@@ -50,6 +52,30 @@ def _advance(instance_id, *, expect: str, to: str, reason: str, **fields) -> Ins
         return instance
 
 
+def _group_live(group: NodeGroup, expect: str) -> bool:
+    """The group is still placed and its instance still in `expect` (checked before each driver call)."""
+    return NodeGroup.objects.filter(pk=group.pk, released_at__isnull=True, instance__state=expect).exists()
+
+
+def _group_write(instance_id, group: NodeGroup, expect: str, **fields) -> bool:
+    """Save a driver call's outcome only while the group is placed and its instance still in `expect`.
+
+    Under the instance lock, so a terminate commits either before (nothing is written: the caller undoes
+    what the driver did) or after (its release then reads this write, e.g. prepared_at).
+    """
+    with transaction.atomic():
+        if instance_lock(instance_id=instance_id).state != expect:
+            return False
+        return NodeGroup.objects.filter(pk=group.pk, released_at__isnull=True).update(**fields) == 1
+
+
+def _driver_release(instance: Instance, group: NodeGroup) -> None:
+    """Stop the group's container, or power its node off (bare metal: no card list)."""
+    node = group.node
+    cards = group.card_indices if instance.kind == "container" else []
+    _call(group, driver_for(node).release, node_ref(node), cards, instance_id=str(instance.pk))
+
+
 def _call(group: NodeGroup, method, *args, **kwargs):
     """Call a driver method, adding its wall time to group.driver_seconds (saved by the caller).
 
@@ -77,8 +103,11 @@ def _clip(text: str) -> str:
 
 # -- provisioning ----------------------------------------------------------------------------
 
-def group_prepare(instance: Instance, group: NodeGroup) -> bool:
-    """Start the container / deploy the node for one group (skipped when already prepared)."""
+def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
+    """Start the container / deploy the node for one group (skipped when already prepared).
+
+    None: the instance left `provisioning` or the group was released meanwhile; stop provisioning.
+    """
     if group.prepared_at is not None:
         return True
     node = group.node
@@ -86,6 +115,8 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool:
     ref = node_ref(node)
     vendor = node.accelerator.vendor
     while group.prepare_attempts < PREPARE_ATTEMPTS:
+        if not _group_live(group, S.PROVISIONING):
+            return None
         group.prepare_attempts += 1
         failpoint("provision:before_driver")
         out = _call(group, driver.prepare, ref, group.card_indices, kind=instance.kind, image=instance.images.get(vendor, ""),
@@ -97,8 +128,13 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool:
         group.prepare_output, group.prepare_exit_code = _clip(out.text), out.exit_code
         if out.ok:
             group.prepared_at, group.state = db_now(), GroupState.PREPARED
-        group.save(update_fields=["prepare_attempts", "prepare_output", "prepare_exit_code", "prepared_at", "state",
-                                  "driver_seconds"])
+        if not _group_write(instance.pk, group, S.PROVISIONING, prepare_attempts=group.prepare_attempts,
+                            prepare_output=group.prepare_output, prepare_exit_code=group.prepare_exit_code,
+                            prepared_at=group.prepared_at, state=group.state, driver_seconds=group.driver_seconds):
+            # Released while the driver ran: that release saw prepared_at unset and skipped the driver,
+            # so stop here whatever this call started, or it keeps running on cards given back.
+            _driver_release(instance, group)
+            return None
         if out.ok:
             return True
     return False
@@ -111,7 +147,10 @@ def instance_provision(instance_id) -> None:
         return
     failpoint("provision:after_claim")
     for group in _groups(instance_id):
-        if not group_prepare(instance, group):
+        prepared = group_prepare(instance, group)
+        if prepared is None:
+            return
+        if not prepared:
             group_failed(instance, group, f"{group.node.hostname}: provisioning failed "
                                           f"(exit {group.prepare_exit_code})")
             return
@@ -148,10 +187,16 @@ def _report(instance, group, node, *, scope, tool, command, attempt, cards, out,
     return report
 
 
-def group_check(instance: Instance, group: NodeGroup) -> bool:
-    """Intra-node all_reduce (≥ 2 cards) or a device health check (1 card), retried once."""
+def group_check(instance: Instance, group: NodeGroup) -> bool | None:
+    """Intra-node all_reduce (≥ 2 cards) or a device health check (1 card), retried once.
+
+    None: the instance left `checking` or the group was released meanwhile (its release stops the
+    container, since prepared_at is set); stop checking.
+    """
     if group.state == GroupState.CHECKED:
         return True
+    if not _group_live(group, S.CHECKING):
+        return None
     node = group.node
     driver = driver_for(node)
     ref = node_ref(node)
@@ -159,7 +204,9 @@ def group_check(instance: Instance, group: NodeGroup) -> bool:
     topology = _call(group, driver.topology, ref).text
     while group.check_attempts < CHECK_ATTEMPTS:
         group.check_attempts += 1
-        group.save(update_fields=["check_attempts", "driver_seconds"])
+        if not _group_write(instance.pk, group, S.CHECKING, check_attempts=group.check_attempts,
+                            driver_seconds=group.driver_seconds):
+            return None
         started = db_now()
         cards = group.card_indices
         if len(cards) >= 2:
@@ -180,8 +227,8 @@ def group_check(instance: Instance, group: NodeGroup) -> bool:
         failpoint("provision:after_readiness")
         if report.passed:
             group.state, group.checked_at = GroupState.CHECKED, db_now()
-            group.save(update_fields=["state", "checked_at", "driver_seconds"])
-            return True
+            return _group_write(instance.pk, group, S.CHECKING, state=group.state, checked_at=group.checked_at,
+                                driver_seconds=group.driver_seconds) or None
     return False
 
 
@@ -218,14 +265,21 @@ def instance_check(instance_id) -> None:
         return
     groups = _groups(instance_id)
     for group in groups:
-        if not group_check(instance, group):
+        checked = group_check(instance, group)
+        if checked is None:
+            return
+        if not checked:
             group_failed(instance, group, f"{group.node.hostname}: readiness failed twice")
             return
     by_item: dict[int, list[NodeGroup]] = {}
     for group in groups:
         by_item.setdefault(group.item_index, []).append(group)
     for item_groups in by_item.values():
-        if instance.kind == "bare_metal" and len(item_groups) > 1 and not item_inter_node(instance, item_groups):
+        if instance.kind != "bare_metal" or len(item_groups) < 2:
+            continue
+        if not _group_live(item_groups[0], S.CHECKING):
+            return
+        if not item_inter_node(instance, item_groups):
             group_failed(instance, item_groups[0], "inter-node readiness failed twice")
             return
     if _advance(instance_id, expect=S.CHECKING, to=S.RUNNING, reason="readiness passed", ready_at=db_now(),
@@ -241,7 +295,8 @@ def group_failed(instance: Instance, group: NodeGroup, reason: str) -> None:
     from .quarantine import group_replace
     from .sla import sla_dispatch
 
-    NodeGroup.objects.filter(pk=group.pk).update(state=GroupState.FAILED)
+    if not NodeGroup.objects.filter(pk=group.pk, released_at__isnull=True).update(state=GroupState.FAILED):
+        return  # released meanwhile (terminated, or failed by the reconciler): whoever did it freed the rest
     if group_replace(instance=instance, group=group, reason=reason):  # quarantined and placed elsewhere
         return
     moved = _advance(instance.pk, expect=instance.state, to=S.FAILED, reason=reason[:300], step_deadline=None)
@@ -262,19 +317,28 @@ def groups_release(instance_id) -> None:
     groups = _groups(instance_id)
     for group in groups:
         if group.prepared_at is not None:
-            node = group.node
-            cards = group.card_indices if instance.kind == "container" else []
-            driver = driver_for(node)
-            _call(group, driver.release, node_ref(node), cards, instance_id=str(instance_id))
+            _driver_release(instance, group)
             NodeGroup.objects.filter(pk=group.pk).update(driver_seconds=group.driver_seconds)
         failpoint("release:after_driver")
     nodes = list({g.node_id: g.node for g in groups}.values())
     hardware_port.slurm_partition_delete(instance_id=instance_id, nodes=nodes)
+    placement_release_clean(instance=instance)
+
+
+def placement_release_clean(*, instance: Instance) -> None:
+    """Free the instance's cards; a bare-metal instance's nodes go to `cleaning` in the same transaction.
+
+    Every path that frees a bare-metal placement (worker, reconciler) goes through here, so no node
+    returns to the pool with the previous tenant's disks.
+    """
     with transaction.atomic():
         if instance.kind == "bare_metal":
-            for node in nodes:
-                if node.state != "cleaning":
-                    node_clean_begin(node=node)
+            live = NodeGroup.objects.filter(instance_id=instance.pk, released_at__isnull=True).values("node_id")
+            # Locked in pk order, so two concurrent releases begin one clean, not two.
+            nodes = (Node.objects.select_for_update(of=("self",)).filter(pk__in=live)
+                     .exclude(state__in=[NodeState.CLEANING, NodeState.RETIRED]).order_by("pk"))
+            for node in list(nodes):
+                node_clean_begin(node=node)
         placement_release(instance=instance)
 
 
