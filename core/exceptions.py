@@ -2,6 +2,7 @@
 import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
 from kombu.exceptions import OperationalError as BrokerOperationalError
@@ -46,6 +47,9 @@ def api_exception_handler(exc, context):
     headers = {}
     if isinstance(exc, ServiceError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, RequestDataTooBig):  # over DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(error_body("validation_error", "The request body is too large.",
+                                   {"non_field_errors": [str(exc)]}), status=400)
     if isinstance(exc, Http404):
         exc = drf.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -195,6 +195,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.SafeJSONParser", "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
     # tenancy: per-token rate limit for token-authenticated calls (sessions are not throttled by it).
     "DEFAULT_THROTTLE_CLASSES": ["tenancy.throttles.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {

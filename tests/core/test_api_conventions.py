@@ -96,3 +96,15 @@ def test_schema_and_docs_served_offline(api_client):
     assert docs.status_code == 200
     html = docs.content.decode()
     assert "cdn" not in html.lower() and "/static/drf_spectacular_sidecar/" in html
+
+
+@pytest.mark.django_db
+def test_oversized_and_deeply_nested_bodies_are_400_not_500(member_factory, token_client_for, settings):
+    client = token_client_for(member_factory(role="owner"))
+    big = '{"name": "' + "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 10) + '"}'
+    err = assert_error(client.generic("POST", "/api/v1/ssh-keys/", big, content_type="application/json"),
+                       400, "validation_error")
+    assert "too large" in err["message"].lower()
+    deep = "[" * 100_000 + "]" * 100_000
+    assert_error(client.generic("POST", "/api/v1/ssh-keys/", deep, content_type="application/json"),
+                 400, "validation_error")
