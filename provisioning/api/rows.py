@@ -150,12 +150,16 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
     state, deadline = row.state, row.sla_deadline
     if deadline is None:
         breached = False
+    elif state in _IN_FLIGHT:
+        # On the way to running the current window has no ready_at yet (one left from an earlier run
+        # is not this window's): late once the deadline has passed.
+        breached = now is not None and now > _moment(deadline)
+    elif state == InstanceState.FAILED:  # fails only before running, so any ready_at is an earlier run's
+        breached = True
     elif row.ready_at is not None:
         breached = _moment(row.ready_at) > _moment(deadline)
-    elif state == InstanceState.FAILED:
-        breached = True
     else:
-        breached = state in _IN_FLIGHT and now is not None and now > _moment(deadline)
+        breached = False
     granted = sla_granted(row)
     price = int(row.price_per_hour)
     return {

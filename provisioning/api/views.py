@@ -53,10 +53,12 @@ class InstanceListCreateView(APIView):
                    parameters=[OpenApiParameter("state", str, description="comma-separated states")],
                    responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        filt = StateFilterSerializer(data={"state": request.query_params.getlist("state")} if
-                                     request.query_params.get("state") else {})
+        # ?state=running,stopped (the documented form) and ?state=running&state=stopped both work: split
+        # before validating, so each state is checked on its own and an unknown one is still a 400.
+        wanted = [s.strip() for raw in request.query_params.getlist("state") for s in raw.split(",") if s.strip()]
+        filt = StateFilterSerializer(data={"state": wanted} if wanted else {})
         filt.is_valid(raise_exception=True)
-        states = ",".join(s for raw in filt.validated_data.get("state", []) for s in raw.split(","))
+        states = ",".join(sorted(filt.validated_data.get("state", [])))
         paginator = LimitOffsetEnvelopePagination()
         # Plain rows, not models and one serializer per row: the list is the busiest read (docs/performance.md).
         page = paginator.paginate_queryset(selectors.instance_list_rows(org=request.org, state=states or None),

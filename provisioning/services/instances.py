@@ -10,6 +10,7 @@ from tenancy.audit import audit_record
 from tenancy.models import Organization, SshKey
 
 from ..choices import InstanceState as S
+from ..choices import can_transition
 from ..lock_objects import instance_lock
 from ..models import Instance
 from ..placement import Item, PlacementRequest
@@ -17,6 +18,7 @@ from ..selectors import org_cards_in_use
 from . import billing_port
 from .capacity import placement_catalog
 from .claims import placement_claim, placement_decide
+from .sla import sla_settle
 from .specs import InstanceSpec, images_resolve, placement_invalid, spec_check
 from .transitions import event_record, instance_transition
 
@@ -66,8 +68,13 @@ def _claim_or_waitlist(*, instance: Instance, request: PlacementRequest, catalog
         if not instance.waitlist:
             raise InsufficientCapacity(result.message or "Not enough free capacity now.",
                                        details={"missing": [f"{k}: {v}" for k, v in sorted(result.missing.items())]})
+        locked = {}
+        if spec.items:  # the rates this request accepted; the wake keeps them (services/waitlist.py)
+            items = [{"accelerator": it.accelerator, "count": it.count,
+                      "rate": catalog[it.accelerator].price_per_card_hour} for it in spec.items]
+            locked = {"items": items, "price_per_hour": sum(it["rate"] * it["count"] for it in items)}
         instance_transition(instance=instance, to=S.WAITLISTED, reason=f"{reason}: sold out", actor=actor,
-                            waitlisted_at=now, sla_deadline=None, step_deadline=None)
+                            waitlisted_at=now, sla_deadline=None, step_deadline=None, **locked)
         return
     items = [{"accelerator": it.accelerator, "count": it.count, "rate": catalog[it.accelerator].price_per_card_hour}
              for it in result.items]
@@ -151,9 +158,15 @@ def instance_start(*, org: Organization, instance_id, actor, request=None) -> In
     with transaction.atomic():
         org = Organization.objects.select_for_update().get(pk=org.pk)
         instance = instance_lock(instance_id=instance_id, org=org)
+        # Settle the previous window before its breach id is replaced: the beat may not have seen it
+        # yet (stopped and started within a minute), and afterwards nothing would (sla.py: once per id).
+        # A refused start (409) rolls this back too and leaves the window to the beat.
+        if can_transition(instance.state, S.STARTING) and sla_settle(instance_id=instance.pk) is not None:
+            instance.refresh_from_db(fields=["sla_settled_event_id", "sla_compensation"])
         now = db_now()
+        # ready_at belongs to the previous run; the new window's outcome starts unknown (SLA, body, console).
         event = instance_transition(instance=instance, to=S.STARTING, reason="start requested", actor=actor,
-                                    sla_deadline=now + timedelta(seconds=settings.SLA_SECONDS))
+                                    sla_deadline=now + timedelta(seconds=settings.SLA_SECONDS), ready_at=None)
         instance.sla_event_id = event.pk
         instance.save(update_fields=["sla_event_id"])
         _quota_check(org, instance.card_total)

@@ -14,6 +14,7 @@ from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance
 from ..selectors import waitlist_shape
+from . import billing_port
 from .capacity import placement_catalog
 from .claims import placement_claim
 from .instances import _quota_check, instance_dispatch, placement_spec_again, step_deadline
@@ -23,12 +24,29 @@ from .transitions import instance_transition
 logger = logging.getLogger("cardmix.provisioning")
 
 
-def _wake_one(instance_id) -> bool:
-    """Place one waitlisted instance if it fits now; True when it moved to provisioning."""
+# What one wake attempt came to: only NO_CAPACITY says anything about the rest of the shape's queue.
+WOKEN, NO_CAPACITY, SKIPPED = "woken", "no_capacity", "skipped"
+
+
+def _locked_items(instance: Instance, placed, catalog) -> list[dict]:
+    """The placed mix with its rates (µCNY per card-hour).
+
+    Explicit items keep the rates stored when the create/start request was accepted — what the quote
+    and the 202 body showed (SPEC §3: rates are locked at the request). A policy instance's mix is
+    chosen only now, so it takes the rates in force at the wake.
+    """
+    stored = {} if instance.policy else {it["accelerator"]: int(it["rate"]) for it in instance.items}
+    return [{"accelerator": it.accelerator, "count": it.count,
+             "rate": stored.get(it.accelerator, catalog[it.accelerator].price_per_card_hour)} for it in placed]
+
+
+def _wake_one(instance_id) -> str:
+    """Place one waitlisted instance if it fits now: WOKEN (now provisioning), NO_CAPACITY, or SKIPPED
+    (gone from the queue, or this organization's quota or funds do not allow it now)."""
     with transaction.atomic():
         instance = instance_lock(instance_id=instance_id)
         if instance.state != S.WAITLISTED:
-            return False
+            return SKIPPED
         org = Organization.objects.select_for_update().get(pk=instance.organization_id)
         catalog = placement_catalog(billing=instance.billing)
         spec = placement_spec_again(instance, catalog)
@@ -38,11 +56,8 @@ def _wake_one(instance_id) -> bool:
             with transaction.atomic():
                 result = placement_claim(instance=instance, request=spec.placement_request(), catalog=catalog)
                 if not result.ok:
-                    return False
-                items = [{"accelerator": it.accelerator, "count": it.count,
-                          "rate": catalog[it.accelerator].price_per_card_hour} for it in result.items]
-                from . import billing_port
-
+                    return NO_CAPACITY
+                items = _locked_items(instance, result.items, catalog)
                 price = sum(it["rate"] * it["count"] for it in items)
                 billing_port.funds_check(org=org, price_per_hour=price, billing=instance.billing)
                 now = db_now()
@@ -52,26 +67,36 @@ def _wake_one(instance_id) -> bool:
                     sla_deadline=now + timedelta(seconds=settings.SLA_SECONDS), step_deadline=step_deadline(instance, now))
                 instance.sla_event_id = event.pk
                 instance.save(update_fields=["sla_event_id"])
-        except ServiceError as exc:  # over quota or out of funds now: stays in the queue
+        except ServiceError as exc:  # over quota or out of funds now: stays in the queue, in its place
             logger.info("waitlisted instance not woken", extra={"instance": str(instance_id), "why": exc.code})
-            return False
+            return SKIPPED
         instance_dispatch(instance.pk)
-        return True
+        return WOKEN
 
 
 def waitlist_wake() -> int:
-    """Walk the queue FIFO; a shape that does not fit blocks only later requests of the same shape."""
+    """Walk the queue FIFO; a shape that does not fit blocks only later requests of the same shape.
+
+    One organization's quota or funds never hold up another's request of the same shape. Each wake
+    runs in its own savepoint, so an unexpected error in one row undoes only that row's wake (logged)
+    instead of every wake of the pass, again at every beat.
+    """
     with transaction.atomic():
         if not try_advisory_xact_lock("provisioning:waitlist_wake"):
             return 0
         queue = list(Instance.objects.filter(state=S.WAITLISTED).order_by("waitlisted_at", "created_at", "id"))
         woken, blocked = 0, set()
         for instance in queue:
-            shape = waitlist_shape(instance)
-            if shape in blocked:
+            try:
+                shape = waitlist_shape(instance)
+                if shape in blocked:
+                    continue
+                outcome = _wake_one(instance.pk)
+            except Exception:  # one bad row must not stall the whole queue
+                logger.exception("waitlist wake failed", extra={"instance": str(instance.pk)})
                 continue
-            if _wake_one(instance.pk):
+            if outcome == WOKEN:
                 woken += 1
-            else:
+            elif outcome == NO_CAPACITY:
                 blocked.add(shape)
     return woken

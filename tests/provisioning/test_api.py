@@ -113,6 +113,18 @@ def test_state_filter_rejects_unknown_states(client):
     assert r.status_code == 400 and "state" in r.json()["error"]["details"]
 
 
+def test_state_filter_takes_comma_separated_and_repeated_states(client, owner):
+    for state in ("running", "stopped", "waitlisted", "failed"):
+        InstanceFactory(organization=owner.organization, state=state)
+    for query in ("?state=running,stopped", "?state=running&state=stopped", "?state=running,&state=stopped"):
+        r = client.get(URL + query)
+        assert r.status_code == 200, (query, r.json())
+        assert sorted(x["state"] for x in r.json()["results"]) == ["running", "stopped"], query
+    r = client.get(f"{URL}?state=running,flying")  # each comma-separated state is still checked
+    assert r.status_code == 400 and r.json()["error"]["code"] == "validation_error"
+    assert "state" in r.json()["error"]["details"]
+
+
 # --- validation ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("patch", "field"), [

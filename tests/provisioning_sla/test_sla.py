@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from billing.models import Account
+from billing.models import Account, Transfer
 from core.metrics import SLA_BREACHES_TOTAL
 from provisioning.models import Instance
 from provisioning.services.fleet import fault_force
@@ -126,3 +126,59 @@ def test_failure_two_hours_after_the_deadline_is_compensated_three_hours(client)
     assert inst.replacements == 0  # the window was closed: no re-placement
     assert sla_settle(instance_id=iid) == hours(3, 2)
     assert client.get(f"{URL}{iid}/").json()["sla"]["breached"] is True
+
+
+def _restart(client, iid):
+    assert client.post(f"{URL}{iid}/stop/").status_code == 202
+    assert instance_advance(iid) == "stopped"
+    r = client.post(f"{URL}{iid}/start/")
+    assert r.status_code == 202, r.json()
+    return r.json()
+
+
+def test_a_late_window_is_compensated_when_the_customer_restarts_before_the_beat(client, owner):
+    inst = _running(client, cards=2)
+    Instance.objects.filter(pk=inst.pk).update(sla_deadline=inst.ready_at - SECOND)  # ran 1 s late
+    first = inst.sla_event_id
+    # Stopped and started again before the 60 s beat ran: the start replaces the breach id.
+    body = _restart(client, inst.pk)
+    inst.refresh_from_db()
+    assert inst.sla_event_id != first and inst.sla_settled_event_id == first
+    [transfer] = Transfer.objects.filter(key=f"sla:{first}")  # granted by the start itself
+    assert transfer.amount == hours(1, cards=2)
+    assert body["sla"]["compensation"] is None  # the body shows the new window
+    assert instance_advance(inst.pk) == "running"
+    assert sla_settle_due() == 0  # the new window was on time; the old one is not granted again
+    assert Transfer.objects.filter(key__startswith="sla:").count() == 1
+    assert Account.objects.get(organization=owner.organization, kind="compensation").balance == hours(1, 2)
+
+
+def test_a_start_refused_as_sold_out_leaves_the_late_window_to_the_beat_once(client):
+    inst = _running(client, cards=8)
+    Instance.objects.filter(pk=inst.pk).update(sla_deadline=inst.ready_at - SECOND)
+    first = inst.sla_event_id
+    client.post(f"{URL}{inst.pk}/stop/")
+    assert instance_advance(inst.pk) == "stopped"
+    other = client.post(URL, container_body("h100-sxm-80g", 8), format="json")
+    assert other.status_code == 201  # took the only node
+    assert client.post(f"{URL}{inst.pk}/start/").status_code == 409
+    assert not Transfer.objects.filter(key=f"sla:{first}").exists()  # rolled back with the start
+    assert sla_settle_due() == 1
+    assert sla_settle_due() == 0
+    assert [t.amount for t in Transfer.objects.filter(key=f"sla:{first}")] == [hours(1, 8)]
+
+
+def test_a_restart_shows_the_new_window_late_while_still_on_its_way(client):
+    inst = _running(client, cards=1)
+    body = _restart(client, inst.pk)
+    assert body["state"] == "provisioning" and body["ready_at"] is None  # the previous run's is not this one's
+    assert Instance.objects.get(pk=inst.pk).ready_at is None
+    assert client.get(f"{URL}{inst.pk}/").json()["sla"]["breached"] is False
+    set_ago(inst.pk, sla_deadline=10 * 60 * SECOND)  # the new window's deadline passed 10 minutes ago
+    assert client.get(f"{URL}{inst.pk}/").json()["sla"]["breached"] is True
+    [row] = client.get(URL).json()["results"]  # the list's own row path agrees
+    assert row["sla"]["breached"] is True
+    # A row restarted before this fix still carries the earlier run's ready_at: in flight, it is ignored.
+    set_ago(inst.pk, ready_at=24 * HOUR)
+    assert client.get(f"{URL}{inst.pk}/").json()["sla"]["breached"] is True
+    assert client.get(URL).json()["results"][0]["sla"]["breached"] is True
