@@ -72,10 +72,12 @@ def meter_post_now(*, meter_id, now=None) -> Meter:
 
 
 def meters_close(*, instance_id, at=None) -> None:
-    """Close every open meter of the instance at the database now (or `at`, e.g. the auto-stop second),
-    posting the final deltas."""
+    """Close every open meter of the instance at the database now (or `at`, e.g. the auto-stop second, if
+    earlier), posting the final deltas."""
     with transaction.atomic():
-        now = at or db_now()
+        # Never bill seconds that have not run: the auto-stop hook is told the exhaustion second, which can
+        # lie ahead of the actual stop (SPEC: billing covers up to the earlier of the two).
+        now = db_now() if at is None else min(at, db_now())
         for meter in meters_lock_open(instance_id=instance_id):
             meter_post(meter, seconds=whole_seconds(meter.opened_at, now))
             failpoint("billing.meters_close:before_close")

@@ -78,20 +78,22 @@ class Package(models.Model):
 
 
 class InvoiceState(models.TextChoices):
-    """Open until paid."""
+    """Open until paid, or superseded by the next month's invoice (which includes its unpaid debt)."""
 
     OPEN = "open"
     PAID = "paid"
+    SUPERSEDED = "superseded"
 
 
 class Invoice(models.Model):
-    """A postpaid organization's monthly invoice: what its cash was below zero at the month's end."""
+    """A postpaid organization's monthly invoice: what its cash was below zero at the month's end (all debt so
+    far: at most one invoice of an organization is open, a newer one supersedes older open ones)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="invoices")
     period = models.DateField()  # first day of the month, in BILLING_TIME_ZONE
     amount_due = models.BigIntegerField()  # µCNY, exact (not rounded)
-    state = models.CharField(max_length=6, choices=InvoiceState.choices, default=InvoiceState.OPEN)
+    state = models.CharField(max_length=10, choices=InvoiceState.choices, default=InvoiceState.OPEN)
     # The top-up that pays it (payments' TopUp id, plain: payments rows are not ours to constrain).
     topup_id = models.UUIDField(null=True, blank=True, db_index=True)
     paid_at = models.DateTimeField(null=True, blank=True)

@@ -1,4 +1,6 @@
 """Billing API serializers: money as 6-decimal strings (core.fields.MoneyField)."""
+from datetime import UTC, datetime
+
 from rest_framework import serializers
 
 from core.fields import MoneyField
@@ -43,11 +45,22 @@ class TransferLineSerializer(serializers.Serializer):
         return (obj.credit_account if self._credited(obj) else obj.debit_account).kind
 
 
-class UsageQuerySerializer(serializers.Serializer):
-    """`?from=&to=` (ISO-8601); default: the last 30 days up to now."""
+# The window's sane range: nothing was billed before 2000, and `to` − 30 days (the default `from`) or a
+# far-future bound must stay inside what datetime and PostgreSQL represent.
+WINDOW_MIN = datetime(2000, 1, 1, tzinfo=UTC)
+WINDOW_MAX = datetime(9000, 1, 1, tzinfo=UTC)
 
-    locals()["from"] = serializers.DateTimeField(required=False)  # `from` is a Python keyword
-    to = serializers.DateTimeField(required=False)
+
+def _in_window_range(value):
+    if not WINDOW_MIN <= value <= WINDOW_MAX:
+        raise serializers.ValidationError(f"Must be between {WINDOW_MIN:%Y-%m-%d} and {WINDOW_MAX:%Y-%m-%d}.")
+
+
+class UsageQuerySerializer(serializers.Serializer):
+    """`?from=&to=` (ISO-8601, years 2000–9000); default: the last 30 days up to now."""
+
+    locals()["from"] = serializers.DateTimeField(required=False, validators=[_in_window_range])  # a keyword
+    to = serializers.DateTimeField(required=False, validators=[_in_window_range])
 
     def validate(self, attrs):
         if attrs.get("from") and attrs.get("to") and attrs["from"] >= attrs["to"]:

@@ -45,7 +45,9 @@ def stripe_event_verify(*, payload: bytes, signature: str | None) -> dict:
         stamp = next((p.split("=", 1)[1] for p in signature.split(",") if p.startswith("t=")), "")
         if int(stamp) > time.time() + settings.STRIPE_WEBHOOK_TOLERANCE_SECONDS:
             raise stripe.SignatureVerificationError("Timestamp in the future", signature, payload)
-    except stripe.SignatureVerificationError as exc:
+    except (stripe.SignatureVerificationError, UnicodeDecodeError) as exc:
+        # stripe-python decodes the body as UTF-8 before checking; Stripe only signs UTF-8 JSON, so a body
+        # that does not decode cannot carry a valid signature: refused (and counted) like a forged one.
         raise ValidationFailed("The Stripe signature is invalid or too old.",
                                details={"Stripe-Signature": ["Invalid or expired signature."]}) from exc
     try:

@@ -16,7 +16,7 @@ from tenancy.permissions import require
 
 from ..models_products import Invoice, SponsorshipProposal
 from . import selectors
-from .postpaid import invoice_pay, invoice_pay_amount
+from .postpaid import invoice_outstanding, invoice_pay, invoice_pay_amount
 from .sponsorship import MAX_CARD_HOURS, sponsorship_submit
 from .statement_formats import statement_csv, statement_json
 from .statements import month_parse, statement_build, statement_months
@@ -76,16 +76,22 @@ class MonthField(serializers.DateField):
 
 class InvoiceSerializer(serializers.ModelSerializer):
     period = MonthField(format="%Y-%m")
-    amount_due = MoneyField()
+    amount_due = MoneyField(help_text="Cash below zero at the month's end (includes superseded invoices' debt).")
+    amount_outstanding = serializers.SerializerMethodField()
     pay_amount = serializers.SerializerMethodField()
 
     class Meta:
         model = Invoice
-        fields = ["id", "period", "amount_due", "pay_amount", "state", "topup_id", "paid_at", "created_at"]
+        fields = ["id", "period", "amount_due", "amount_outstanding", "pay_amount", "state", "topup_id", "paid_at",
+                  "created_at"]
         read_only_fields = fields
 
+    def get_amount_outstanding(self, obj) -> str:
+        """What is left to pay (exact): the amount due less what was paid in since the month ended; 0 unless open."""
+        return MoneyField().to_representation(invoice_outstanding(obj))
+
     def get_pay_amount(self, obj) -> str:
-        """What paying it charges: the amount due rounded up to the fen, at least the smallest top-up."""
+        """What paying it charges: what is left rounded up to the fen, at least the smallest top-up; 0 unless open."""
         return MoneyField().to_representation(invoice_pay_amount(obj))
 
 

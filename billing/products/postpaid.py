@@ -1,7 +1,13 @@
 """Postpaid (SPEC §4): operators set a credit limit (BillingProfile.credit_limit, ledger's admin, audited);
 a monthly invoice shows what cash was below zero at the month's end; paying it is a top-up in fen and
-the sub-fen difference is posted once between cash and `rounding` (`invoice_rounding:<invoice id>`)."""
-from datetime import date
+the sub-fen difference is posted once between cash and `rounding` (`invoice_rounding:<invoice id>`).
+
+A month's invoice covers all debt so far, so it supersedes the organization's older open invoices: at most
+one invoice is open, and open invoices never ask for more than is owed. Payments repay the oldest debt
+first: what is left to pay on an invoice is its amount due less the cash paid in since its month ended
+(selectors.cash_paid_since), whether through the invoice, an ordinary top-up or a superseded invoice's payment.
+"""
+from datetime import date, datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -14,20 +20,43 @@ from tenancy.audit import audit_record
 from ..choices import AccountKind, TransferCode
 from ..ledger import Leg, leg_post, org_account_ids, platform_id
 from ..models import Account, BillingProfile
-from ..models_payments import UCNY_PER_FEN, TopUp
+from ..models_payments import UCNY_PER_FEN, TopUp, TopUpState
 from ..models_products import Invoice, InvoiceState
-from .selectors import invoice_get
+from .selectors import cash_paid_since, invoice_get
 from .statements import _sums_before, billing_tz, month_bounds
 
 
+def _ceil_fen(amount: int) -> int:
+    return -(-amount // UCNY_PER_FEN) * UCNY_PER_FEN
+
+
+def period_end(period: date) -> datetime:
+    """The first instant after the invoice's month, in the billing time zone."""
+    return datetime(period.year + (period.month == 12), period.month % 12 + 1, 1, tzinfo=billing_tz())
+
+
+def invoice_outstanding(invoice: Invoice) -> int:
+    """µCNY left to pay on an open invoice (0 for a paid or superseded one): its amount due less what was paid
+    into cash since its month ended. invoice_list's `paid_since_end` saves the query."""
+    if invoice.state != InvoiceState.OPEN:
+        return 0
+    paid = getattr(invoice, "paid_since_end", None)
+    if paid is None:
+        paid = invoice.paid_since_end = cash_paid_since(org_id=invoice.organization_id,
+                                                        at=period_end(invoice.period))
+    return max(0, invoice.amount_due - paid)
+
+
 def invoice_due_in_fen(invoice: Invoice) -> int:
-    """The amount due rounded UP to the fen (µCNY, a whole number of fen): what settles the invoice."""
-    return -(-invoice.amount_due // UCNY_PER_FEN) * UCNY_PER_FEN
+    """What is left to pay rounded UP to the fen (µCNY, a whole number of fen)."""
+    return _ceil_fen(invoice_outstanding(invoice))
 
 
 def invoice_pay_amount(invoice: Invoice) -> int:
-    """What paying the invoice charges: its amount in fen, at least the smallest top-up (TOPUP_MIN_UCNY);
-    what a small invoice's payment brings beyond the amount due stays on the balance as cash."""
+    """What paying an open invoice charges (0 for others): what is left in fen, at least the smallest top-up
+    (TOPUP_MIN_UCNY); what a small payment brings beyond it stays on the balance as cash."""
+    if invoice.state != InvoiceState.OPEN:
+        return 0
     return max(invoice_due_in_fen(invoice), settings.TOPUP_MIN_UCNY)
 
 
@@ -38,7 +67,9 @@ def cash_at(*, org_id, at) -> int:
 
 
 def invoice_issue(*, org, year: int, month: int) -> Invoice:
-    """The organization's invoice for a finished month (created once; amount due = −cash at its end, ≥ 0)."""
+    """The organization's invoice for a finished month (created once; amount due = −cash at its end, ≥ 0).
+
+    Older open invoices are settled if repaid, and the rest superseded: their debt is in this amount too."""
     org_id = getattr(org, "pk", org)
     start, end = month_bounds(year, month)
     if end > db_now():
@@ -49,13 +80,30 @@ def invoice_issue(*, org, year: int, month: int) -> Invoice:
         return existing
     due = max(0, -cash_at(org_id=org_id, at=end))
     with transaction.atomic():
+        # Locked in pk order (invoice_settle locks one at a time): a concurrent settle of an older invoice either
+        # commits first (paid) or then finds it superseded; its payment counts for this invoice either way.
+        older = list(Invoice.objects.select_for_update().filter(
+            organization_id=org_id, period__lt=period, state=InvoiceState.OPEN).order_by("pk"))
+        still_open = [inv for inv in older if not _settle_locked(inv)]
+        if not due:
+            state = InvoiceState.PAID
+        elif Invoice.objects.filter(organization_id=org_id, period__gt=period).exists():
+            state = InvoiceState.SUPERSEDED  # issued late: a newer invoice already includes this debt
+        else:
+            state = InvoiceState.OPEN
         invoice, created = Invoice.objects.get_or_create(
             organization_id=org_id, period=period,
-            defaults={"amount_due": due, "state": InvoiceState.OPEN if due else InvoiceState.PAID,
-                      "paid_at": None if due else db_now()})
+            defaults={"amount_due": due, "state": state, "paid_at": db_now() if state == InvoiceState.PAID else None})
         if created:
             audit_record(action="invoice.issue", org=invoice.organization, target=invoice,
-                         details={"period": f"{period:%Y-%m}", "amount_due": due})
+                         details={"period": f"{period:%Y-%m}", "amount_due": due, "state": state})
+            _settle_locked(invoice)  # repaid between the month's end and now (our insert holds its row lock)
+            for old in still_open:
+                old.state = InvoiceState.SUPERSEDED
+                old.save(update_fields=["state"])
+                audit_record(action="invoice.supersede", org=invoice.organization, target=old,
+                             details={"period": f"{old.period:%Y-%m}", "by": str(invoice.pk),
+                                      "by_period": f"{period:%Y-%m}"})
     return invoice
 
 
@@ -71,49 +119,74 @@ def invoices_issue_due() -> int:
     return len(orgs)
 
 
+PAYABLE = (TopUpState.CREATED, TopUpState.FAILED)  # the customer can still confirm it (a failed one with another card)
+
+
 def invoice_pay(*, org, invoice_id, actor=None, request=None) -> TopUp:
-    """Start paying an open invoice: a top-up of invoice_pay_amount (a Stripe PaymentIntent)."""
+    """Start paying an open invoice: a top-up of invoice_pay_amount (a Stripe PaymentIntent).
+
+    The invoice's pending top-up of that amount is returned again rather than a second one created, so two
+    clicks never make two payments the customer could both complete."""
     from ..payments.services import topup_create
 
     invoice = invoice_get(org=org, id=invoice_id)
+    if invoice.state == InvoiceState.SUPERSEDED:
+        raise InvalidState("This invoice is included in a later month's invoice; pay that one.")
     if invoice.state != InvoiceState.OPEN:
         raise InvalidState("This invoice is already paid.")
-    if invoice_pay_amount(invoice) > settings.TOPUP_MAX_UCNY:
+    amount = invoice_pay_amount(invoice)
+    if amount > settings.TOPUP_MAX_UCNY:
         raise ValidationFailed(
             "This invoice is above the largest card payment; pay it by bank transfer (an operator records it).",
             details={"amount_due": [f"Card payments go up to {format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
-    topup = topup_create(org=org, actor=actor, amount=invoice_pay_amount(invoice), request=request)
+    current = (TopUp.objects.filter(pk=invoice.topup_id, organization_id=invoice.organization_id,
+                                    credited_at__isnull=True).first() if invoice.topup_id else None)
+    if current is not None and current.state == TopUpState.PROCESSING:
+        raise InvalidState("A payment of this invoice is being processed.")
+    if (current is not None and current.state in PAYABLE and current.amount == amount
+            and current.stripe_payment_intent_id and current.client_secret):
+        return current
+    topup = topup_create(org=org, actor=actor, amount=amount, request=request)
     with transaction.atomic():
         updated = Invoice.objects.filter(pk=invoice.pk, state=InvoiceState.OPEN).update(topup_id=topup.pk)
         if updated:
             audit_record(action="invoice.pay", org=org, actor=actor, target=invoice, request=request,
-                         details={"topup": str(topup.pk), "amount": invoice_pay_amount(invoice)})
+                         details={"topup": str(topup.pk), "amount": amount})
     return topup
 
 
+def _settle_locked(invoice: Invoice) -> bool:
+    """Mark a locked open invoice paid once what was paid in since its month ended covers it (or cash is back
+    at or above zero); returns whether it is paid. Payments come in whole fen: the sub-fen part of what was
+    paid beyond the invoice goes to `rounding`, once, whichever top-up paid it (an earlier payment of the
+    same invoice, or of one it superseded, counts as much as the latest)."""
+    if invoice.state != InvoiceState.OPEN:
+        return invoice.state == InvoiceState.PAID
+    left = invoice.amount_due - cash_paid_since(org_id=invoice.organization_id, at=period_end(invoice.period))
+    if left > 0 and Account.objects.filter(organization_id=invoice.organization_id, kind=AccountKind.CASH,
+                                           balance__lt=0).exists():
+        return False  # still owed
+    topup = TopUp.objects.filter(pk=invoice.topup_id, credited_at__isnull=False).first() if invoice.topup_id else None
+    diff = (-left) % UCNY_PER_FEN if left <= 0 else 0  # never more than the overpayment
+    if diff:
+        ids = org_account_ids([invoice.organization_id])[invoice.organization_id]
+        leg_post(Leg(key=f"invoice_rounding:{invoice.pk}", debit_id=ids[AccountKind.CASH],
+                     credit_id=platform_id(AccountKind.ROUNDING), amount=diff, code=TransferCode.ROUNDING,
+                     payment_ref=str(topup.pk) if topup else ""))
+    invoice.state = InvoiceState.PAID
+    invoice.paid_at = db_now()
+    invoice.save(update_fields=["state", "paid_at"])
+    audit_record(action="invoice.paid", org=invoice.organization, target=invoice,
+                 details={"topup": str(topup.pk) if topup else None, "rounding": diff})
+    return True
+
+
 def invoice_settle(*, invoice_id) -> Invoice:
-    """Mark an open invoice paid when its top-up was credited (posting the sub-fen rounding once),
-    or when the organization's cash is back at or above zero (paid by ordinary top-ups)."""
+    """Mark an open invoice paid when the cash paid in since its month ended covers it (its own top-up, other
+    top-ups, or the payment of an invoice it superseded), posting the sub-fen rounding once."""
     with transaction.atomic():
         invoice = Invoice.objects.select_for_update().get(pk=invoice_id)
-        if invoice.state != InvoiceState.OPEN:
-            return invoice
-        topup = TopUp.objects.filter(pk=invoice.topup_id, credited_at__isnull=False).first() if invoice.topup_id else None
-        if topup is not None:
-            diff = invoice_due_in_fen(invoice) - invoice.amount_due
-            if diff > 0:
-                ids = org_account_ids([invoice.organization_id])[invoice.organization_id]
-                leg_post(Leg(key=f"invoice_rounding:{invoice.pk}", debit_id=ids[AccountKind.CASH],
-                             credit_id=platform_id(AccountKind.ROUNDING), amount=diff, code=TransferCode.ROUNDING,
-                             payment_ref=str(topup.pk)))
-        elif Account.objects.filter(organization_id=invoice.organization_id, kind=AccountKind.CASH,
-                                    balance__lt=0).exists():
-            return invoice  # still owed, and no paying top-up has landed yet
-        invoice.state = InvoiceState.PAID
-        invoice.paid_at = db_now()
-        invoice.save(update_fields=["state", "paid_at"])
-        audit_record(action="invoice.paid", org=invoice.organization, target=invoice,
-                     details={"topup": str(topup.pk) if topup else None})
+        _settle_locked(invoice)
         return invoice
 
 

@@ -15,10 +15,16 @@ def sponsorship_submit(*, org, user=None, title: str, abstract: str, accelerator
                        request=None) -> SponsorshipProposal:
     """Record an organization's proposal for sponsored card-hours on one accelerator."""
     from inventory.models import Accelerator
+    from inventory.selectors import PriceMissing, current_price
 
     errors: dict = {}
     if not Accelerator.objects.filter(slug=accelerator).exists():
         errors["accelerator"] = [f"Unknown accelerator {accelerator!r}."]
+    else:
+        try:
+            current_price(accelerator)  # approval grants at list price: an unpriced one could never be approved
+        except PriceMissing:
+            errors["accelerator"] = [f"{accelerator} has no price; it cannot be sponsored."]
     if not isinstance(card_hours, int) or isinstance(card_hours, bool) or not 0 < card_hours <= MAX_CARD_HOURS:
         errors["card_hours"] = [f"A whole number of card-hours between 1 and {MAX_CARD_HOURS}."]
     if not (title or "").strip():

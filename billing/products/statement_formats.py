@@ -1,6 +1,7 @@
 """A statement as API JSON (6-decimal strings) and as CSV (exact 6-decimal amounts, parseable back)."""
 import csv
 import io
+from zoneinfo import ZoneInfo
 
 from core.money import format_ucny
 
@@ -11,6 +12,11 @@ CSV_COLUMNS = ["section", "date", "ref", "detail", "accelerator", "cards", "rate
 
 def _iso(dt) -> str | None:
     return dt.isoformat().replace("+00:00", "Z") if dt is not None else None
+
+
+def _local_date(dt, tz: str) -> str:
+    """The date in the statement's time zone, like every other dated line (the UTC date can be a day off)."""
+    return dt.astimezone(ZoneInfo(tz)).date().isoformat() if dt is not None else ""
 
 
 def _money(d: dict, *keys) -> dict:
@@ -55,7 +61,7 @@ def statement_rows(st: Statement) -> list[list[str]]:
         add("usage", ref=u["meter_id"], detail=u["instance_id"], accelerator=u["accelerator"], cards=u["cards"],
             rate=u["rate"], seconds=u["seconds"], amount=u["amount"])
     for p in st.packages:
-        add("package", date=p["starts_at"].date().isoformat() if p["starts_at"] else "", ref=p["package_id"],
+        add("package", date=_local_date(p["starts_at"], st.time_zone), ref=p["package_id"],
             detail=f"{p['instance_id']} period {p['period']}", amount=p["amount"])
     for c in st.other_charges:
         add("charge", date=c["date"], ref=c["transfer_id"], detail=c["code"], account=c["account"], amount=c["amount"])

@@ -41,12 +41,21 @@ def month_parse(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def month_start(year: int, month: int) -> datetime:
+    """The month's first instant in the billing time zone (aware); ValidationFailed before 2000 or after 9999."""
+    if not (isinstance(year, int) and isinstance(month, int) and 2000 <= year <= 9999 and 1 <= month <= 12):
+        raise ValidationFailed("The month is out of range.", details={"month": ["No such month."]})
+    return datetime(year, month, 1, tzinfo=billing_tz())
+
+
 def month_bounds(year: int, month: int) -> tuple[datetime, datetime]:
-    """[first instant, first instant of the next month) in the billing time zone (aware)."""
-    tz = billing_tz()
-    start = datetime(year, month, 1, tzinfo=tz)
-    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=tz)
-    return start, end
+    """[first instant, first instant of the next month) in the billing time zone (aware).
+
+    9999-12 has no representable end (datetime stops at year 9999): ValidationFailed, never a 500."""
+    start = month_start(year, month)
+    if (year, month) >= (9999, 12):
+        raise ValidationFailed("The month is out of range.", details={"month": ["No such month."]})
+    return start, month_start(year + (month == 12), month % 12 + 1)
 
 
 def _through(key: str | None) -> int:
@@ -98,9 +107,10 @@ def statement_build(*, org, month: str, now=None) -> Statement:
     from core.dbclock import db_now
 
     year, mon = month_parse(month)
-    start, end = month_bounds(year, mon)
-    if start > (now or db_now()):
+    # Before month_bounds: a future month is a 404, even one whose end is not representable (9999-12).
+    if month_start(year, mon) > (now or db_now()):
         raise NotFoundError("There is no statement for a month that has not begun.")
+    start, end = month_bounds(year, mon)
     org_id = getattr(org, "pk", org)
     accounts = _org_accounts(org_id)  # {account id: kind}
     ids = list(accounts)

@@ -119,7 +119,12 @@ def test_usage_lines_per_meter_and_window(member_factory, session_client_for):
 
 
 @pytest.mark.parametrize("params,field", [({"from": "yesterday"}, "from"), ({"to": "2026-13-01"}, "to"),
-                                          ({"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}, "from")])
+                                          ({"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}, "from"),
+                                          # out of the sane range: `to` − 30 days used to overflow (a 500)
+                                          ({"to": "0001-01-02T00:00:00Z"}, "to"),
+                                          ({"from": "1999-12-31T23:59:59Z"}, "from"),
+                                          ({"to": "9999-12-31T23:59:59Z"}, "to"),
+                                          ({"to": "9999-12-31T23:59:59-05:00"}, "to")])
 def test_usage_bad_input_is_a_validation_error(params, field, member_factory, session_client_for):
     r = session_client_for(member_factory()).get("/api/v1/billing/usage/", params)
     assert r.status_code == 400

@@ -7,10 +7,12 @@ import pytest
 from billing import hooks
 from billing.funds import available_funds
 from billing.models import BillingProfile, Meter, WriteOff
+from billing.rating import whole_seconds
 from billing.selectors import low_balance_warning
 from billing.services import meter_open, meters_close
 from billing.tick import meter_tick
 from billing.verify import ledger_verify
+from core.dbclock import db_now
 from tests.factories.billing import fund
 from tests.factories.tenancy import MembershipFactory
 
@@ -33,8 +35,8 @@ def test_autostop_at_exhaustion_second_bills_up_to_it_and_writes_off_the_rest(
     org = MembershipFactory().organization
     fund(org, 30_000)
     meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
-                       rate=3_600_000)  # 1,000 µCNY per second
-    t0 = meter.opened_at
+                       rate=3_600_000, opened_at=db_now() - timedelta(hours=1))  # 1,000 µCNY per second
+    t0 = meter.opened_at  # an hour ago: the simulated stop at t0 + 45 s has happened by the database clock
     with django_capture_on_commit_callbacks(execute=True):
         meter_tick(now=t0 + timedelta(seconds=10))
     assert stop_calls == [{"org_id": org.pk, "at": t0 + timedelta(seconds=30), "reason": "funds_exhausted"}]
@@ -86,3 +88,26 @@ def test_low_balance_warning_email_and_banner_once_then_cleared(
     meter_tick(now=t0 + timedelta(seconds=130))
     assert not low_balance_warning(org=org)
     assert Meter.objects.get(pk=meter.pk).posted_through_seconds == 130
+
+
+def test_close_at_a_future_second_bills_only_the_seconds_that_ran(stop_calls, django_capture_on_commit_callbacks,
+                                                                    settings):
+    """The hook is told the exhaustion second, which may lie ahead; closing right away at it must not bill
+    seconds the instance never ran (closed at the database now instead)."""
+    settings.METER_TICK_SECONDS = 60
+    org = MembershipFactory().organization
+    fund(org, 50_000)  # 50 s at 1,000 µCNY/s
+    meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
+                       rate=3_600_000, opened_at=db_now() - timedelta(seconds=5))
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick()  # ~5 s have run: exhaustion ~45 s ahead, within the tick
+    at = stop_calls[0]["at"]
+    assert at > db_now() + timedelta(seconds=30)
+    meters_close(instance_id=meter.instance_id, at=at)
+    meter.refresh_from_db()
+    ran = whole_seconds(meter.opened_at, db_now())
+    assert meter.closed_at < at and meter.closed_at <= db_now()
+    assert 5 <= meter.posted_through_seconds <= ran
+    assert meter.posted_amount == meter.posted_through_seconds * 1_000 and meter.written_off_amount == 0
+    assert available_funds(org) == 50_000 - meter.posted_amount
+    assert ledger_verify() == []

@@ -12,6 +12,7 @@ from billing.models import Account, Meter, WriteOff
 from billing.services import meter_open, meters_close, trial_grant
 from billing.tick import meter_tick
 from billing.verify import ledger_verify
+from core.dbclock import db_now
 from tests.factories.billing import fund
 from tests.factories.tenancy import OrganizationFactory
 
@@ -29,7 +30,7 @@ def test_fifty_threads_spend_against_funds_for_ten(settings):
     assert available_funds(org) == 10 * PER_METER
     meters = [meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
                          rate=3_600_000) for _ in range(THREADS)]
-    t0 = meters[0].opened_at
+    t0 = db_now() - timedelta(hours=1)  # the closes at t0 + 60 s lie in the past (never billed ahead)
     Meter.objects.filter(pk__in=[m.pk for m in meters]).update(opened_at=t0)
     barrier = threading.Barrier(THREADS + 2)
     errors, lows = [], []

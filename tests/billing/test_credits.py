@@ -9,6 +9,7 @@ from billing.credits import trial_expire_due
 from billing.models import Account, BillingProfile, Transfer
 from billing.services import compensation_grant, meter_open, meters_close, trial_grant
 from billing.verify import ledger_verify
+from core.dbclock import db_now
 from tenancy import hooks as tenancy_hooks
 from tenancy.models import AuditEvent
 from tests.factories.billing import fund
@@ -35,7 +36,7 @@ def test_trial_is_granted_once_spent_first_and_expires_to_the_ucny(settings):
     assert AuditEvent.objects.filter(action="billing.trial_grant", organization=org).count() == 1
     fund(org, 5_000_000)
     meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
-                       rate=1_900_000)
+                       rate=1_900_000, opened_at=db_now() - timedelta(hours=1))
     meters_close(instance_id=meter.instance_id, at=meter.opened_at + timedelta(seconds=2345))
     spent = 1_900_000 * 2345 // 3600  # 1,237,638 µCNY
     assert balances(org)["trial"] == 10_000_000 - spent and balances(org)["cash"] == 5_000_000
@@ -65,7 +66,7 @@ def test_fully_spent_trial_expires_without_a_transfer(settings):
     org = OrganizationFactory()
     trial_grant(org=org, user=None)
     meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
-                       rate=3_600_000)
+                       rate=3_600_000, opened_at=db_now() - timedelta(hours=1))
     meters_close(instance_id=meter.instance_id, at=meter.opened_at + timedelta(seconds=10))
     BillingProfile.objects.filter(pk=org.pk).update(trial_expires_at=Now())
     assert trial_expire_due() == 1

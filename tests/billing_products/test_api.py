@@ -63,6 +63,15 @@ def test_submit_validation_errors(member_factory, session_client_for):
     assert not SponsorshipProposal.objects.exists()
 
 
+def test_submit_for_an_accelerator_without_a_price_is_400(member_factory, session_client_for):
+    accelerator("mtt-s4000")  # in the catalog, never priced: its proposal could never be approved
+    client = session_client_for(member_factory(role="owner"))
+    err = assert_error(client.post(SPONSORSHIPS, {**BODY, "accelerator": "mtt-s4000"}, format="json"),
+                       400, "validation_error")
+    assert set(err["details"]) == {"accelerator"}
+    assert not SponsorshipProposal.objects.exists()
+
+
 def test_submit_is_idempotent(member_factory, session_client_for):
     client = session_client_for(member_factory(role="owner"))
     first = client.post(SPONSORSHIPS, BODY, format="json", HTTP_IDEMPOTENCY_KEY="sp-1")
@@ -88,7 +97,9 @@ def test_other_organizations_objects_are_404(member_factory, session_client_for)
 
 
 @pytest.mark.parametrize("bad,status", [("2025-13", 400), ("25-01", 400), ("2025-1", 400), ("abcd-ef", 400),
-                                        ("2999-01", 404)])
+                                        ("1999-12", 400), ("2999-01", 404),
+                                        # future months are 404, even the last one (its end is past datetime's)
+                                        ("9999-11", 404), ("9999-12", 404)])
 def test_bad_months(member_factory, session_client_for, bad, status):
     client = session_client_for(member_factory(role="billing"))
     code = "validation_error" if status == 400 else "not_found"

@@ -1,20 +1,24 @@
 """Paying an invoice: a top-up of the amount rounded up to the fen at localstripe; settling posts the
 sub-fen difference once between cash and `rounding`."""
-from datetime import date
+from datetime import date, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 import stripe
 from django.utils import timezone
 
 from billing.choices import AccountKind, TransferCode
-from billing.funds import balances_of
+from billing.credits import cash_credit
+from billing.funds import balances_of, spend
 from billing.models import Transfer
 from billing.models_payments import TopUp
 from billing.models_products import Invoice, InvoiceState
-from billing.products.postpaid import invoices_settle_due
+from billing.payments.reconcile import payments_reconcile
+from billing.products.postpaid import invoice_issue, invoices_settle_due
 from tests.core.test_api_conventions import assert_error
 from tests.factories.billing import fund, set_credit_limit
-from tests.payments.conftest import localstripe_url, stripe_env  # noqa: F401  (fixtures)
+from tests.factories.billing_products import posted_at
+from tests.payments.conftest import localstripe_url, pay, stripe_env  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
@@ -83,3 +87,66 @@ def test_an_invoice_above_the_largest_card_payment_says_so(stripe_env, member_fa
     error = assert_error(response, 400, "validation_error")
     assert "bank transfer" in error["message"] and "amount_due" in error["details"]
     assert not TopUp.objects.exists()
+
+
+def test_paying_twice_reuses_the_pending_topup_and_an_earlier_payment_still_settles(
+        stripe_env, member_factory, session_client_for):  # noqa: F811
+    """Two clicks make one payment; once part was paid otherwise the next click asks only the rest; and if the
+    customer then completes the earlier payment anyway, that settles the invoice (rounding posted once)."""
+    membership = member_factory(role="owner")
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    with posted_at(datetime(2025, 4, 20, tzinfo=ZoneInfo("Asia/Shanghai"))):
+        spend(org=org, amount=12_345_678, key="april", code=TransferCode.METER)
+    invoice = invoice_issue(org=org, year=2025, month=4)
+    client = session_client_for(membership)
+    first = client.post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
+    again = client.post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
+    assert first.status_code == again.status_code == 201, (first.content, again.content)
+    assert again.json()["id"] == first.json()["id"] and again.json()["client_secret"] == first.json()["client_secret"]
+    assert TopUp.objects.filter(organization=org).count() == 1
+    earlier = TopUp.objects.get(pk=first.json()["id"])
+    assert earlier.amount == 12_350_000
+
+    # 5 CNY paid by an ordinary top-up: the invoice now asks the rest, with a new payment of that amount.
+    cash_credit(org=org, amount=5_000_000, key="ordinary", code=TransferCode.TOPUP)
+    listed = client.get("/api/v1/billing/invoices/").json()["results"][0]
+    assert (listed["amount_due"], listed["amount_outstanding"], listed["pay_amount"]) == (
+        "12.345678", "7.345678", "7.350000")
+    later = client.post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
+    assert later.status_code == 201 and later.json()["id"] != earlier.pk and later.json()["amount"] == "7.350000"
+    TopUp.objects.filter(pk=later.json()["id"]).update(state="processing")  # as payment_intent.processing sets it
+    assert_error(client.post(f"/api/v1/billing/invoices/{invoice.pk}/pay/"), 409, "invalid_state")
+
+    # The customer completes the earlier payment at Stripe; reconciliation credits it through the webhook's path.
+    assert pay(earlier.stripe_payment_intent_id).status == "succeeded"
+    assert payments_reconcile().get("credited") == 1
+    assert invoices_settle_due(org_id=org.pk) == 1 and invoices_settle_due(org_id=org.pk) == 0
+    invoice.refresh_from_db()
+    assert invoice.state == InvoiceState.PAID
+    rounding = Transfer.objects.get(code=TransferCode.ROUNDING)
+    assert (rounding.key, rounding.amount) == (f"invoice_rounding:{invoice.pk}", 4_322)
+    assert balances_of(org)[AccountKind.CASH] == 5_000_000  # the whole-fen surplus stays the customer's
+    assert_error(client.post(f"/api/v1/billing/invoices/{invoice.pk}/pay/"), 409, "invalid_state")
+
+
+def test_a_superseded_invoice_cannot_be_paid_and_lists_nothing_to_pay(stripe_env, member_factory,  # noqa: F811
+                                                                     session_client_for):
+    membership = member_factory(role="owner")
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    tz = ZoneInfo("Asia/Shanghai")
+    with posted_at(datetime(2025, 7, 20, tzinfo=tz)):
+        spend(org=org, amount=10_000_000, key="july", code=TransferCode.METER)
+    july = invoice_issue(org=org, year=2025, month=7)
+    with posted_at(datetime(2025, 8, 20, tzinfo=tz)):
+        spend(org=org, amount=2_000_000, key="august", code=TransferCode.METER)
+    august = invoice_issue(org=org, year=2025, month=8)
+    client = session_client_for(membership)
+    listed = {i["period"]: (i["state"], i["amount_due"], i["amount_outstanding"], i["pay_amount"])
+              for i in client.get("/api/v1/billing/invoices/").json()["results"]}
+    assert listed == {"2025-08": ("open", "12.000000", "12.000000", "12.000000"),
+                      "2025-07": ("superseded", "10.000000", "0.000000", "0.000000")}
+    error = assert_error(client.post(f"/api/v1/billing/invoices/{july.pk}/pay/"), 409, "invalid_state")
+    assert "later month" in error["message"]
+    assert client.post(f"/api/v1/billing/invoices/{august.pk}/pay/").json()["amount"] == "12.000000"

@@ -98,3 +98,28 @@ def test_csv_parses_back_to_the_same_totals_and_is_stable():
     # Later activity (today) does not change February, byte for byte.
     cash_credit(org=org, amount=7_000_000, key=f"later:{org.pk}", code="topup")
     assert statement_csv(statement_build(org=org, month="2025-02")) == body
+
+
+def test_csv_dates_packages_in_the_billing_time_zone_like_every_other_line():
+    """A package started at 02:00 on March 1 in Shanghai (Feb 28 in UTC) is dated March 1, as its top-up is."""
+    from billing.models_products import Package
+
+    org = OrganizationFactory()
+    when = datetime(2025, 3, 1, 2, 0, tzinfo=TZ)
+    with posted_at(when):
+        cash_credit(org=org, amount=package_amount(H100), key=f"k:{org.pk}", code="topup")
+        package = package_start(org=org, instance_id=uuid.uuid4(), items=[H100])
+    Package.objects.filter(pk=package.pk).update(starts_at=when)  # starts_at comes from the database clock
+    rows = csv.DictReader(io.StringIO(statement_csv(statement_build(org=org, month="2025-03")).decode()))
+    dates = {r["section"]: r["date"] for r in rows if r["section"] in ("package", "topup")}
+    assert dates == {"package": "2025-03-01", "topup": "2025-03-01"}
+
+
+def test_month_bounds_refuse_months_they_cannot_represent():
+    """9999-12 ends in year 10000, which datetime cannot hold: a validation error, never a 500."""
+    from core.errors import ValidationFailed
+
+    assert month_bounds(9999, 11)[1] == datetime(9999, 12, 1, tzinfo=TZ)
+    for year, month in ((9999, 12), (1999, 12), (2025, 13)):
+        with pytest.raises(ValidationFailed):
+            month_bounds(year, month)

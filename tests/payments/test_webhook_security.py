@@ -78,6 +78,25 @@ def test_refused_signatures_record_nothing(topup):
     assert cash_balance(org=topup.organization) == 100_000_000
 
 
+def _failures(reason) -> float:
+    from core.metrics import WEBHOOK_FAILURES_TOTAL
+
+    return WEBHOOK_FAILURES_TOTAL.labels(reason=reason)._value.get()
+
+
+def test_a_body_that_is_not_utf8_is_refused_like_a_bad_signature(topup):
+    """Stripe signs UTF-8 JSON only: such a body cannot carry a valid signature (it used to answer 500)."""
+    before = {r: _failures(r) for r in ("bad_signature", "malformed", "processing_error")}
+    for body in (b"\xff\xfe{}", json.dumps(succeeded_event()).encode() + b"\xc3"):
+        for signature in ("t=1,v1=abc", sign(body.decode("latin-1"), SECRET)):
+            err = assert_error(deliver(body, signature), 400, "validation_error")
+            assert set(err["details"]) == {"Stripe-Signature"}
+    assert _failures("bad_signature") == before["bad_signature"] + 4
+    assert _failures("malformed") == before["malformed"]
+    assert _failures("processing_error") == before["processing_error"]
+    _nothing_recorded(topup)
+
+
 def test_unknown_duplicate_and_out_of_order_events_change_nothing(topup):
     def send(event):
         body = json.dumps(event).encode()
