@@ -58,9 +58,13 @@ class SponsorshipForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         from inventory.models import Accelerator
+        from inventory.selectors import current_prices
 
         super().__init__(*args, **kwargs)
-        self.fields["accelerator"].choices = list(Accelerator.objects.order_by("slug").values_list("slug", "name"))
+        priced = current_prices()  # grants are at list price: an unpriced accelerator cannot be sponsored
+        self.fields["accelerator"].choices = [(slug, name) for slug, name in
+                                              Accelerator.objects.order_by("slug").values_list("slug", "name")
+                                              if slug in priced]
 
 
 @login_required

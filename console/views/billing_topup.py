@@ -35,6 +35,8 @@ def _invoice_to_pay(request, invoice_id) -> dict | None:
     except NotFoundError as exc:
         raise Http404(str(exc)) from exc
     if invoice.state != InvoiceState.OPEN:
+        messages.info(request, "That invoice is included in a later month's invoice; pay that one."
+                      if invoice.state == InvoiceState.SUPERSEDED else "That invoice is already paid.")
         return None
     amount = invoice_pay_amount(invoice)
     return {"invoice": invoice, "invoice_amount": amount, "invoice_surplus": amount - invoice_due_in_fen(invoice),
@@ -51,7 +53,6 @@ def billing_topup(request):
     if request.GET.get("invoice"):
         paying = _invoice_to_pay(request, request.GET["invoice"])
         if paying is None:
-            messages.info(request, "That invoice is already paid.")
             return redirect("console:billing_invoices")
     methods = payment_method_types()
     return render(request, "console/billing/topup.html", {

@@ -51,6 +51,29 @@ def test_sponsorship_form_and_invoices(member_factory):
     assert client.get("/billing/invoices/").status_code == 200
 
 
+def test_statement_page_dates_packages_in_the_billing_time_zone(member_factory):
+    import uuid
+
+    from billing.models_products import Package
+    from billing.products.packages import package_start
+    from tests.factories.billing_products import H100, package_amount
+
+    owner = member_factory(role="billing")
+    when = datetime(2025, 3, 1, 2, 0, tzinfo=ZoneInfo("Asia/Shanghai"))  # Feb 28, 18:00 in UTC
+    with posted_at(when):
+        cash_credit(org=owner.organization, amount=package_amount(H100), key="k", code="topup")
+        package = package_start(org=owner.organization, instance_id=uuid.uuid4(), items=[H100])
+    Package.objects.filter(pk=package.pk).update(starts_at=when)
+    page = _client(owner).get("/billing/statements/2025-03/").content.decode()
+    assert "2025-03-01 02:00" in page and "2025-02-28 18:00" not in page
+
+
+def test_sponsorship_form_offers_only_priced_accelerators(member_factory, catalog):
+    page = _client(member_factory(role="owner")).get("/billing/sponsorships/").content.decode()
+    assert 'value="h100-sxm-80g"' in page and 'value="ascend-910b"' in page
+    assert 'value="mtt-s4000"' not in page and 'value="bi-v100"' not in page
+
+
 def test_admin_approve_asks_for_a_note_then_grants_once(member_factory):
     accelerator("h100-sxm-80g")
     owner = member_factory(role="owner")
@@ -96,6 +119,10 @@ def test_invoice_pay_button_opens_the_payment_page_for_that_invoice_only(member_
     assert 'value="10.00" readonly' in small_page and "stays on your balance" in small_page
     again = client.get(f"/billing/topup/?invoice={paid.pk}")
     assert again.status_code == 302 and again["Location"] == "/billing/invoices/"
+    assert "already paid" in client.get("/billing/invoices/").content.decode()
+    Invoice.objects.filter(pk=paid.pk).update(state=InvoiceState.SUPERSEDED)
+    client.get(f"/billing/topup/?invoice={paid.pk}")
+    assert "included in a later month" in client.get("/billing/invoices/").content.decode()
     assert 'data-api-url="/api/v1/billing/topups/"' in client.get("/billing/topup/").content.decode()
 
     # Another organization's invoice is a 404; a member sees invoices but no Pay button (cannot pay).
