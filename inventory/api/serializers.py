@@ -10,6 +10,15 @@ from ..node_import import DRIVERS, MAX_CARDS_PER_NODE
 from ..selectors import price_pair
 
 
+class SlugRef(serializers.SlugRelatedField):
+    """A slug naming a row; a NUL byte (which PostgreSQL refuses in any query) is an invalid slug, not a 500."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class AcceleratorSerializer(serializers.ModelSerializer):
     """SPEC §5 catalog row; expects `with_current_prices` annotations and a `stock` dict in context."""
 
@@ -75,8 +84,8 @@ class NodeCreateSerializer(serializers.Serializer):
     """Input of POST /admin-api/nodes/."""
 
     hostname = serializers.CharField(max_length=200)
-    zone = serializers.SlugRelatedField(slug_field="slug", queryset=Zone.objects.all())
-    accelerator = serializers.SlugRelatedField(slug_field="slug", queryset=Accelerator.objects.all())
+    zone = SlugRef(slug_field="slug", queryset=Zone.objects.all())
+    accelerator = SlugRef(slug_field="slug", queryset=Accelerator.objects.all())
     card_count = serializers.IntegerField(min_value=1, max_value=MAX_CARDS_PER_NODE, default=8)
     driver = serializers.ChoiceField(choices=DRIVERS, default="simulated")
     ssh_host = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
@@ -142,7 +151,7 @@ class CardSerializer(serializers.ModelSerializer):
 class PriceSerializer(serializers.ModelSerializer):
     """A price row; money as 6-decimal strings; `monthly_price_per_card_hour` null = the default discount."""
 
-    accelerator = serializers.SlugRelatedField(slug_field="slug", queryset=Accelerator.objects.all())
+    accelerator = SlugRef(slug_field="slug", queryset=Accelerator.objects.all())
     price_per_card_hour = MoneyField(source="on_demand_per_card_hour")
     monthly_price_per_card_hour = MoneyField(source="monthly_per_card_hour", allow_null=True, required=False)
     effective_from = serializers.DateTimeField(required=False)

@@ -274,3 +274,15 @@ def test_admin_api_card_health(staff_client, catalog):
                                     "validation_error")["details"]
     assert_error(staff_client.post("/api/v1/admin-api/cards/999999999/health/", {"health": "ok", "reason": "x"},
                                    format="json"), 404, "not_found")
+
+
+def test_a_nul_in_a_slug_is_a_validation_error_not_a_500(staff_client, catalog):
+    for body in ({"accelerator": "h100\x00", "price_per_card_hour": "1.00"},):
+        for fmt in ("json", "multipart"):
+            err = assert_error(staff_client.post("/api/v1/admin-api/prices/", body, format=fmt), 400,
+                               "validation_error")
+            assert "accelerator" in err["details"]
+    err = assert_error(staff_client.post("/api/v1/admin-api/nodes/", {"hostname": "n1", "zone": "z\x00",
+                                                                        "accelerator": "h100-sxm-80g"},
+                                         format="json"), 400, "validation_error")
+    assert "zone" in err["details"]
