@@ -11,9 +11,12 @@ Runtimes: `docker` (containers with NVIDIA --gpus or Ascend /dev/davinci* device
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import logging
 import os
+import re
+import select
 import shlex
 import shutil
 import signal
@@ -37,6 +40,13 @@ ASCEND_MOUNTS = ("/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/
                  "/etc/ascend_install.info", "/usr/local/Ascend/add-ons")
 EXIT_TIMEOUT = 124
 EXIT_NOT_FOUND = 127
+# After a program ends (or is killed): how long to wait for the rest of its output. A helper that left its
+# process group (setsid, a daemon) may hold the pipe open for ever; waiting for its EOF would hang the agent.
+OUTPUT_GRACE_S = 2.0
+# What a failed request to the platform raises: the network, TLS, a malformed HTTP answer, a bad JSON body.
+TRANSIENT_ERRORS = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)
+# Every agent-started container carries it, so a wipe finds them all, even one the state dir forgot.
+INSTANCE_LABEL = "cardmix.instance"
 
 log = logging.getLogger("cardmix-agent")
 
@@ -44,31 +54,103 @@ log = logging.getLogger("cardmix-agent")
 # -- running programs --------------------------------------------------------------------------
 
 def clip(text: str) -> str:
-    """Keep the head and the tail of a long output (the table and the footer matter most)."""
+    """Keep the head and the tail of a long output (the table and the footer matter most).
+
+    NUL becomes U+FFFD: the platform stores text in PostgreSQL, which refuses NUL (the result would be lost).
+    """
+    text = text.replace("\x00", "\ufffd")
     if len(text) <= OUTPUT_HEAD + OUTPUT_TAIL:
         return text
     cut = len(text) - OUTPUT_HEAD - OUTPUT_TAIL
     return f"{text[:OUTPUT_HEAD]}\n[cardmix-agent: {cut} characters omitted]\n{text[-OUTPUT_TAIL:]}"
 
 
+class OutputCapture:
+    """Reads a pipe in a thread, keeping only its first OUTPUT_HEAD and last OUTPUT_TAIL bytes in memory."""
+
+    def __init__(self, pipe):
+        self.pipe, self.head, self.tail, self.omitted = pipe, bytearray(), bytearray(), 0
+        self.eof, self.quit = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._read, name="output", daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        fd = self.pipe.fileno()
+        while not self.quit.is_set():
+            if not select.select([fd], [], [], 0.1)[0]:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self.eof.set()
+                return
+            room = OUTPUT_HEAD - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            self.tail += chunk
+            if len(self.tail) > OUTPUT_TAIL:
+                self.omitted += len(self.tail) - OUTPUT_TAIL
+                del self.tail[:-OUTPUT_TAIL]
+
+    def finish(self, grace: float) -> str:
+        """Wait up to `grace` s for the end of the output, stop reading, and return what was read."""
+        self.eof.wait(grace)
+        self.quit.set()
+        self.thread.join()
+        self.pipe.close()
+        if not self.omitted:
+            return bytes(self.head + self.tail).decode(errors="replace")
+        return (f"{self.head.decode(errors='replace')}\n[cardmix-agent: {self.omitted} bytes omitted]\n"
+                f"{self.tail.decode(errors='replace')}")
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def run(argv: list[str], *, timeout: float, env: dict | None = None) -> tuple[str, int]:
-    """Run a program; (stdout+stderr, exit code). Timeout → 124, missing program → 127."""
+    """Run a program; (stdout+stderr, exit code). Timeout → 124, missing program → 127.
+
+    Returns within about timeout + 2 × OUTPUT_GRACE_S whatever the program's children do; at most
+    OUTPUT_HEAD + OUTPUT_TAIL bytes of output are kept.
+    """
     full_env = {**os.environ, **(env or {})}
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
-                                start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=full_env, start_new_session=True)
     except FileNotFoundError:
         return f"cardmix-agent: {argv[0]}: command not found\n", EXIT_NOT_FOUND
     except PermissionError as exc:
         return f"cardmix-agent: {argv[0]}: {exc}\n", 126
+    capture = OutputCapture(proc.stdout)
+    note = ""
     try:
-        out, _ = proc.communicate(timeout=timeout)
-        return out.decode(errors="replace"), proc.returncode
+        code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        text = out.decode(errors="replace")
-        return text + f"\ncardmix-agent: killed after {timeout:g} s (timeout)\n", EXIT_TIMEOUT
+        _killpg(proc.pid)
+        try:
+            proc.wait(timeout=OUTPUT_GRACE_S)  # a process stuck in the kernel (D state) never dies
+        except subprocess.TimeoutExpired:
+            note = "cardmix-agent: the program did not die after SIGKILL\n"
+        code, note = EXIT_TIMEOUT, f"\ncardmix-agent: killed after {timeout:g} s (timeout)\n{note}"
+    text = capture.finish(OUTPUT_GRACE_S)
+    if not capture.eof.is_set():  # leftovers of its process group still hold the pipe: the command is over
+        _killpg(proc.pid)
+    return text + note, code
+
+
+def scrub(value):
+    """NUL → U+FFFD in every key and string of a JSON value (PostgreSQL's jsonb refuses NUL)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {scrub(str(k)): scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v) for v in value]
+    return value
 
 
 # -- what the host looks like -------------------------------------------------------------------
@@ -111,6 +193,8 @@ def parse_npu_info(text: str) -> list[dict]:
 
 class Agent:
     """Heartbeats in one thread, commands in the other."""
+
+    result_backoff_s = (1.0, 30.0)  # first and longest pause between attempts to post a result
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -174,9 +258,9 @@ class Agent:
 
     def heartbeat(self) -> bool:
         try:
-            status, body = self.call("POST", "heartbeat/", self.report())
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            log.warning("heartbeat failed: %s", exc)
+            status, body = self.call("POST", "heartbeat/", scrub(self.report()))  # a NUL would be refused for ever
+        except TRANSIENT_ERRORS as exc:
+            log.warning("heartbeat failed: %s: %s", type(exc).__name__, exc)
             return False
         if status == 401:
             log.error("the platform refused the node token (401); rotate it in the admin")
@@ -190,7 +274,10 @@ class Agent:
 
     def heartbeat_loop(self) -> None:
         while not self.stop.is_set():
-            self.heartbeat()
+            try:
+                self.heartbeat()
+            except Exception:  # never let one bad answer end the heartbeats: the node would go unreachable
+                log.exception("heartbeat crashed; retrying")
             self.stop.wait(self.heartbeat_interval)
 
     # -- commands --------------------------------------------------------------------------------
@@ -199,12 +286,19 @@ class Agent:
         while not self.stop.is_set():
             try:
                 status, body = self.call("GET", "commands/")
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                log.warning("poll failed: %s", exc)
+                commands = body.get("results", []) if status == 200 else []
+            except Exception as exc:  # a malformed answer is as transient as a refused connection
+                if isinstance(exc, TRANSIENT_ERRORS):
+                    log.warning("poll failed: %s: %s", type(exc).__name__, exc)
+                else:
+                    log.exception("poll failed")
                 self.stop.wait(min(10.0, self.args.poll_interval * 5))
                 continue
-            for command in body.get("results", []) if status == 200 else []:
-                self.execute(command)
+            for command in commands:
+                try:
+                    self.execute(command)
+                except Exception:
+                    log.exception("command %s crashed", command.get("id") if isinstance(command, dict) else "?")
             self.stop.wait(self.args.poll_interval)
 
     def execute(self, command: dict) -> None:
@@ -217,16 +311,38 @@ class Agent:
             log.exception("command %s failed", kind)
             text, code, meta = f"cardmix-agent: {kind} failed: {type(exc).__name__}: {exc}\n", 1, {}
         result = {"exit_code": max(-255, min(255, int(code))), "output": clip(text),
-                  "duration_s": round(time.monotonic() - started, 3), "meta": meta}
-        for attempt in range(5):
+                  "duration_s": round(time.monotonic() - started, 3), "meta": scrub(meta)}
+        status, body = self.post_result(command["id"], result)
+        if status == 400:  # the platform cannot store this result: send the exit code with why, not nothing
+            self.post_result(command["id"], {
+                "exit_code": result["exit_code"], "duration_s": result["duration_s"], "meta": {},
+                "output": clip(f"cardmix-agent: the platform refused this command's output (400): "
+                               f"{json.dumps(body)[:2000]}\n")})
+
+    def post_result(self, command_id: str, result: dict) -> tuple[int | None, dict]:
+        """POST a result until it is stored; retries transport errors, 5xx, 408 and 429 with backoff for up to
+        --result-retry-seconds (the platform's command timeout is 600 s), never another 4xx. → (status, body)."""
+        give_up = time.monotonic() + self.args.result_retry_seconds
+        (delay, longest), status, body = self.result_backoff_s, None, {}
+        while True:
             try:
-                status, body = self.call("POST", f"commands/{command['id']}/result/", result)
+                status, body = self.call("POST", f"commands/{command_id}/result/", result)
                 if status in (200, 404, 409):  # stored, not ours, or the platform stopped waiting
-                    return
-                log.warning("result of %s answered %s: %s", command["id"], status, body)
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                log.warning("posting result of %s failed: %s", command["id"], exc)
-            time.sleep(min(30, 2 ** attempt))
+                    return status, body
+                log.warning("result of %s answered %s: %s", command_id, status, body)
+                if 400 <= status < 500 and status not in (408, 429):
+                    return status, body  # resending the same body cannot succeed
+            except Exception as exc:
+                status, body = None, {}
+                if isinstance(exc, TRANSIENT_ERRORS):
+                    log.warning("posting result of %s failed: %s: %s", command_id, type(exc).__name__, exc)
+                else:
+                    log.exception("posting result of %s failed", command_id)
+            if self.stop.is_set() or time.monotonic() + delay > give_up:
+                log.error("giving up on the result of %s (last answer %s)", command_id, status)
+                return status, body
+            self.stop.wait(delay)
+            delay = min(longest, delay * 2)
 
     # -- instances (containers or stand-in processes) --------------------------------------------
 
@@ -244,11 +360,16 @@ class Agent:
         target.chmod(0o600)
 
     def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
-        """`docker run` for an instance: the cards, the image, SSH keys and environment."""
+        """`docker run` for an instance: the cards, the image, SSH keys and environment.
+
+        Tenants share a node: each container gets its own IPC namespace (its own /dev/shm of --shm-size,
+        where NCCL's intra-node transport and data loaders live), never the host's. The network stays the
+        host's: the platform gives one SSH port per node, not per container (see the README).
+        """
         cards = [int(c) for c in payload.get("cards", [])]
         argv = [self.args.docker, "run", "-d", "--name", f"cardmix-{payload['instance_id']}",
-                "--label", f"cardmix.instance={payload['instance_id']}", "--restart", "unless-stopped",
-                "--network", "host", "--ipc", "host", "--shm-size", self.args.shm_size,
+                "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
+                "--network", "host", "--ipc", "private", "--shm-size", self.args.shm_size,
                 "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
         if payload.get("collective") == "hccl" or payload.get("vendor") == "huawei":
             for card in cards:
@@ -279,6 +400,10 @@ class Agent:
                     f"{len(payload.get('env') or {})} environment variable(s)\n", 0, {"kind": "bare_metal"})
         self.write_keys(where / "authorized_keys", keys)
         if self.args.runtime == "docker":
+            # A retried prepare replaces what an earlier attempt started (same name: a second run would conflict).
+            removed, code = self.docker_rm(instance_id)
+            if code != 0:
+                return removed, code, {"container": f"cardmix-{instance_id}"}
             text, code = run(self.docker_run_argv(payload, where / "authorized_keys"), timeout=self.args.prepare_timeout)
             return text, code, {"container": f"cardmix-{instance_id}"}
         # process runtime: a local process stands in for the container, with the instance's environment
@@ -286,19 +411,28 @@ class Agent:
                "CARDMIX_IMAGE": payload.get("image", "")}
         argv = shlex.split(self.args.process_command) if self.args.process_command else [
             sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
+        replaced = self.stop_process(where) if (where / "pid").exists() else ""  # a retried prepare
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=where)
         (where / "pid").write_text(str(proc.pid))
-        return (f"{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
+        return (f"{replaced}{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
                 f"(devices {cards}, {len(keys)} ssh key(s))\n", 0, {"pid": proc.pid})
+
+    def docker_rm(self, instance_id: str) -> tuple[str, int]:
+        """`docker rm -f` the instance's container; one that does not exist counts as removed."""
+        text, code = run([self.args.docker, "rm", "-f", f"cardmix-{instance_id}"], timeout=120)
+        if code != 0 and "No such container" in text:
+            return "", 0
+        return text, code
 
     def do_release(self, payload: dict):
         instance_id = payload["instance_id"]
         where = self.instance_dir(instance_id)
         if self.args.runtime == "docker":
-            text, code = run([self.args.docker, "rm", "-f", f"cardmix-{instance_id}"], timeout=120)
-            if "No such container" in text:
-                text, code = text + "already removed\n", 0
+            text, code = self.docker_rm(instance_id)
+            if code != 0:  # keep the state dir: the heartbeat still lists it, and a retry or wipe removes it
+                return text, code, {}
+            text = text or f"cardmix-{instance_id} removed\n"
         else:
             text, code = self.stop_process(where), 0
         shutil.rmtree(where, ignore_errors=True)
@@ -374,13 +508,18 @@ class Agent:
     def do_wipe(self, payload: dict):
         """Remove every instance, discard the configured scratch disks, reset the accelerators."""
         lines, worst = [], 0
-        for where in sorted((self.state_dir / "instances").iterdir()):
-            if self.args.runtime == "docker":
-                text, _ = run([self.args.docker, "rm", "-f", f"cardmix-{where.name}"], timeout=120)
-            else:
-                text = self.stop_process(where)
+        instances = sorted((self.state_dir / "instances").iterdir())
+        if self.args.runtime == "docker":
+            text, code = self.docker_rm_all()
             lines.append(text.strip())
-            shutil.rmtree(where, ignore_errors=True)
+            worst = worst or code
+            if code == 0:
+                for where in instances:
+                    shutil.rmtree(where, ignore_errors=True)
+        else:
+            for where in instances:
+                lines.append(self.stop_process(where).strip())
+                shutil.rmtree(where, ignore_errors=True)
         mounted = Path("/proc/mounts").read_text() if Path("/proc/mounts").exists() else ""
         for disk in self.args.wipe_disk:
             if any(line.split()[0].startswith(disk) for line in mounted.splitlines() if line.strip()):
@@ -403,6 +542,19 @@ class Agent:
             lines.append(text.strip())
             worst = worst or code
         return "\n".join(ln for ln in lines if ln) + "\n", worst, {}
+
+    def docker_rm_all(self) -> tuple[str, int]:
+        """Remove every container carrying the instance label (also ones whose state dir is gone)."""
+        text, code = run([self.args.docker, "ps", "-aq", "--filter", f"label={INSTANCE_LABEL}"], timeout=120)
+        if code != 0:
+            return f"docker ps failed (exit {code}): {text.strip()[-500:]}\n", code
+        ids = [word for word in text.split() if re.fullmatch(r"[0-9a-f]{12,64}", word)]
+        if not ids:
+            return "no instance containers\n", 0
+        text, code = run([self.args.docker, "rm", "-f", *ids], timeout=300)
+        if code != 0:
+            return f"docker rm failed (exit {code}): {text.strip()[-500:]}\n", code
+        return f"removed {len(ids)} instance container(s)\n", 0
 
     # -- main --------------------------------------------------------------------------------------
 
@@ -435,7 +587,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--npu-smi", default="npu-smi")
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--docker", default="docker")
-    p.add_argument("--shm-size", default="64g")
+    p.add_argument("--shm-size", default="32g",
+                   help="each container's own /dev/shm (a cap, not a reservation: tmpfs pages are charged as used); "
+                        "NCCL needs about 1g, the rest is for data loader workers")
     p.add_argument("--authorized-keys", default="/root/.ssh/authorized_keys", help="bare metal: where keys go")
     p.add_argument("--process-command", default="", help="process runtime: what stands in for the container")
     p.add_argument("--wipe-disk", action="append", default=[], help="scratch disk to blkdiscard on wipe")
@@ -444,6 +598,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--heartbeat-interval", type=float, default=0.0, help="seconds; 0 = what the platform says")
     p.add_argument("--poll-interval", type=float, default=2.0)
     p.add_argument("--http-timeout", type=float, default=30.0)
+    p.add_argument("--result-retry-seconds", type=float, default=900.0,
+                   help="keep retrying a command's result this long (longer than the platform's command timeout)")
     p.add_argument("--ca-file", default="", help="CA bundle for a private platform certificate")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)

@@ -26,6 +26,10 @@ class NodeCredential(models.Model):
     runtime = models.CharField(max_length=20, blank=True)
     # The last heartbeat's report: devices (nvidia-smi / npu-smi), driver versions, health.
     facts = models.JSONField(default=dict, blank=True)
+    # The node's state and reason when the heartbeat check marked it unreachable: the returning agent
+    # restores them, so a draining or cleaning node does not slip back into the pool.
+    resume_state = models.CharField(max_length=12, blank=True)
+    resume_reason = models.CharField(max_length=500, blank=True)
 
     def __str__(self):
         return f"agent token {self.prefix}… for node {self.node_id}"

@@ -14,6 +14,7 @@ from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
 from core.locks import try_advisory_xact_lock
 from inventory.choices import HolderKind, NodeState
+from inventory.lock_objects import node_lock
 from inventory.models import CardAllocation, Node
 from inventory.services import node_set_state
 from tenancy.audit import audit_record
@@ -55,11 +56,12 @@ def node_token_issue(*, node, actor=None, request=None) -> tuple[NodeCredential,
 def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredential:
     """Record a heartbeat (registration on the first one) and set the next deadline on the DB clock.
 
-    A node that was marked unreachable for a missed heartbeat returns to `available`.
+    A node that was marked unreachable for a missed heartbeat returns to the state it had then.
     """
     now = db_now()
     with transaction.atomic():
-        cred = NodeCredential.objects.select_for_update().select_related("node").get(pk=credential.pk)
+        # The credential's row only: node rows are locked before credential rows (heartbeats_check, _node_resume).
+        cred = NodeCredential.objects.select_for_update(of=("self",)).select_related("node").get(pk=credential.pk)
         first = cred.registered_at is None
         cred.registered_at = cred.registered_at or now
         cred.last_heartbeat_at = now
@@ -67,15 +69,51 @@ def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredenti
         cred.agent_version = str(report.get("agent_version", ""))[:40]
         cred.runtime = str(report.get("runtime", ""))[:20]
         cred.facts = report
-        cred.save()
+        cred.save(update_fields=["registered_at", "last_heartbeat_at", "heartbeat_deadline", "agent_version",
+                                 "runtime", "facts"])
         if first:
             audit_record(action="node.agent_register", target=cred.node,
                          details={"hostname": cred.node.hostname, "agent_version": cred.agent_version,
                                   "runtime": cred.runtime, "devices": len(report.get("devices") or [])})
-    node = cred.node
-    if node.state == NodeState.UNREACHABLE and node.state_reason.startswith(UNREACHABLE_REASON):
-        node_set_state(node=node, state=NodeState.AVAILABLE, reason="agent heartbeat resumed")
+    # Read after the commit above: a check that marks the node later sees the new deadline and skips it.
+    if _unreachable_for_heartbeat(Node.objects.filter(pk=cred.node_id)).exists():
+        _node_resume(cred.node_id)
     return cred
+
+
+def _unreachable_for_heartbeat(nodes):
+    return nodes.filter(state=NodeState.UNREACHABLE, state_reason__startswith=UNREACHABLE_REASON)
+
+
+def _node_resume(node_id) -> None:
+    # Locks node then credential, like heartbeats_check, so the two never deadlock.
+    with transaction.atomic():
+        node = node_lock(node_id)
+        if node.state != NodeState.UNREACHABLE or not node.state_reason.startswith(UNREACHABLE_REASON):
+            return  # an operator changed it meanwhile: theirs stands
+        cred = NodeCredential.objects.select_for_update().get(node_id=node_id)
+        state, reason = cred.resume_state or NodeState.AVAILABLE, cred.resume_reason
+        if state == NodeState.AVAILABLE or not reason:
+            reason = "agent heartbeat resumed"
+        cred.resume_state, cred.resume_reason = "", ""
+        cred.save(update_fields=["resume_state", "resume_reason"])
+        node_set_state(node=node, state=state, reason=reason)
+
+
+def node_resume_state(node) -> str | None:
+    """While the node is unreachable for a missed heartbeat: the state its agent's return restores; else None."""
+    if node.state != NodeState.UNREACHABLE or not node.state_reason.startswith(UNREACHABLE_REASON):
+        return None
+    return (NodeCredential.objects.filter(node_id=node.pk).values_list("resume_state", flat=True).first()
+            or NodeState.AVAILABLE)
+
+
+def node_resume_state_replace(*, node_id, expect: str, state: str, reason: str) -> bool:
+    """While the node is unreachable for a missed heartbeat and would come back `expect`, make it come back
+    `state` instead (e.g. the outcome of a cleaning pass that ended meanwhile). Call under the node's lock."""
+    return bool(NodeCredential.objects.filter(node_id=node_id, resume_state=expect)
+                .filter(node__in=_unreachable_for_heartbeat(Node.objects.all()))
+                .update(resume_state=state, resume_reason=reason[:500]))
 
 
 def agent_heartbeat_pause(*, node_id) -> None:
@@ -86,6 +124,8 @@ def agent_heartbeat_pause(*, node_id) -> None:
 def heartbeats_check() -> list[str]:
     """Nodes whose agent missed its deadline → `unreachable` (no new placements); their instances are flagged.
 
+    The state and reason the node had are kept on its credential; the agent's next heartbeat restores them.
+
     The flag is an audit event `instance.node_unreachable` per instance holding cards there (target
     provisioning.instance / holder id); `selectors.unreachable_instance_ids()` reads the live state.
     Returns the hostnames marked. Beat runs once: an advisory lock makes a second beat a no-op.
@@ -94,10 +134,18 @@ def heartbeats_check() -> list[str]:
     with transaction.atomic():
         if not try_advisory_xact_lock("hardware.heartbeats_check"):
             return marked
-        late = list(NodeCredential.objects.select_related("node")
-                    .filter(heartbeat_deadline__lt=Now(), node__state__in=WATCHED_STATES).order_by("node_id"))
-        for cred in late:
-            node = cred.node
+        late = list(NodeCredential.objects.filter(heartbeat_deadline__lt=Now(), node__state__in=WATCHED_STATES)
+                    .order_by("node_id").values_list("node_id", flat=True))
+        for node_id in late:
+            # Node then credential (as a returning heartbeat does); re-checked under the locks, so a
+            # heartbeat or an operator's change that landed meanwhile wins.
+            node = node_lock(node_id)
+            cred = NodeCredential.objects.select_for_update().get(node_id=node_id)
+            deadline = cred.heartbeat_deadline
+            if node.state not in WATCHED_STATES or deadline is None or deadline >= db_now():
+                continue
+            cred.resume_state, cred.resume_reason = node.state, node.state_reason
+            cred.save(update_fields=["resume_state", "resume_reason"])
             last = cred.last_heartbeat_at.isoformat() if cred.last_heartbeat_at else "never"
             node_set_state(node=node, state=NodeState.UNREACHABLE,
                            reason=f"{UNREACHABLE_REASON} (last {last}, threshold "

@@ -1,8 +1,45 @@
 """Agent API payloads: heartbeat report in, commands out, results in."""
+import json
+
 from rest_framework import serializers
 
 from ..models import AgentCommand
 from ..services import OUTPUT_LIMIT
+
+# What one node can sensibly report; a larger body is a broken or hostile agent.
+MAX_DEVICES = 64
+MAX_CONTAINERS = 1024
+MAX_ERRORS = 50
+MAX_DRIVER_VERSIONS = 32
+META_MAX_BYTES = 64 * 1024  # of a result's meta, as JSON
+META_MAX_DEPTH = 16
+
+
+class JsonSafe:
+    """Refuses what PostgreSQL jsonb cannot store (NUL in any key or string) and bodies past size/depth limits."""
+
+    def __init__(self, *, max_bytes: int, max_depth: int):
+        self.max_bytes, self.max_depth = max_bytes, max_depth
+
+    def __call__(self, value):
+        self._walk(value, 0)
+        if len(json.dumps(value, ensure_ascii=False).encode()) > self.max_bytes:
+            raise serializers.ValidationError(f"Must be at most {self.max_bytes} bytes as JSON.")
+
+    def _walk(self, value, depth):
+        if depth > self.max_depth:
+            raise serializers.ValidationError(f"Must be nested at most {self.max_depth} levels deep.")
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise serializers.ValidationError("Null characters are not allowed.")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if "\x00" in key:
+                    raise serializers.ValidationError("Null characters are not allowed in keys.")
+                self._walk(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                self._walk(item, depth + 1)
 
 
 class DeviceSerializer(serializers.Serializer):
@@ -16,19 +53,29 @@ class DeviceSerializer(serializers.Serializer):
 
 
 class HeartbeatSerializer(serializers.Serializer):
-    """What the agent sees on its host."""
+    """What the agent sees on its host (CharFields refuse NUL themselves; dict keys need JsonSafe)."""
 
     agent_version = serializers.CharField(max_length=40)
     hostname = serializers.CharField(max_length=200)
     runtime = serializers.ChoiceField(choices=["docker", "process"])
     vendor = serializers.CharField(max_length=20, allow_blank=True, required=False, default="")
-    devices = DeviceSerializer(many=True, required=False, default=list)
+    devices = DeviceSerializer(many=True, required=False, default=list, max_length=MAX_DEVICES)
     driver_versions = serializers.DictField(child=serializers.CharField(max_length=200, allow_blank=True),
-                                            required=False, default=dict)
+                                            required=False, default=dict,
+                                            validators=[JsonSafe(max_bytes=16 * 1024, max_depth=1)])
     health = serializers.CharField(max_length=20, required=False, default="ok")
     smi_output = serializers.CharField(max_length=64 * 1024, allow_blank=True, required=False, default="")
-    containers = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list)
-    errors = serializers.ListField(child=serializers.CharField(max_length=1000), required=False, default=list)
+    containers = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
+                                       max_length=MAX_CONTAINERS)
+    errors = serializers.ListField(child=serializers.CharField(max_length=1000), required=False, default=list,
+                                   max_length=MAX_ERRORS)
+
+    def validate_driver_versions(self, value):
+        if len(value) > MAX_DRIVER_VERSIONS:
+            raise serializers.ValidationError(f"Ensure this field has no more than {MAX_DRIVER_VERSIONS} elements.")
+        if any(len(key) > 100 for key in value):
+            raise serializers.ValidationError("Keys must be at most 100 characters.")
+        return value
 
 
 class CommandSerializer(serializers.ModelSerializer):
@@ -43,4 +90,5 @@ class ResultSerializer(serializers.Serializer):
     exit_code = serializers.IntegerField(min_value=-255, max_value=255)
     output = serializers.CharField(max_length=OUTPUT_LIMIT, allow_blank=True, trim_whitespace=False)
     duration_s = serializers.FloatField(min_value=0, required=False, allow_null=True, default=None)
-    meta = serializers.DictField(required=False, default=dict)
+    meta = serializers.DictField(required=False, default=dict,
+                                 validators=[JsonSafe(max_bytes=META_MAX_BYTES, max_depth=META_MAX_DEPTH)])

@@ -7,10 +7,15 @@ it frees the cards, so the node never looks free with a previous tenant's disks.
 """
 import logging
 
+from django.db import transaction
+
 from core.outbox import outbox_send
+from hardware.services import node_resume_state, node_resume_state_replace
 from inventory.choices import NodeState
+from inventory.lock_objects import node_lock
 from inventory.models import Node
 from inventory.services import node_set_state
+from tenancy.models import AuditEvent
 
 from ..readiness import parse_device_health
 from .fleet import driver_for, node_ref
@@ -38,14 +43,17 @@ def _last_line(text: str) -> str:
 def node_clean(*, node, previous_state: str | None = None) -> Node:
     """Wipe local disks and reset accelerators through the node's driver, then health-check every card.
 
-    Pass → `available` (or the operator state it had before); fail → `maintenance` with the reason.
+    Pass → `available` (or the operator state it had before, with its reason); fail → `maintenance` with
+    the reason. Only a node still `cleaning` is touched: a redelivered task finds it back in the pool,
+    maybe with a new tenant, and does nothing; an operator's change during the wipe stands.
     Never raises for driver trouble: the outcome is the node's state and reason.
     """
     node = Node.objects.select_related("zone", "accelerator").get(pk=node.pk)
-    previous = previous_state or node.state
-    prior_reason = node.state_reason
-    if node.state != NodeState.CLEANING:
-        node_set_state(node=node, state=NodeState.CLEANING, reason="cleaning")
+    if not _being_cleaned(node):
+        logger.info("node cleaning skipped: the node is not cleaning", extra={"node": str(node.pk),
+                                                                              "state": node.state})
+        return node
+    previous = previous_state or NodeState.AVAILABLE
     try:
         driver, ref = driver_for(node), node_ref(node)
         wipe = driver.wipe(ref)
@@ -60,10 +68,35 @@ def node_clean(*, node, previous_state: str | None = None) -> Node:
         logger.exception("node cleaning crashed", extra={"node": str(node.pk)})
         return _fail(node, f"cleaning error: {type(exc).__name__}: {str(exc)[:200]}")
     if previous in RETURNS_TO_POOL:
-        return node_set_state(node=node, state=NodeState.AVAILABLE,
-                              reason=f"cleaned: disks wiped, {node.card_count} card(s) healthy")
-    return node_set_state(node=node, state=previous, reason=f"{prior_reason} (cleaned)"[:500])
+        return _finish(node, NodeState.AVAILABLE, f"cleaned: disks wiped, {node.card_count} card(s) healthy")
+    return _finish(node, previous, f"{_reason_before(node, previous)} (cleaned)"[:500])
+
+
+def _being_cleaned(node: Node) -> bool:
+    # Also a cleaning node whose agent missed heartbeats meanwhile: its return restores `cleaning`.
+    return node.state == NodeState.CLEANING or node_resume_state(node) == NodeState.CLEANING
+
+
+def _reason_before(node: Node, previous: str) -> str:
+    """The operator's reason for `previous` (drain, maintenance…): the last audited change into it."""
+    event = (AuditEvent.objects.filter(target_type=Node._meta.label_lower, target_id=str(node.pk),
+                                       action=f"node.{previous}").order_by("-created_at").first())
+    reason = str((event.details or {}).get("reason") or "") if event else ""
+    return reason.removesuffix(" (cleaned)") or f"{previous} before cleaning"
+
+
+def _finish(node: Node, state: str, reason: str) -> Node:
+    """Write the outcome under the node's lock, only while it is still being cleaned."""
+    with transaction.atomic():
+        locked = node_lock(node.pk)
+        if locked.state == NodeState.CLEANING:
+            return node_set_state(node=locked, state=state, reason=reason)
+        if node_resume_state_replace(node_id=locked.pk, expect=NodeState.CLEANING, state=state, reason=reason):
+            return locked  # unreachable meanwhile: the agent's return brings this outcome
+    logger.warning("node cleaning outcome dropped: the node changed meanwhile",
+                   extra={"node": str(node.pk), "state": locked.state, "outcome": state})
+    return locked
 
 
 def _fail(node: Node, reason: str) -> Node:
-    return node_set_state(node=node, state=NodeState.MAINTENANCE, reason=f"cleaning failed: {reason}")
+    return _finish(node, NodeState.MAINTENANCE, f"cleaning failed: {reason}")

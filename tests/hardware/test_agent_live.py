@@ -11,6 +11,7 @@ from hardware.selectors import unreachable_instance_ids
 from hardware.services import heartbeats_check
 from inventory.choices import NodeState
 from inventory.models import Card, CardAllocation
+from inventory.services import node_set_state
 from provisioning.drivers import get_driver
 from provisioning.readiness import evaluate, parse_device_health, parse_output
 from provisioning.services.cleaning import node_clean
@@ -98,7 +99,8 @@ def test_node_cleaning_through_the_agent(live_server, start_agent):
     from django.test import override_settings
 
     with override_settings(AGENT_COMMAND_POLL_SECONDS=0.05):
-        cleaned = node_clean(node=node)
+        node_set_state(node=node, state=NodeState.CLEANING, reason="cleaning after a bare-metal instance")
+        cleaned = node_clean(node=node, previous_state=NodeState.AVAILABLE)
     assert cleaned.state == NodeState.AVAILABLE, cleaned.state_reason
     assert "disks wiped, 8 card(s) healthy" in cleaned.state_reason
     wipe = AgentCommand.objects.get(node=node, kind="wipe")
@@ -117,7 +119,8 @@ def test_cleaning_failure_keeps_the_node_out_of_the_pool(live_server, start_agen
     from django.test import override_settings
 
     with override_settings(AGENT_COMMAND_POLL_SECONDS=0.05):
-        cleaned = node_clean(node=node)
+        node_set_state(node=node, state=NodeState.CLEANING, reason="cleaning after a bare-metal instance")
+        cleaned = node_clean(node=node, previous_state=NodeState.AVAILABLE)
     assert cleaned.state == NodeState.MAINTENANCE
     assert cleaned.state_reason.startswith("cleaning failed: wipe failed (exit 127)")
     assert "nvidia-smi: command not found" in cleaned.state_reason

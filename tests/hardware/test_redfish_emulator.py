@@ -8,6 +8,7 @@ from django.db import connection
 
 from hardware.models import BmcCredential
 from inventory.choices import NodeState
+from inventory.services import node_set_state
 from provisioning.drivers import get_driver
 from provisioning.services.cleaning import node_clean
 from provisioning.services.fleet import node_ref
@@ -79,7 +80,8 @@ def test_pxe_boot_power_on_agent_prepare_power_off_and_cleaning(live_server, sus
     system.refresh(force=True)
     assert system.power_state == sushy.PowerState.OFF
 
-    cleaned = node_clean(node=node)  # boots the deploy image again; the agent wipes and checks
+    node_set_state(node=node, state=NodeState.CLEANING, reason="cleaning after a bare-metal instance")
+    cleaned = node_clean(node=node, previous_state=NodeState.AVAILABLE)  # deploy image again; the agent wipes
     assert cleaned.state == NodeState.AVAILABLE, cleaned.state_reason
     steps = list(AuditEvent.objects.filter(target_id=str(node.pk), action__startswith="node.")
                  .exclude(action__startswith="node.agent").order_by("created_at").values_list("action", flat=True))

@@ -1,0 +1,346 @@
+"""The node agent itself (stdlib, loaded from agent/cardmix_agent.py): it survives malformed HTTP answers,
+delivers results (retrying what may pass, never a 4xx), never hangs past a timeout or holds a whole output
+in memory, keeps prepare retry-safe and never forgets a container it could not remove."""
+import importlib.util
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import BIN, wait_for
+
+AGENT = Path(__file__).parents[2] / "agent" / "cardmix_agent.py"
+SPEC = importlib.util.spec_from_file_location("cardmix_agent_resilience", AGENT)
+agent_mod = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(agent_mod)
+
+GARBAGE = b"garbage\r\n\r\n"  # not HTTP at all: http.client raises BadStatusLine
+TRUNCATED = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"res"  # IncompleteRead
+
+
+def http(status: int, body: dict) -> bytes:
+    data = json.dumps(body).encode()
+    return (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            f"Connection: close\r\n\r\n").encode() + data
+
+
+class RawServer:
+    """A loopback HTTP server answering raw bytes: `answer(method, path, body, hits)` → the bytes to send."""
+
+    def __init__(self, answer):
+        self.answer, self.hits, self.bodies = answer, [], []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(50)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                while len(body) < length:
+                    body += conn.recv(65536)
+                method, path = head.split(b" ")[:2]
+                self.hits.append((method.decode(), path.decode()))
+                self.bodies.append(json.loads(body) if body else None)
+                conn.sendall(self.answer(method.decode(), path.decode(), body, self.hits))
+
+    def count(self, suffix, method=None):
+        return sum(p.endswith(suffix) and (method is None or m == method) for m, p in self.hits)
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def raw_server():
+    servers = []
+
+    def start(answer):
+        servers.append(RawServer(answer))
+        return servers[-1]
+    yield start
+    for server in servers:
+        server.close()
+
+
+def make_agent(tmp_path, server_url="http://127.0.0.1:9", *extra):
+    args = agent_mod.parse_args(["--server", server_url, "--token", "cmxn_test", "--runtime", "process",
+                                 "--vendor", "nvidia", "--nvidia-smi", str(BIN / "nvidia-smi"),
+                                 "--state-dir", str(tmp_path / "state"), "--heartbeat-interval", "0.05",
+                                 "--poll-interval", "0.05", "--http-timeout", "5", *extra])
+    agent = agent_mod.Agent(args)
+    agent.result_backoff_s = (0.01, 0.05)
+    return agent
+
+
+@pytest.fixture
+def serving():
+    """Runs agents' serve() in threads; stops them at teardown."""
+    agents = []
+
+    def start(agent):
+        agents.append(agent)
+        thread = threading.Thread(target=agent.serve, daemon=True)
+        thread.start()
+        return thread
+    yield start
+    for agent in agents:
+        agent.stop.set()
+
+
+# -- 1. malformed answers never end the heartbeats, the polls or a result --------------------------------
+
+def test_heartbeats_go_on_after_malformed_answers(tmp_path, raw_server, serving):
+    def answer(method, path, body, hits):
+        n = sum(p.endswith("heartbeat/") for _, p in hits)
+        if path.endswith("heartbeat/"):
+            return {2: GARBAGE, 3: TRUNCATED, 4: b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n{x]"}.get(
+                n, http(200, {"heartbeat_interval_s": 0.05}))
+        return http(200, {"results": []})
+    server = raw_server(answer)
+    agent = make_agent(tmp_path, server.url)
+    serve = serving(agent)
+    wait_for(lambda: server.count("heartbeat/") >= 8, timeout=20, what="heartbeats after the bad answers")
+    assert serve.is_alive()
+    assert any(t.name == "heartbeat" and t.is_alive() for t in threading.enumerate())
+
+
+def test_command_polling_goes_on_after_malformed_answers(tmp_path, raw_server, serving):
+    command = {"id": "c-1", "kind": "topology", "payload": {"collective": "nccl"}}
+
+    def answer(method, path, body, hits):
+        if path.endswith("commands/"):
+            n = sum(p.endswith("commands/") for _, p in hits)
+            return {1: GARBAGE, 2: TRUNCATED, 3: http(200, [1, 2])}.get(
+                n, http(200, {"results": [command] if n == 4 else []}))
+        return http(200, {})
+    server = raw_server(answer)
+    serve = serving(make_agent(tmp_path, server.url))
+    wait_for(lambda: server.count("commands/c-1/result/") == 1, timeout=20, what="the command's result")
+    result = server.bodies[[p for _, p in server.hits].index("/api/v1/agent/commands/c-1/result/")]
+    assert result["exit_code"] == 0 and "GPU0" in result["output"]
+    assert serve.is_alive()
+
+
+def test_a_result_is_retried_through_malformed_answers_and_5xx_until_stored(tmp_path, raw_server):
+    answers = [GARBAGE, TRUNCATED, http(502, {}), http(503, {}), http(500, {}), http(429, {}), http(408, {})]
+
+    def answer(method, path, body, hits):
+        n = sum(p.endswith("result/") for _, p in hits)
+        return answers[n - 1] if n <= len(answers) else http(200, {"state": "done"})
+    server = raw_server(answer)
+    agent = make_agent(tmp_path, server.url)
+    agent.execute({"id": "c-2", "kind": "topology", "payload": {}})
+    assert server.count("c-2/result/") == len(answers) + 1  # more than the old 5 attempts
+    assert server.bodies[-1]["exit_code"] == 0
+
+
+@pytest.mark.parametrize("status", [401, 403, 422])
+def test_a_4xx_result_is_not_retried(tmp_path, raw_server, status):
+    server = raw_server(lambda *a: http(status, {"error": {"code": "x"}}))
+    agent = make_agent(tmp_path, server.url)
+    started = time.monotonic()
+    agent.execute({"id": "c-3", "kind": "topology", "payload": {}})
+    assert server.count("c-3/result/") == 1 and time.monotonic() - started < 5
+
+
+def test_a_refused_result_is_replaced_by_its_exit_code_and_why(tmp_path, raw_server):
+    refusal = {"error": {"code": "validation_error", "details": {"output": ["too long"]}}}
+    server = raw_server(lambda method, path, body, hits: http(400, refusal) if len(hits) == 1 else http(200, {}))
+    agent = make_agent(tmp_path, server.url)
+    agent.execute({"id": "c-4", "kind": "topology", "payload": {}})
+    assert server.count("c-4/result/") == 2
+    fallback = server.bodies[-1]
+    assert fallback["exit_code"] == 0 and "refused this command's output (400)" in fallback["output"]
+    assert "too long" in fallback["output"]
+
+
+def test_result_retries_are_bounded(tmp_path, raw_server):
+    server = raw_server(lambda *a: http(503, {}))
+    agent = make_agent(tmp_path, server.url, "--result-retry-seconds", "0.5")
+    started = time.monotonic()
+    agent.execute({"id": "c-5", "kind": "topology", "payload": {}})
+    assert time.monotonic() - started < 3 and server.count("c-5/result/") >= 3
+
+
+# -- 5. NUL in output or meta never loses a result ----------------------------------------------------------
+
+def test_nul_in_meta_is_replaced():
+    assert agent_mod.scrub({"k\x00": ["v\x00", 1, {"n": "x\x00"}]}) == {"k\ufffd": ["v\ufffd", 1, {"n": "x\ufffd"}]}
+
+
+def test_nul_in_output_is_replaced(tmp_path, raw_server):
+    assert agent_mod.clip("a\x00b") == "a\ufffdb"
+    tool = tmp_path / "all_reduce_perf"
+    tool.write_text("#!/bin/sh\nprintf 'nccl\\000out\\n'\n")
+    tool.chmod(0o755)
+    server = raw_server(lambda *a: http(200, {}))
+    agent = make_agent(tmp_path, server.url, "--readiness-bin", str(tool))
+    agent.execute({"id": "c-6", "kind": "readiness", "payload": {"command": "all_reduce_perf -b 8G", "cards": [0]}})
+    assert server.bodies[-1]["output"] == "nccl\ufffdout\n"
+
+
+def test_nul_in_what_the_smi_prints_never_reaches_the_heartbeat(tmp_path, raw_server):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '0, NVIDIA H100\\000, GPU-0, 81559 MiB, 550.90.07, 30, 0\\n'\n")
+    smi.chmod(0o755)
+    server = raw_server(lambda *a: http(200, {}))
+    assert make_agent(tmp_path, server.url, "--nvidia-smi", str(smi)).heartbeat()
+    sent = server.bodies[-1]
+    assert sent["devices"][0]["name"] == "NVIDIA H100\ufffd" and "\\u0000" not in json.dumps(sent)
+
+
+# -- 7. run() returns in time, with bounded output ----------------------------------------------------------
+
+@pytest.fixture
+def straggler(tmp_path):
+    """A program whose helper leaves its process group (setsid) and holds the output pipe; killed at teardown."""
+    pid_file = tmp_path / "straggler.pid"
+    yield pid_file
+    if pid_file.exists():
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+def test_run_returns_soon_after_its_timeout_although_a_helper_holds_the_pipe(straggler):
+    started = time.monotonic()
+    text, code = agent_mod.run(["/bin/sh", "-c", f"setsid sleep 60 & echo $! > {straggler}; echo started; sleep 100"],
+                               timeout=1)
+    assert time.monotonic() - started < 7  # the 1 s timeout, then at most two 2 s grace periods
+    assert code == 124 and "started" in text and "killed after 1 s" in text
+
+
+def test_run_returns_when_the_program_ends_although_a_helper_holds_the_pipe(straggler):
+    started = time.monotonic()
+    text, code = agent_mod.run(["/bin/sh", "-c", f"setsid sleep 60 & echo $! > {straggler}; echo done"], timeout=30)
+    assert time.monotonic() - started < 5  # a 2 s grace period for the rest of the output
+    assert (text, code) == ("done\n", 0)
+
+
+def test_run_keeps_only_the_head_and_the_tail():
+    program = "echo FIRST; head -c 20000000 /dev/zero | tr '\\0' x; echo; echo LAST"
+    text, code = agent_mod.run(["/bin/sh", "-c", program], timeout=60)
+    assert code == 0
+    assert len(text) <= agent_mod.OUTPUT_HEAD + agent_mod.OUTPUT_TAIL + 100
+    assert text.startswith("FIRST\n") and text.endswith("LAST\n") and "bytes omitted]" in text
+
+
+def test_run_small_outputs_and_errors_are_unchanged():
+    program = "printf 'h\\303\\251llo'; echo err >&2; exit 3"
+    assert agent_mod.run(["/bin/sh", "-c", program], timeout=10) == ("héllo" + "err\n", 3)
+    assert agent_mod.run(["/nonexistent/tool"], timeout=5)[1] == 127
+
+
+# -- 6. prepare is retry-safe; nothing is forgotten ---------------------------------------------------------
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+PAYLOAD = {"instance_id": "inst-1", "kind": "container", "cards": [0, 1], "image": "pytorch:2.3",
+           "ssh_keys": ["ssh-ed25519 AAAA test"], "env": {"A": "1"}, "vendor": "nvidia", "collective": "nccl"}
+
+
+def test_process_prepare_twice_leaves_one_process_and_release_stops_it(tmp_path):
+    agent = make_agent(tmp_path)
+    first = agent.do_prepare(PAYLOAD)[2]["pid"]
+    try:
+        text, code, meta = agent.do_prepare(PAYLOAD)  # a retried prepare
+        second = meta["pid"]
+        assert code == 0 and f"process {first} stopped" in text
+        wait_for(lambda: not alive(first), timeout=10, what="the first process to end")
+        assert alive(second)
+        assert f"process {second} stopped" in agent.do_release(PAYLOAD)[0]
+        wait_for(lambda: not alive(second), timeout=10, what="the second process to end")
+        assert agent.instances() == []
+    finally:
+        for pid in (first, locals().get("second")):
+            if pid and alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def docker(tmp_path, monkeypatch):
+    """The fake docker CLI (tests/hardware/bin/docker) with its own state; → helpers to read and break it."""
+    state = tmp_path / "docker" / "containers.json"
+    state.parent.mkdir()
+    monkeypatch.setenv("CARDMIX_FAKE_DOCKER_STATE", str(state))
+
+    class Docker:
+        def containers(self):
+            return json.loads(state.read_text()) if state.exists() else {}
+
+        def daemon(self, up: bool):
+            down = state.parent / "daemon-down"
+            down.unlink(missing_ok=True) if up else down.touch()
+    return Docker()
+
+
+def docker_agent(tmp_path):
+    return make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--docker", str(BIN / "docker"))
+
+
+def test_docker_prepare_twice_replaces_the_container(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    assert agent.do_prepare(PAYLOAD)[1] == 0
+    text, code, meta = agent.do_prepare(PAYLOAD)  # without the rm first: a name conflict, exit 125
+    assert code == 0, text
+    assert [c["name"] for c in docker.containers().values()] == ["cardmix-inst-1"]
+    assert meta == {"container": "cardmix-inst-1"}
+
+
+def test_docker_release_that_fails_keeps_the_instance_and_wipe_removes_every_labelled_container(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    agent.do_prepare(PAYLOAD)
+    agent.do_prepare({**PAYLOAD, "instance_id": "inst-2"})
+    (agent.state_dir / "instances" / "inst-2").rename(tmp_path / "forgotten")  # e.g. by an older agent
+    docker.daemon(up=False)
+    text, code, _ = agent.do_release(PAYLOAD)
+    assert code != 0 and "Cannot connect to the Docker daemon" in text
+    assert agent.instances() == ["inst-1"]  # still reported in the heartbeat, still known to wipe
+    assert len(docker.containers()) == 2
+    text, code, _ = agent.do_wipe({"collective": "nccl"})
+    assert code != 0 and "docker ps failed" in text
+    assert agent.instances() == ["inst-1"]
+    docker.daemon(up=True)
+    text, code, _ = agent.do_wipe({"collective": "nccl"})
+    assert code == 0, text
+    assert "removed 2 instance container(s)" in text
+    assert docker.containers() == {} and agent.instances() == []
+    assert agent.do_release(PAYLOAD)[1] == 0  # a late retry of the release: already gone is fine
+
+
+# -- 8. tenants sharing a node never share IPC --------------------------------------------------------------
+
+def test_docker_run_gives_each_container_its_own_ipc_namespace(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    argv = agent.docker_run_argv(PAYLOAD, tmp_path / "keys")
+    assert argv[argv.index("--ipc") + 1] == "private"
+    assert argv[argv.index("--shm-size") + 1] == "32g"
+    assert argv[argv.index("--label") + 1] == "cardmix.instance=inst-1"
+    assert argv.count("--ipc") == 1 and "host" not in [argv[i + 1] for i, a in enumerate(argv) if a == "--ipc"]
+    custom = make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--shm-size", "8g")
+    argv = custom.docker_run_argv(PAYLOAD, tmp_path / "keys")
+    assert argv[argv.index("--shm-size") + 1] == "8g"

@@ -1,0 +1,156 @@
+"""A node marked unreachable for a missed heartbeat comes back, at the agent's next heartbeat, in the state
+and with the reason it had: a draining or cleaning node never slips back into the pool."""
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from rest_framework.test import APIClient
+
+from core.dbclock import db_now
+from hardware.models import NodeCredential
+from hardware.services import heartbeats_check
+from inventory.choices import NodeState
+from inventory.lock_objects import node_lock
+from inventory.models import Node
+from inventory.services import node_set_state
+from tests.factories.hardware import agent_node
+
+HEARTBEAT = {"agent_version": "1.0.0", "hostname": "h", "runtime": "process"}
+
+
+def beat(secret):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert client.post("/api/v1/agent/heartbeat/", HEARTBEAT, format="json").status_code == 200
+
+
+def miss_deadline(node):
+    NodeCredential.objects.filter(node=node).update(heartbeat_deadline=db_now() - timedelta(seconds=1))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state,reason", [(NodeState.DRAINING, "operator: firmware update"),
+                                          (NodeState.CLEANING, "cleaning after a bare-metal instance")])
+def test_heartbeat_restores_the_state_before_unreachable(state, reason):
+    node, secret = agent_node()
+    beat(secret)
+    node_set_state(node=node, state=state, reason=reason)
+    miss_deadline(node)
+    assert heartbeats_check() == [node.hostname]
+    assert Node.objects.get(pk=node.pk).state == NodeState.UNREACHABLE
+    beat(secret)
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == (state, reason)
+    assert NodeCredential.objects.get(node=node).resume_state == ""  # used once
+    beat(secret)
+    assert Node.objects.get(pk=node.pk).state == state
+
+
+@pytest.mark.django_db
+def test_an_available_node_returns_to_available():
+    node, secret = agent_node()
+    beat(secret)
+    miss_deadline(node)
+    assert heartbeats_check() == [node.hostname]
+    beat(secret)
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == (NodeState.AVAILABLE, "agent heartbeat resumed")
+
+
+@pytest.mark.django_db
+def test_an_operator_change_while_unreachable_stands():
+    node, secret = agent_node()
+    beat(secret)
+    node_set_state(node=node, state=NodeState.DRAINING, reason="operator: drain")
+    miss_deadline(node)
+    heartbeats_check()
+    node_set_state(node=node, state=NodeState.QUARANTINED, reason="operator: bad PSU")
+    beat(secret)
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == (NodeState.QUARANTINED, "operator: bad PSU")
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_the_check_decides_under_the_node_lock():
+    """An operator's quarantine committed while the check waits for the node's row lock is not overwritten."""
+    node, secret = agent_node()
+    beat(secret)
+    miss_deadline(node)
+    locked, release, result = threading.Event(), threading.Event(), {}
+
+    def operator():
+        try:
+            with transaction.atomic():
+                row = node_lock(node.pk)
+                locked.set()
+                release.wait(10)
+                row.state, row.state_reason = NodeState.QUARANTINED, "operator: bad PSU"
+                row.save(update_fields=["state", "state_reason"])
+        finally:
+            connection.close()
+
+    def check():
+        try:
+            result["marked"] = heartbeats_check()
+        finally:
+            connection.close()
+
+    op = threading.Thread(target=operator)
+    op.start()
+    assert locked.wait(10)
+    checker = threading.Thread(target=check)
+    checker.start()
+    checker.join(0.5)
+    assert checker.is_alive()  # waiting for the node's row lock
+    release.set()
+    op.join(10)
+    checker.join(10)
+    assert result["marked"] == []
+    node.refresh_from_db()
+    assert node.state == NodeState.QUARANTINED
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_the_returning_heartbeat_decides_under_the_node_lock():
+    """An operator's quarantine of the unreachable node, committed while the heartbeat waits for the lock, stands."""
+    node, secret = agent_node()
+    beat(secret)
+    miss_deadline(node)
+    assert heartbeats_check() == [node.hostname]
+    locked, release, errors = threading.Event(), threading.Event(), []
+
+    def operator():
+        try:
+            with transaction.atomic():
+                row = node_lock(node.pk)
+                locked.set()
+                release.wait(10)
+                row.state, row.state_reason = NodeState.QUARANTINED, "operator: bad PSU"
+                row.save(update_fields=["state", "state_reason"])
+        finally:
+            connection.close()
+
+    def heartbeat():
+        try:
+            beat(secret)
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    op = threading.Thread(target=operator)
+    op.start()
+    assert locked.wait(10)
+    agent = threading.Thread(target=heartbeat)
+    agent.start()
+    agent.join(0.5)
+    assert agent.is_alive()  # waiting for the node's row lock
+    release.set()
+    op.join(10)
+    agent.join(10)
+    assert not errors
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == (NodeState.QUARANTINED, "operator: bad PSU")
