@@ -19,12 +19,14 @@ from django.db.models.functions import Cast, Coalesce, Extract, Floor, Greatest,
 from core.dbclock import db_now
 
 from .models import Meter
+from .models_products import Package
 from .rating import posting_plan, whole_seconds
 
 
 def instance_costs(instance_ids, *, now=None) -> dict:
-    """µCNY per instance id, to the second: what its meters posted plus what the open ones accrued since their
-    last posting (never past the auto-stop second), so the cost does not lag a tick. One query; keys as given."""
+    """µCNY per instance id, to the second: its monthly package periods (each charged in full when it starts), what
+    its meters posted, plus what the open ones accrued since their last posting (never past the auto-stop second),
+    so the cost does not lag a tick. Two queries; keys as given."""
     given = {uuid.UUID(str(i)): i for i in instance_ids}
     costs = {i: 0 for i in given.values()}
     if not given:
@@ -34,6 +36,9 @@ def instance_costs(instance_ids, *, now=None) -> dict:
             "instance_id", "rate", "cards", "opened_at", "closed_at", "posted_through_seconds", "posted_amount",
             "written_off_amount", "billable_until_seconds"):
         costs[given[m.instance_id]] += m.posted_amount + (_unposted(m, now) if m.closed_at is None else 0)
+    for instance_id, amount in (Package.objects.filter(instance_id__in=list(given)).order_by()
+                                .values("instance_id").annotate(total=Sum("amount")).values_list("instance_id", "total")):
+        costs[given[instance_id]] += amount
     return costs
 
 
@@ -105,4 +110,7 @@ def instance_cost_expression(instance_id_ref):
     cost = F("posted_amount") + Case(When(closed_at__isnull=True, then=unposted), default=Value(0))
     total = (Meter.objects.filter(instance_id=instance_id_ref).order_by().values("instance_id")
              .annotate(total=Sum(cost, output_field=BigIntegerField())).values("total"))
-    return Coalesce(Subquery(total, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField())
+    packages = (Package.objects.filter(instance_id=instance_id_ref).order_by().values("instance_id")
+                .annotate(total=Sum("amount")).values("total"))  # each period charged in full when it starts
+    return (Coalesce(Subquery(total, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField())
+            + Coalesce(Subquery(packages, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField()))

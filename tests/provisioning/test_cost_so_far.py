@@ -66,6 +66,24 @@ def test_auto_stopped_seconds_and_closed_meters_add_nothing(client, owner):
     assert costs_seen(client, inst) == ("0.410000", "0.410000")
 
 
+def test_a_monthly_instance_costs_its_charged_package_periods(client, owner):
+    from billing.credits import cash_credit
+    from billing.products.packages import package_start
+    from tests.factories.billing_products import H100, package_amount
+
+    inst = InstanceFactory(organization=owner.organization, state="running", billing="monthly")
+    cash_credit(org=owner.organization, amount=package_amount(H100), key=f"k:{inst.pk}", code="topup")
+    package_start(org=owner.organization, instance_id=inst.pk, items=[H100])
+    charged = format_ucny(package_amount(H100))  # 720 h × 2 cards × 1.235 CNY = 1778.4 CNY
+    assert costs_seen(client, inst) == (charged, charged) == ("1778.400000", "1778.400000")
+    assert instance_costs([inst.pk]) == {inst.pk: package_amount(H100)}
+    # After the package, on-demand metering adds to it.
+    MeterFactory(organization=owner.organization, instance_id=inst.pk, cards=1, rate=3_600_000,
+                 opened_at=db_now() - timedelta(days=2), posted_through_seconds=10, posted_amount=10_000)
+    Meter.objects.filter(instance_id=inst.pk).update(closed_at=db_now() - timedelta(days=1))
+    assert costs_seen(client, inst) == ("1778.410000", "1778.410000")
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rate=st.integers(0, 60_000_000), cards=st.integers(1, 64), age=st.integers(0, 90 * 86400),
        posted_share=st.floats(0, 1), written_share=st.floats(0, 1), cap=st.one_of(st.none(), st.integers(0, 10**7)),
