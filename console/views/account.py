@@ -205,14 +205,14 @@ def member_update(request, id):
         if "remove" in request.POST:
             services.member_remove(actor_membership=request.membership, membership=target, request=request)
             messages.success(request, f"Removed {target.user.email}.")
+            if target.user_id == request.user.id:  # left the organization: its members page is gone
+                return redirect("console:dashboard")
         else:
             services.member_role_change(actor_membership=request.membership, membership=target,
                                         role=request.POST.get("role", ""), request=request)
             messages.success(request, f"{target.user.email} is now {request.POST.get('role')}.")
     except ServiceError as exc:
         messages.error(request, exc.message)
-    if target.user_id == request.user.id and "remove" in request.POST:
-        return redirect("console:dashboard")
     return redirect("console:members")
 
 

@@ -25,7 +25,8 @@ def poll_trigger(instance) -> str:
     """The hx-trigger of an instance's live block ('' stops polling)."""
     if instance.state in SETTLED:
         return ""
-    return POLL_RUNNING if instance.state == S.RUNNING else POLL_FAST
+    # A queue position or a running instance changes slowly (a waitlisted one may wait for hours).
+    return POLL_RUNNING if instance.state in (S.RUNNING, S.WAITLISTED) else POLL_FAST
 
 
 def decorate(instances, *, can_write: bool) -> list:

@@ -21,3 +21,30 @@ document.addEventListener("click", function (event) {
     document.body.removeChild(area);
   }
 });
+
+/* Live polling swaps the whole #instance-live block: keep what the user opened or chose but did not save
+   (elements marked data-keep: <details> stay open, an edited <select> keeps its choice). */
+(function () {
+  var kept = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    kept = {open: {}, value: {}};
+    event.detail.target.querySelectorAll("[data-keep]").forEach(function (el) {
+      var key = el.getAttribute("data-keep");
+      if (el.tagName === "DETAILS") kept.open[key] = el.open;
+      else if (el.tagName === "SELECT") {
+        var chosen = el.options[el.selectedIndex];
+        if (chosen && !chosen.defaultSelected) kept.value[key] = el.value;
+      }
+    });
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!kept) return;
+    var state = kept;
+    kept = null;
+    document.querySelectorAll("[data-keep]").forEach(function (el) {
+      var key = el.getAttribute("data-keep");
+      if (el.tagName === "DETAILS" && key in state.open) el.open = state.open[key];
+      else if (el.tagName === "SELECT" && key in state.value) el.value = state.value[key];
+    });
+  });
+})();

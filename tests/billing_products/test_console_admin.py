@@ -30,7 +30,13 @@ def test_statement_pages(member_factory):
     csv_body = client.get("/billing/statements/2025-01/csv/")
     assert csv_body["Content-Type"].startswith("text/csv") and b"12.345678" in csv_body.content
     assert client.get("/billing/statements/2025-13/").status_code == 404
-    assert _client(member_factory(role="viewer")).get("/billing/statements/").status_code == 403
+    viewer = _client(member_factory(role="viewer"))
+    refused = viewer.get("/billing/statements/")
+    assert refused.status_code == 403 and "does not allow this page" in refused.content.decode()  # the styled page
+    dashboard = viewer.get("/dashboard/").content.decode()
+    assert 'href="/billing/"' not in dashboard and 'href="/instances/"' in dashboard
+    billing_member = _client(member_factory(role="billing")).get("/dashboard/").content.decode()
+    assert 'href="/billing/"' in billing_member and 'href="/instances/"' not in billing_member
 
 
 def test_sponsorship_form_and_invoices(member_factory):

@@ -104,7 +104,7 @@ def test_buttons_follow_the_transition_table_and_polling_stops_when_settled(web,
         if state in ("stopped", "failed", "terminated"):
             assert polls is None, state
         else:
-            assert polls.group(1) == ("every 10s" if state == "running" else "every 2s")
+            assert polls.group(1) == ("every 10s" if state in ("running", "waitlisted") else "every 2s")
 
 
 def test_action_forms_work_without_javascript_and_refuse_illegal_ones(web, owner):

@@ -169,3 +169,29 @@ def test_without_javascript_create_stop_terminate(e2e_env, live_server, start_wo
     shot("terminated")
     iid = page.url.rstrip("/").rsplit("/", 1)[-1]
     assert Instance.objects.get(pk=iid).state == "terminated"
+
+
+def test_live_polling_keeps_open_sections_and_an_unsaved_renewal_choice(e2e_env, live_server, browser,
+                                                                         member_factory):
+    from tests.factories.provisioning import InstanceFactory
+
+    owner = funded(member_factory(role="owner"))
+    inst = InstanceFactory(organization=owner.organization, state="provisioning", billing="monthly",
+                           package_renewal="renew")
+    context = browser.new_context()
+    context.add_cookies([session_cookie(owner, live_server)])
+    page = context.new_page()
+    page.goto(f"{live_server.url}/instances/{inst.pk}/")
+    page.wait_for_selector("#instance-live[data-state=provisioning]")
+    page.click("details[data-keep=history] summary")
+    page.select_option("#package-renewal-choice", "on_demand")
+    page.evaluate("window.swaps = 0; document.addEventListener('htmx:afterSettle', () => window.swaps++)")
+    for _ in range(75):  # two polls (every 2 s while provisioning); wait_for_function would need unsafe-eval
+        if page.evaluate("() => window.swaps") >= 2:
+            break
+        page.wait_for_timeout(200)
+    assert page.evaluate("() => window.swaps") >= 2
+    assert page.eval_on_selector("details[data-keep=history]", "el => el.open") is True
+    assert page.input_value("#package-renewal-choice") == "on_demand"
+    assert Instance.objects.get(pk=inst.pk).package_renewal == "renew"  # nothing saved behind the user's back
+    context.close()

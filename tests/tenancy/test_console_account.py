@@ -104,6 +104,15 @@ def test_viewer_cannot_manage_members_in_console(client, member_factory):
     viewer.refresh_from_db()  # still there
 
 
+def test_last_owner_removing_themself_stays_on_members_with_the_error(client, member_factory):
+    owner = member_factory(role="owner")
+    client.force_login(owner.user)
+    response = client.post(reverse("console:member_update", args=[owner.pk]), {"remove": "1"}, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("console:members")
+    assert "last owner" in response.content.decode()
+    owner.refresh_from_db()
+
+
 def test_password_reset_flow(client, member_factory, settings):
     settings.SITE_URL = "https://console.cardmix.example"
     settings.ALLOWED_HOSTS = ["*"]
