@@ -3,12 +3,22 @@
 (function () {
   "use strict";
   var form = document.getElementById("topup-form");
-  if (!form || typeof window.Stripe !== "function") { return; }
+  if (!form) { return; }
+  var errorBox = document.getElementById("topup-error");
+  // The pay buttons stay disabled (as the page renders them) until the card field is mounted, so the form
+  // can never be sent anywhere without Stripe.js.
+  if (typeof window.Stripe !== "function") {
+    errorBox.textContent = "Payments are unavailable right now: the payment form could not be loaded. Try again later.";
+    errorBox.hidden = false;
+    return;
+  }
   var stripe = window.Stripe(form.dataset.publishableKey);
   var elements = stripe.elements();
   var card = elements.create("card");
   card.mount("#card-element");
-  var errorBox = document.getElementById("topup-error");
+  Array.prototype.forEach.call(form.querySelectorAll("button[data-method]"), function (button) {
+    button.disabled = false;
+  });
   var busy = false;
 
   function showError(message) {

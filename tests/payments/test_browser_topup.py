@@ -121,3 +121,32 @@ def test_paying_an_invoice_in_the_browser_marks_it_paid(
             browser.close()
             connections.close_all()
     assert cash_balance(org=owner.organization) == 12_350_000 - 4_322  # the sub-fen rest went to rounding
+
+
+def test_without_stripe_js_the_page_says_so_and_never_posts(stripe_env, live_server, member_factory, monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    stripe_env.STRIPE_JS_URL = "https://js.stripe.invalid/v3/"  # unreachable, as on a network without Stripe
+    owner = member_factory(role="owner")
+    cookie = {"name": django_settings.SESSION_COOKIE_NAME, "value": _session_cookie(owner), "url": live_server.url}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        try:
+            context = browser.new_context()
+            context.route("https://js.stripe.invalid/**", lambda route: route.abort())
+            context.add_cookies([cookie])
+            page = context.new_page()
+            posts: list[str] = []
+            page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+            page.goto(f"{live_server.url}/billing/topup/")
+            page.wait_for_selector("#topup-error:not([hidden])")
+            assert "unavailable" in page.inner_text("#topup-error")
+            assert page.is_disabled("button[data-method=card]")
+            page.fill("#topup-amount", "25.00")
+            page.press("#topup-amount", "Enter")  # implicit submission is blocked by the disabled button
+            page.wait_for_timeout(500)
+            assert page.url == f"{live_server.url}/billing/topup/" and posts == []
+            assert not TopUp.objects.filter(organization=owner.organization).exists()
+        finally:
+            browser.close()
