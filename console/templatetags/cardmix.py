@@ -18,6 +18,17 @@ def fen(amount_ucny):
 
 
 @register.filter
+def rate(price_ucny):
+    """A price per hour or card-hour, exact: "¥1.235" (a monthly rate), "¥1.90"; at least two decimals, never
+    rounded, so a row's subtotal is what its rate times its cards reads."""
+    if price_ucny is None or price_ucny == "":
+        return "—"
+    text = format_ucny(int(price_ucny)).rstrip("0")
+    whole, _, decimals = text.partition(".")
+    return f"¥{whole}.{decimals.ljust(2, '0')}"
+
+
+@register.filter
 def per_second(price_per_hour_ucny):
     """µCNY per hour → "¥0.001056" per second (six decimals: a second costs less than a fen)."""
     if price_per_hour_ucny in (None, ""):

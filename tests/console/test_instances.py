@@ -85,6 +85,9 @@ def test_quote_partial_prices_the_mix_and_names_the_topology(web):
               "min_domestic_percent": "50"}
     page = web.post("/instances/quote/", policy).content.decode()
     assert "Ascend" in page and "domestic share" in page
+    # Monthly: the rate is shown exactly (1.235, not 1.24), so its row adds up (4 × 1.235 = 4.94).
+    monthly = web.post("/instances/quote/", {**H100_2, "count": "4", "billing": "monthly"}).content.decode()
+    assert "¥1.235/card-h" in monthly and "¥4.94/h" in monthly and "¥1.24/card-h" not in monthly
     # Sold out: the waitlist checkbox instead of a dead end.
     _sell_out("h100-sxm-80g")
     page = web.post("/instances/quote/", H100_2).content.decode()
