@@ -59,6 +59,10 @@ class BillingProfileAdmin(admin.ModelAdmin):
     def credit_limit_cny(self, obj):
         return format_ucny(obj.credit_limit)
 
+    def get_form(self, request, obj=None, **kwargs):
+        kwargs["help_texts"] = {"credit_limit": "In µCNY: 1 CNY = 1,000,000 (10,000 CNY = 10000000000)."}
+        return super().get_form(request, obj, **kwargs)
+
     def has_add_permission(self, request):
         return False  # profiles are created with the organization's first ledger use
 

@@ -138,3 +138,16 @@ def test_invoice_pay_button_opens_the_payment_page_for_that_invoice_only(member_
     member_listing = _client(member_factory(role="member", org=owner.organization)).get("/billing/invoices/")
     assert member_listing.status_code == 200 and "2025-04" in member_listing.content.decode()
     assert "?invoice=" not in member_listing.content.decode()
+
+
+def test_pages_link_a_served_favicon_and_the_credit_limit_field_says_its_unit(admin_client, member_factory):
+    page = admin_client.get("/login/").content.decode()
+    assert '<link rel="icon" href="/static/favicon.svg"' in page
+    icon = admin_client.get("/static/favicon.svg")
+    assert icon.status_code == 200 and b"<svg" in b"".join(icon.streaming_content)
+    org = member_factory(role="owner").organization
+    from billing.models import BillingProfile
+
+    BillingProfile.objects.get_or_create(organization=org)
+    form = admin_client.get(f"/admin/billing/billingprofile/{org.pk}/change/").content.decode()
+    assert "1 CNY = 1,000,000" in form
