@@ -85,11 +85,16 @@ def _unreachable_for_heartbeat(nodes):
     return nodes.filter(state=NodeState.UNREACHABLE, state_reason__startswith=UNREACHABLE_REASON)
 
 
+def _is_unreachable_for_heartbeat(node) -> bool:
+    """The row-level twin of _unreachable_for_heartbeat: marked by heartbeats_check, not by an operator."""
+    return node.state == NodeState.UNREACHABLE and node.state_reason.startswith(UNREACHABLE_REASON)
+
+
 def _node_resume(node_id) -> None:
     # Locks node then credential, like heartbeats_check, so the two never deadlock.
     with transaction.atomic():
         node = node_lock(node_id)
-        if node.state != NodeState.UNREACHABLE or not node.state_reason.startswith(UNREACHABLE_REASON):
+        if not _is_unreachable_for_heartbeat(node):
             return  # an operator changed it meanwhile: theirs stands
         cred = NodeCredential.objects.select_for_update().get(node_id=node_id)
         state, reason = cred.resume_state or NodeState.AVAILABLE, cred.resume_reason
@@ -102,7 +107,7 @@ def _node_resume(node_id) -> None:
 
 def node_resume_state(node) -> str | None:
     """While the node is unreachable for a missed heartbeat: the state its agent's return restores; else None."""
-    if node.state != NodeState.UNREACHABLE or not node.state_reason.startswith(UNREACHABLE_REASON):
+    if not _is_unreachable_for_heartbeat(node):
         return None
     return (NodeCredential.objects.filter(node_id=node.pk).values_list("resume_state", flat=True).first()
             or NodeState.AVAILABLE)

@@ -32,7 +32,7 @@ def _ceil_fen(amount: int) -> int:
 
 def period_end(period: date) -> datetime:
     """The first instant after the invoice's month, in the billing time zone."""
-    return datetime(period.year + (period.month == 12), period.month % 12 + 1, 1, tzinfo=billing_tz())
+    return month_bounds(period.year, period.month)[1]
 
 
 def invoice_outstanding(invoice: Invoice) -> int:

@@ -29,6 +29,45 @@ def miss_deadline(node):
     NodeCredential.objects.filter(node=node).update(heartbeat_deadline=db_now() - timedelta(seconds=1))
 
 
+def race_with_operator_quarantine(node, action) -> list:
+    """Run `action` in a thread while an operator holds the node's row lock and then quarantines it; the action
+    must wait for the lock. Returns [what action returned]; raises what it raised."""
+    locked, release, results, errors = threading.Event(), threading.Event(), [], []
+
+    def operator():
+        try:
+            with transaction.atomic():
+                row = node_lock(node.pk)
+                locked.set()
+                release.wait(10)
+                row.state, row.state_reason = NodeState.QUARANTINED, "operator: bad PSU"
+                row.save(update_fields=["state", "state_reason"])
+        finally:
+            connection.close()
+
+    def act():
+        try:
+            results.append(action())
+        except Exception as exc:  # noqa: BLE001 - re-raised in the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    op = threading.Thread(target=operator)
+    op.start()
+    assert locked.wait(10)
+    worker = threading.Thread(target=act)
+    worker.start()
+    worker.join(0.5)
+    assert worker.is_alive()  # waiting for the node's row lock
+    release.set()
+    op.join(10)
+    worker.join(10)
+    if errors:
+        raise errors[0]
+    return results
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("state,reason", [(NodeState.DRAINING, "operator: firmware update"),
                                           (NodeState.CLEANING, "cleaning after a bare-metal instance")])
@@ -78,36 +117,7 @@ def test_the_check_decides_under_the_node_lock():
     node, secret = agent_node()
     beat(secret)
     miss_deadline(node)
-    locked, release, result = threading.Event(), threading.Event(), {}
-
-    def operator():
-        try:
-            with transaction.atomic():
-                row = node_lock(node.pk)
-                locked.set()
-                release.wait(10)
-                row.state, row.state_reason = NodeState.QUARANTINED, "operator: bad PSU"
-                row.save(update_fields=["state", "state_reason"])
-        finally:
-            connection.close()
-
-    def check():
-        try:
-            result["marked"] = heartbeats_check()
-        finally:
-            connection.close()
-
-    op = threading.Thread(target=operator)
-    op.start()
-    assert locked.wait(10)
-    checker = threading.Thread(target=check)
-    checker.start()
-    checker.join(0.5)
-    assert checker.is_alive()  # waiting for the node's row lock
-    release.set()
-    op.join(10)
-    checker.join(10)
-    assert result["marked"] == []
+    assert race_with_operator_quarantine(node, heartbeats_check) == [[]]  # nothing marked
     node.refresh_from_db()
     assert node.state == NodeState.QUARANTINED
 
@@ -120,37 +130,6 @@ def test_the_returning_heartbeat_decides_under_the_node_lock():
     beat(secret)
     miss_deadline(node)
     assert heartbeats_check() == [node.hostname]
-    locked, release, errors = threading.Event(), threading.Event(), []
-
-    def operator():
-        try:
-            with transaction.atomic():
-                row = node_lock(node.pk)
-                locked.set()
-                release.wait(10)
-                row.state, row.state_reason = NodeState.QUARANTINED, "operator: bad PSU"
-                row.save(update_fields=["state", "state_reason"])
-        finally:
-            connection.close()
-
-    def heartbeat():
-        try:
-            beat(secret)
-        except Exception as exc:  # noqa: BLE001 - reported by the main thread
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    op = threading.Thread(target=operator)
-    op.start()
-    assert locked.wait(10)
-    agent = threading.Thread(target=heartbeat)
-    agent.start()
-    agent.join(0.5)
-    assert agent.is_alive()  # waiting for the node's row lock
-    release.set()
-    op.join(10)
-    agent.join(10)
-    assert not errors
+    race_with_operator_quarantine(node, lambda: beat(secret))
     node.refresh_from_db()
     assert (node.state, node.state_reason) == (NodeState.QUARANTINED, "operator: bad PSU")
