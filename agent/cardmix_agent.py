@@ -142,6 +142,12 @@ def run(argv: list[str], *, timeout: float, env: dict | None = None) -> tuple[st
     return text + note, code
 
 
+def container_of(payload: dict) -> str:
+    """The container's name: the platform's (one per group: an instance may hold two on one node), or the
+    name a platform that sends none used."""
+    return str(payload.get("name") or f"cardmix-{payload['instance_id']}")
+
+
 def scrub(value):
     """NUL → U+FFFD in every key and string of a JSON value (PostgreSQL's jsonb refuses NUL)."""
     if isinstance(value, str):
@@ -346,8 +352,8 @@ class Agent:
 
     # -- instances (containers or stand-in processes) --------------------------------------------
 
-    def instance_dir(self, instance_id: str) -> Path:
-        safe = "".join(ch for ch in instance_id if ch.isalnum() or ch == "-")[:64] or "unnamed"
+    def instance_dir(self, name: str) -> Path:
+        safe = "".join(ch for ch in name if ch.isalnum() or ch == "-")[:80] or "unnamed"
         return self.state_dir / "instances" / safe
 
     def instances(self) -> list[str]:
@@ -362,14 +368,17 @@ class Agent:
     def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
         """`docker run` for an instance: the cards, the image, SSH keys and environment.
 
-        Tenants share a node: each container gets its own IPC namespace (its own /dev/shm of --shm-size,
-        where NCCL's intra-node transport and data loaders live), never the host's. The network stays the
-        host's: the platform gives one SSH port per node, not per container (see the README).
+        Tenants share a node: each container gets its own network namespace, its sshd published on the
+        node port the platform chose (`ssh_port`), and its own IPC namespace (its own /dev/shm of
+        --shm-size, where NCCL's intra-node transport and data loaders live), never the host's.
         """
         cards = [int(c) for c in payload.get("cards", [])]
-        argv = [self.args.docker, "run", "-d", "--name", f"cardmix-{payload['instance_id']}",
+        port = payload.get("ssh_port")
+        # A platform that sends no port predates per-container ports: the host's network, as it expects.
+        network = ["--network", "bridge", "-p", f"{int(port)}:22"] if port else ["--network", "host"]
+        argv = [self.args.docker, "run", "-d", "--name", container_of(payload),
                 "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
-                "--network", "host", "--ipc", "private", "--shm-size", self.args.shm_size,
+                *network, "--ipc", "private", "--shm-size", self.args.shm_size,
                 "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
         if payload.get("collective") == "hccl" or payload.get("vendor") == "huawei":
             for card in cards:
@@ -388,7 +397,7 @@ class Agent:
 
     def do_prepare(self, payload: dict):
         instance_id = payload["instance_id"]
-        where = self.instance_dir(instance_id)
+        where = self.instance_dir(container_of(payload) if payload.get("kind") != "bare_metal" else instance_id)
         where.mkdir(parents=True, exist_ok=True)
         keys = list(payload.get("ssh_keys") or [])
         cards = ",".join(str(c) for c in payload.get("cards", []))
@@ -401,14 +410,15 @@ class Agent:
         self.write_keys(where / "authorized_keys", keys)
         if self.args.runtime == "docker":
             # A retried prepare replaces what an earlier attempt started (same name: a second run would conflict).
-            removed, code = self.docker_rm(instance_id)
+            name = container_of(payload)
+            removed, code = self.docker_rm(name)
             if code != 0:
-                return removed, code, {"container": f"cardmix-{instance_id}"}
+                return removed, code, {"container": name}
             text, code = run(self.docker_run_argv(payload, where / "authorized_keys"), timeout=self.args.prepare_timeout)
-            return text, code, {"container": f"cardmix-{instance_id}"}
+            return text, code, {"container": name, "ssh_port": payload.get("ssh_port")}
         # process runtime: a local process stands in for the container, with the instance's environment
         env = {**os.environ, **{str(k): str(v) for k, v in (payload.get("env") or {}).items()},
-               "CARDMIX_IMAGE": payload.get("image", "")}
+               "CARDMIX_IMAGE": payload.get("image", ""), "CARDMIX_SSH_PORT": str(payload.get("ssh_port") or "")}
         argv = shlex.split(self.args.process_command) if self.args.process_command else [
             sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
         replaced = self.stop_process(where) if (where / "pid").exists() else ""  # a retried prepare
@@ -416,23 +426,24 @@ class Agent:
                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=where)
         (where / "pid").write_text(str(proc.pid))
         return (f"{replaced}{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
-                f"(devices {cards}, {len(keys)} ssh key(s))\n", 0, {"pid": proc.pid})
+                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {payload.get('ssh_port') or '-'})\n", 0,
+                {"pid": proc.pid, "ssh_port": payload.get("ssh_port")})
 
-    def docker_rm(self, instance_id: str) -> tuple[str, int]:
-        """`docker rm -f` the instance's container; one that does not exist counts as removed."""
-        text, code = run([self.args.docker, "rm", "-f", f"cardmix-{instance_id}"], timeout=120)
+    def docker_rm(self, name: str) -> tuple[str, int]:
+        """`docker rm -f` a container; one that does not exist counts as removed."""
+        text, code = run([self.args.docker, "rm", "-f", name], timeout=120)
         if code != 0 and "No such container" in text:
             return "", 0
         return text, code
 
     def do_release(self, payload: dict):
-        instance_id = payload["instance_id"]
-        where = self.instance_dir(instance_id)
+        name = container_of(payload)
+        where = self.instance_dir(name if payload.get("cards") else payload["instance_id"])
         if self.args.runtime == "docker":
-            text, code = self.docker_rm(instance_id)
+            text, code = self.docker_rm(name)
             if code != 0:  # keep the state dir: the heartbeat still lists it, and a retry or wipe removes it
                 return text, code, {}
-            text = text or f"cardmix-{instance_id} removed\n"
+            text = text or f"{name} removed\n"
         else:
             text, code = self.stop_process(where), 0
         shutil.rmtree(where, ignore_errors=True)

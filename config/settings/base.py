@@ -3,6 +3,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(environ.Env().str("CARDMIX_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -301,6 +302,12 @@ AGENT_HEARTBEAT_TIMEOUT_SECONDS = env.float("AGENT_HEARTBEAT_TIMEOUT_SECONDS", d
 # Below the provisioning step deadline (15 min), so the reconciler never re-sends a step still waiting.
 AGENT_COMMAND_TIMEOUT_SECONDS = env.float("AGENT_COMMAND_TIMEOUT_SECONDS", default=600.0)
 AGENT_COMMAND_POLL_SECONDS = env.float("AGENT_COMMAND_POLL_SECONDS", default=1.0)
+# Each container's sshd is published on its node at CONTAINER_SSH_PORT_BASE + its first card's index
+# (cards are held exclusively, so two live containers on one node never share a port): open
+# BASE..BASE+63 on the nodes' firewall. Bare metal is reached on the node's own ssh_port.
+CONTAINER_SSH_PORT_BASE = env.int("CONTAINER_SSH_PORT_BASE", default=30000)
+if not 1024 <= CONTAINER_SSH_PORT_BASE <= 65535 - 64:
+    raise ImproperlyConfigured("CONTAINER_SSH_PORT_BASE must be between 1024 and 65471 (64 cards per node).")
 # Fernet key (urlsafe base64, 32 bytes) for BMC passwords at rest; required in production.
 BMC_CREDENTIALS_KEY = env.str("BMC_CREDENTIALS_KEY", default="")
 REDFISH_BOOT_TARGET = env.str("REDFISH_BOOT_TARGET", default="Pxe")  # "Pxe", or "Cd" for virtual media

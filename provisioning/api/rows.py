@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 from core.money import format_price_per_second, format_ucny
 
-from ..choices import InstanceKind, InstanceState, can_transition
+from ..choices import InstanceState, can_transition
+from ..endpoints import ssh_entries
 from ..services import hardware_port
 from ..services.sla import sla_granted
 
@@ -111,11 +112,6 @@ def _moment(value) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
-def _ssh_user(kind: str) -> str:
-    # Bare metal hands over the whole OS; a container runs as an unprivileged user.
-    return "root" if kind == InstanceKind.BARE_METAL else "cardmix"
-
-
 def _slurm_partition(instance_id, groups) -> dict | None:
     vendors = {g.vendor for g in groups}
     if len(vendors) < 2:  # hardware_port answers None for anything but a hybrid: skip building nodes
@@ -136,17 +132,9 @@ def _package(package) -> dict | None:
 
 def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages=None) -> dict:
     """The instance body from its row and its live group rows (ordered by item index, id)."""
-    nodes, ssh, seen = [], [], set()
-    user = _ssh_user(row.kind)
-    for g in groups:
-        nodes.append({"node": g.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
-                      "cards": g.card_indices, "state": g.state})
-        if g.node_id in seen:
-            continue
-        seen.add(g.node_id)
-        host = g.ssh_host or g.hostname
-        ssh.append({"node": g.hostname, "host": host, "port": g.ssh_port, "user": user,
-                    "command": f"ssh -p {g.ssh_port} {user}@{host}"})
+    nodes = [{"node": g.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
+              "cards": g.card_indices, "state": g.state} for g in groups]
+    ssh = ssh_entries(row.kind, groups)
     state, deadline = row.state, row.sla_deadline
     if deadline is None:
         breached = False

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import Driver, DriverOutput, NodeRef, readiness_command
+from .base import Driver, DriverOutput, NodeRef, container_name, readiness_command
 from .registry import register_driver
 
 EXIT_NO_AGENT = 69  # EX_UNAVAILABLE: no agent token issued for this node
@@ -48,12 +48,15 @@ class AgentDriver(Driver):
         return DriverOutput(cmd.output, cmd.exit_code, cmd.duration_s or time.monotonic() - started, meta)
 
     def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
-                env: Mapping[str, str], instance_id: str) -> DriverOutput:
+                env: Mapping[str, str], instance_id: str, ssh_port: int | None = None) -> DriverOutput:
         """Create the instance's container on `cards` (or set up the bare-metal host)."""
         payload = {"kind": kind, "cards": list(cards), "image": image, "ssh_keys": list(ssh_keys),
                    "env": dict(env), "instance_id": instance_id, "vendor": node.vendor,
                    "collective": node.collective}
-        return self.run(node, "prepare", payload, meta={"kind": kind, "image": image, "cards": list(cards)})
+        if kind == "container":
+            payload.update(name=container_name(instance_id, cards), ssh_port=ssh_port)
+        return self.run(node, "prepare", payload, meta={"kind": kind, "image": image, "cards": list(cards),
+                                                        "ssh_port": ssh_port})
 
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
         """all_reduce_perf / all_reduce_test over `cards` on the node."""
@@ -85,9 +88,11 @@ class AgentDriver(Driver):
         return self.run(node, "topology", {"collective": node.collective}, meta={"command": command})
 
     def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
-        """Remove the instance's container (the data disk is not touched)."""
-        return self.run(node, "release", {"cards": list(cards), "instance_id": instance_id},
-                        meta={"instance_id": instance_id})
+        """Remove the container on `cards`, or the bare-metal instance's keys (no cards); the data disk stays."""
+        payload = {"cards": list(cards), "instance_id": instance_id}
+        if cards:
+            payload["name"] = container_name(instance_id, cards)
+        return self.run(node, "release", payload, meta={"instance_id": instance_id})
 
     def wipe(self, node: NodeRef) -> DriverOutput:
         """Wipe the node's local scratch disks and reset its accelerators."""

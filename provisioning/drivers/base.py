@@ -55,8 +55,12 @@ class Driver(abc.ABC):
         ssh_keys: Sequence[str],
         env: Mapping[str, str],
         instance_id: str,
+        ssh_port: int | None = None,
     ) -> DriverOutput:
-        """Start a container on `cards` (kind="container") or deploy the whole node (kind="bare_metal")."""
+        """Start a container on `cards` (kind="container") or deploy the whole node (kind="bare_metal").
+
+        A container's sshd is published on the node at `ssh_port` (its own network namespace, not the host's).
+        """
 
     @abc.abstractmethod
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
@@ -76,11 +80,21 @@ class Driver(abc.ABC):
 
     @abc.abstractmethod
     def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
-        """Stop the instance's container or power the node down; the data disk is not touched."""
+        """Stop the container on `cards`, or power the node down when no cards are given (bare metal).
+
+        Releasing what is not there succeeds: the platform also releases a group whose prepare may
+        have been cut short. The data disk is not touched.
+        """
 
     @abc.abstractmethod
     def wipe(self, node: NodeRef) -> DriverOutput:
         """Erase a node's local disks before it is handed to another tenant."""
+
+
+def container_name(instance_id: str, cards: Sequence[int]) -> str:
+    """A container's name on its node: one instance may hold two groups (two containers) on one node,
+    and a group's first card is its own while it lives."""
+    return f"cardmix-{instance_id}-{min(cards)}" if cards else f"cardmix-{instance_id}"
 
 
 # Commands per SPEC §3; kept here so every driver (simulated, agent, redfish) runs the same test.

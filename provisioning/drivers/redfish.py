@@ -152,11 +152,11 @@ class RedfishDriver(Driver):
     # -- driver interface ---------------------------------------------------------------------------
 
     def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
-                env: Mapping[str, str], instance_id: str) -> DriverOutput:
+                env: Mapping[str, str], instance_id: str, ssh_port: int | None = None) -> DriverOutput:
         """Bare metal: one-time PXE boot + power on + agent registration, then the agent installs keys."""
         if kind != "bare_metal":
             return self.agent.prepare(node, cards, kind=kind, image=image, ssh_keys=ssh_keys, env=env,
-                                      instance_id=instance_id)
+                                      instance_id=instance_id, ssh_port=ssh_port)
 
         def step(lines):
             self._boot(node, lines)
@@ -166,8 +166,8 @@ class RedfishDriver(Driver):
         return self._guarded(node, step, {"kind": kind, "image": image, "boot_target": self.boot_target})
 
     def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
-        """Container: the agent removes it. Bare metal (no cards / all cards): power the node off."""
-        if cards and len(cards) < node.card_count:
+        """Container (cards given, even all of them): the agent removes it. Bare metal (no cards): power off."""
+        if cards:
             return self.agent.release(node, cards, instance_id=instance_id)
         return self._guarded(node, lambda lines: self._power_off(node, lines), {"instance_id": instance_id})
 

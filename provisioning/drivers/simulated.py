@@ -115,6 +115,7 @@ class SimulatedDriver(Driver):
         ssh_keys: Sequence[str],
         env: Mapping[str, str],
         instance_id: str,
+        ssh_port: int | None = None,
         forced_faults: Iterable[str] = (),
     ) -> DriverOutput:
         """Container start (20–60 s) or bare-metal power-on + PXE deploy + OS boot (6–12 min)."""
@@ -127,6 +128,7 @@ class SimulatedDriver(Driver):
             "ssh_keys": len(ssh_keys),
             "env_keys": sorted(env),
             "simulated_faults": sorted(faults),
+            "ssh_port": ssh_port,
         }
         if kind == "container":
             slept, modeled = self._wait(self.profile.container_start)
@@ -143,6 +145,8 @@ class SimulatedDriver(Driver):
                 f"{image}: image present in local cache\n"
                 f"container {cid} started on {node.hostname} (devices {devices}, {len(ssh_keys)} ssh key(s))\n"
             )
+            if ssh_port:
+                text += f"sshd published on {node.ssh_host or node.hostname}:{ssh_port}\n"
             return DriverOutput(text, 0, slept, {**meta, "container_id": cid, "modeled_s": modeled})
 
         steps = [
@@ -180,8 +184,8 @@ class SimulatedDriver(Driver):
         return DriverOutput("\n".join(lines) + "\n", 0, slept, {**meta, "modeled_s": modeled})
 
     def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
-        """Stop and remove the container (cards given) or power the node off (no cards)."""
-        if cards and len(cards) < node.card_count:
+        """Stop and remove the container (cards given, even all of them) or power the node off (no cards)."""
+        if cards:
             slept, modeled = self._wait(self.profile.release_container)
             text = f"container for {instance_id} stopped and removed on {node.hostname}\n"
         else:

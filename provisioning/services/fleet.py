@@ -5,6 +5,7 @@ from django.db.models import F
 
 from inventory.models import Node
 
+from ..choices import InstanceKind
 from ..drivers import Driver, NodeRef, get_driver
 from ..models import SimulatedFault
 
@@ -25,6 +26,17 @@ def node_ref(node: Node) -> NodeRef:
                    collective=acc.collective, card_count=node.card_count, zone=zone.slug,
                    fabric=f"{zone.fabric_kind}-{zone.fabric_gbps}g", ssh_host=node.ssh_host or node.hostname,
                    ssh_port=node.ssh_port)
+
+
+def release_cards(instance, group) -> list[int]:
+    """The card list a driver release gets: the container's cards, or none (bare metal: the whole node)."""
+    return group.card_indices if instance.kind == InstanceKind.CONTAINER else []
+
+
+def driver_touched(group) -> bool:
+    """A prepare was started for this group, so something may run on its node: release must reach the
+    driver. prepare_attempts is written before each call, so a worker that died inside one counts too."""
+    return group.prepared_at is not None or group.prepare_attempts > 0
 
 
 def forced_faults(driver: Driver, node_ids, operation: str) -> dict:

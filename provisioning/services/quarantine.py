@@ -23,7 +23,7 @@ from ..models import Instance, NodeGroup, ReadinessReport
 from ..placement import Item, PlacementRequest
 from .capacity import placement_catalog
 from .claims import placement_claim
-from .fleet import driver_for, node_ref
+from .fleet import driver_for, driver_touched, node_ref, release_cards
 from .instances import instance_dispatch, step_deadline
 from .transitions import instance_transition
 
@@ -34,12 +34,11 @@ MAX_REPLACEMENTS = 2  # SPEC §3: at most 2 re-placements per instance
 
 def _node_release(instance: Instance, group: NodeGroup) -> None:
     """Stop the container / power the node off before leaving it (best effort: the node is suspect)."""
-    if group.prepared_at is None:
+    if not driver_touched(group):
         return
     node = group.node
     try:
-        cards = group.card_indices if instance.kind == "container" else []
-        driver_for(node).release(node_ref(node), cards, instance_id=str(instance.pk))
+        driver_for(node).release(node_ref(node), release_cards(instance, group), instance_id=str(instance.pk))
     except Exception:  # a failing node must not block moving the instance elsewhere
         logger.exception("release on a quarantined node failed", extra={"node": node.hostname})
 

@@ -16,15 +16,16 @@ from core.metrics import READINESS_TOTAL
 from inventory.choices import NodeState
 from inventory.models import Node
 
-from ..choices import GroupState, ReportScope
+from ..choices import GroupState, InstanceKind, ReportScope
 from ..choices import InstanceState as S
+from ..endpoints import container_ssh_port
 from ..lock_objects import instance_lock
 from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
 from ..readiness import evaluate, parse_device_health, parse_output
 from . import billing_port, hardware_port
 from .claims import placement_release
 from .cleaning import node_clean_begin
-from .fleet import driver_for, forced_faults, instance_env, node_ref
+from .fleet import driver_for, driver_touched, forced_faults, instance_env, node_ref, release_cards
 from .transitions import instance_transition
 
 logger = logging.getLogger("cardmix.provisioning")
@@ -72,8 +73,7 @@ def _group_write(instance_id, group: NodeGroup, expect: str, **fields) -> bool:
 def _driver_release(instance: Instance, group: NodeGroup) -> None:
     """Stop the group's container, or power its node off (bare metal: no card list)."""
     node = group.node
-    cards = group.card_indices if instance.kind == "container" else []
-    _call(group, driver_for(node).release, node_ref(node), cards, instance_id=str(instance.pk))
+    _call(group, driver_for(node).release, node_ref(node), release_cards(instance, group), instance_id=str(instance.pk))
 
 
 def _call(group: NodeGroup, method, *args, **kwargs):
@@ -114,25 +114,30 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     driver = driver_for(node)
     ref = node_ref(node)
     vendor = node.accelerator.vendor
+    container = instance.kind == InstanceKind.CONTAINER
     while group.prepare_attempts < PREPARE_ATTEMPTS:
-        if not _group_live(group, S.PROVISIONING):
-            return None
         group.prepare_attempts += 1
+        # Counted before the call (see driver_touched): a release then reaches the driver even if this
+        # worker dies inside it, and a prepare that keeps killing its worker is not retried forever.
+        if not _group_write(instance.pk, group, S.PROVISIONING, prepare_attempts=group.prepare_attempts):
+            return None
         failpoint("provision:before_driver")
         out = _call(group, driver.prepare, ref, group.card_indices, kind=instance.kind, image=instance.images.get(vendor, ""),
-                             ssh_keys=instance.ssh_public_keys,
-                             env=instance_env(instance_id=str(instance.pk), collective=ref.collective,
-                                              cards=group.card_indices),
-                             instance_id=str(instance.pk), **forced_faults(driver, [node.pk], "prepare"))
+                    ssh_keys=instance.ssh_public_keys,
+                    env=instance_env(instance_id=str(instance.pk), collective=ref.collective,
+                                     cards=group.card_indices),
+                    instance_id=str(instance.pk),
+                    ssh_port=container_ssh_port(group.card_indices) if container else None,
+                    **forced_faults(driver, [node.pk], "prepare"))
         failpoint("provision:after_driver")
         group.prepare_output, group.prepare_exit_code = _clip(out.text), out.exit_code
         if out.ok:
             group.prepared_at, group.state = db_now(), GroupState.PREPARED
-        if not _group_write(instance.pk, group, S.PROVISIONING, prepare_attempts=group.prepare_attempts,
+        if not _group_write(instance.pk, group, S.PROVISIONING,
                             prepare_output=group.prepare_output, prepare_exit_code=group.prepare_exit_code,
                             prepared_at=group.prepared_at, state=group.state, driver_seconds=group.driver_seconds):
-            # Released while the driver ran: that release saw prepared_at unset and skipped the driver,
-            # so stop here whatever this call started, or it keeps running on cards given back.
+            # Released while the driver ran: that release may have come before the container did, so
+            # stop here whatever this call started, or it keeps running on cards given back.
             _driver_release(instance, group)
             return None
         if out.ok:
@@ -151,8 +156,9 @@ def instance_provision(instance_id) -> None:
         if prepared is None:
             return
         if not prepared:
-            group_failed(instance, group, f"{group.node.hostname}: provisioning failed "
-                                          f"(exit {group.prepare_exit_code})")
+            why = ("interrupted (the worker stopped during the driver call)" if group.prepare_exit_code is None
+                   else f"exit {group.prepare_exit_code}")
+            group_failed(instance, group, f"{group.node.hostname}: provisioning failed ({why})")
             return
     _advance(instance_id, expect=S.PROVISIONING, to=S.CHECKING, reason="provisioned")
 
@@ -316,7 +322,7 @@ def groups_release(instance_id) -> None:
     instance = Instance.objects.get(pk=instance_id)
     groups = _groups(instance_id)
     for group in groups:
-        if group.prepared_at is not None:
+        if driver_touched(group):
             _driver_release(instance, group)
             NodeGroup.objects.filter(pk=group.pk).update(driver_seconds=group.driver_seconds)
         failpoint("release:after_driver")

@@ -132,5 +132,8 @@ def test_topology():
 def test_release_and_wipe():
     driver = get_driver("simulated", delay_scale=0)
     assert driver.release(H100, [0, 1], instance_id="i-1").exit_code == 0
-    assert "power Off" in driver.release(H100, list(range(8)), instance_id="i-1").text
+    assert "power Off" in driver.release(H100, [], instance_id="i-1").text  # bare metal: no cards
+    # A container on all eight cards is still a container: removing it must not power the node off.
+    whole = driver.release(H100, list(range(8)), instance_id="i-1")
+    assert "container for i-1 stopped" in whole.text and "power" not in whole.text
     assert driver.wipe(H100).exit_code == 0

@@ -308,22 +308,22 @@ def test_docker_prepare_twice_replaces_the_container(tmp_path, docker):
     text, code, meta = agent.do_prepare(PAYLOAD)  # without the rm first: a name conflict, exit 125
     assert code == 0, text
     assert [c["name"] for c in docker.containers().values()] == ["cardmix-inst-1"]
-    assert meta == {"container": "cardmix-inst-1"}
+    assert meta == {"container": "cardmix-inst-1", "ssh_port": None}
 
 
 def test_docker_release_that_fails_keeps_the_instance_and_wipe_removes_every_labelled_container(tmp_path, docker):
     agent = docker_agent(tmp_path)
     agent.do_prepare(PAYLOAD)
     agent.do_prepare({**PAYLOAD, "instance_id": "inst-2"})
-    (agent.state_dir / "instances" / "inst-2").rename(tmp_path / "forgotten")  # e.g. by an older agent
+    (agent.state_dir / "instances" / "cardmix-inst-2").rename(tmp_path / "forgotten")  # e.g. by an older agent
     docker.daemon(up=False)
     text, code, _ = agent.do_release(PAYLOAD)
     assert code != 0 and "Cannot connect to the Docker daemon" in text
-    assert agent.instances() == ["inst-1"]  # still reported in the heartbeat, still known to wipe
+    assert agent.instances() == ["cardmix-inst-1"]  # still reported in the heartbeat, still known to wipe
     assert len(docker.containers()) == 2
     text, code, _ = agent.do_wipe({"collective": "nccl"})
     assert code != 0 and "docker ps failed" in text
-    assert agent.instances() == ["inst-1"]
+    assert agent.instances() == ["cardmix-inst-1"]
     docker.daemon(up=True)
     text, code, _ = agent.do_wipe({"collective": "nccl"})
     assert code == 0, text
@@ -344,3 +344,46 @@ def test_docker_run_gives_each_container_its_own_ipc_namespace(tmp_path, docker)
     custom = make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--shm-size", "8g")
     argv = custom.docker_run_argv(PAYLOAD, tmp_path / "keys")
     assert argv[argv.index("--shm-size") + 1] == "8g"
+
+
+# -- 9. tenants sharing a node never share a network namespace or an SSH port ---------------------------------
+
+def _platform_payload(instance_id: str, cards: list[int]) -> dict:
+    """A prepare as the platform's agent driver sends it: the group's container name and SSH port."""
+    return {**PAYLOAD, "instance_id": instance_id, "cards": cards, "name": f"cardmix-{instance_id}-{min(cards)}",
+            "ssh_port": 30000 + min(cards)}
+
+
+def test_docker_run_publishes_the_platform_port_on_a_network_of_its_own(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    argv = agent.docker_run_argv(_platform_payload("inst-1", [2, 3]), tmp_path / "keys")
+    assert argv[argv.index("--network") + 1] == "bridge" and argv.count("--network") == 1
+    assert argv[argv.index("-p") + 1] == "30002:22"
+    assert argv[argv.index("--name") + 1] == "cardmix-inst-1-2"
+    # A platform that sends no port (older) gets the host network it expects, and no published port.
+    legacy = agent.docker_run_argv(PAYLOAD, tmp_path / "keys")
+    assert legacy[legacy.index("--network") + 1] == "host" and "-p" not in legacy
+
+
+def test_two_groups_of_one_instance_on_one_node_are_two_containers(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    first, second = _platform_payload("inst-1", [0, 1]), _platform_payload("inst-1", [2, 3])
+    assert agent.do_prepare(first)[1] == 0
+    text, code, meta = agent.do_prepare(second)  # before: the same name, so it removed the first container
+    assert code == 0, text
+    assert meta == {"container": "cardmix-inst-1-2", "ssh_port": 30002}
+    running = {c["name"]: c["ports"] for c in docker.containers().values()}
+    assert running == {"cardmix-inst-1-0": ["30000"], "cardmix-inst-1-2": ["30002"]}
+    assert agent.instances() == ["cardmix-inst-1-0", "cardmix-inst-1-2"]
+    text, code, _ = agent.do_release({"instance_id": "inst-1", "cards": [0, 1], "name": "cardmix-inst-1-0"})
+    assert code == 0, text
+    assert [c["name"] for c in docker.containers().values()] == ["cardmix-inst-1-2"]  # the other one stays
+    assert agent.instances() == ["cardmix-inst-1-2"]
+
+
+def test_a_port_still_published_by_a_leftover_container_fails_the_prepare_loudly(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    assert agent.do_prepare(_platform_payload("inst-1", [0, 1]))[1] == 0
+    # Another tenant's group on the same first card while the first container was never removed.
+    text, code, _ = agent.do_prepare(_platform_payload("inst-2", [0]))
+    assert code == 125 and "port is already allocated" in text

@@ -6,7 +6,7 @@ import pytest
 import sushy
 from django.db import connection
 
-from hardware.models import BmcCredential
+from hardware.models import AgentCommand, BmcCredential
 from inventory.choices import NodeState
 from inventory.services import node_set_state
 from provisioning.drivers import get_driver
@@ -110,3 +110,26 @@ def test_wrong_credentials_and_unknown_system_fail_cleanly(sushy_emulator, setti
     out = driver.wipe(node_ref(missing))
     assert out.exit_code == 78 and "BMC credential 'nope' not found" in out.text
     assert emulator_system(sushy_emulator, 0).power_state == sushy.PowerState.OFF
+
+
+def test_a_container_on_every_card_is_removed_by_the_agent_and_the_node_stays_on(live_server, sushy_emulator,
+                                                                                  start_agent, settings):
+    settings.AGENT_COMMAND_POLL_SECONDS = 0.05
+    bmc_credential(name="bmc-emulator", username=sushy_emulator["username"], password=sushy_emulator["password"])
+    node, token = redfish_node(sushy_emulator, 2, "bm-node-02.test")
+    system = emulator_system(sushy_emulator, 2)
+    system.reset_system(sushy.ResetType.ON)
+    wait_for(lambda: system.refresh(force=True) or system.power_state == sushy.PowerState.ON, timeout=30,
+             interval=0.3, what="the emulated system to power on")
+    start_agent(live_server.url, token)
+    driver = get_driver("redfish", **FAST)
+    ref = node_ref(node)
+    prepared = driver.prepare(ref, list(range(8)), kind="container", image="pytorch-2.3-cuda12.3", ssh_keys=[],
+                              env={}, instance_id="ctr-1", ssh_port=30000)
+    assert prepared.exit_code == 0, prepared.text
+    # All eight cards, but a container: before, "every card" was read as bare metal and the node powered off.
+    released = driver.release(ref, list(range(8)), instance_id="ctr-1")
+    assert released.exit_code == 0, released.text
+    assert AgentCommand.objects.filter(node=node, kind="release", payload__name="cardmix-ctr-1-0").exists()
+    system.refresh(force=True)
+    assert system.power_state == sushy.PowerState.ON

@@ -1,12 +1,14 @@
 """A terminate landing while the worker is inside a driver call (another worker runs the release).
 
-The release skips groups not yet prepared, so the provisioning worker must notice the terminate after
-its driver call: stop what it started, write nothing over the released group, touch no further group.
+The release reaches the driver for every group whose prepare was started, but may come before the
+container is up, so the provisioning worker must notice the terminate after its driver call: stop what
+it started, write nothing over the released group, touch no further group.
 """
 from unittest import mock
 
 import pytest
 
+from core.failpoints import FailpointCrash, armed
 from inventory.models import CardAllocation, Node
 from provisioning.drivers.simulated import SimulatedDriver
 from provisioning.models import Instance, NodeGroup, ReadinessReport
@@ -74,9 +76,9 @@ def test_terminate_during_container_start_stops_the_container(client, owner):
     group = NodeGroup.objects.get(instance_id=iid)
     patches, log = _driver_log(owner, iid, during="prepare")
     _run(patches, steps.instance_provision, iid)
-    # The release ran before the container was up (prepared_at unset): the provisioning worker stops it.
-    assert [n for n, _ in log] == ["terminate", "prepare", "release"]
-    assert log[-1][1] == group.card_indices  # the group's own cards: the container, not the node
+    # The terminate's release ran before the container was up: the provisioning worker stops it again.
+    assert [n for n, _ in log] == ["terminate", "release", "prepare", "release"]
+    assert log[1][1] == log[-1][1] == group.card_indices  # the group's own cards: the container, not the node
     _assert_released(iid)
     assert NodeGroup.objects.get(pk=group.pk).prepared_at is None
     assert set(Node.objects.values_list("state", flat=True)) == {"available"}
@@ -87,8 +89,8 @@ def test_terminate_during_bare_metal_deploy_powers_the_node_off_for_cleaning(cli
     iid = _create(client, {**container_body("h100-sxm-80g", 8), "kind": "bare_metal"})
     patches, log = _driver_log(owner, iid, during="prepare")
     _run(patches, steps.instance_provision, iid)
-    assert [n for n, _ in log] == ["terminate", "prepare", "release"]
-    assert log[-1][1] == []  # bare metal: power off
+    assert [n for n, _ in log] == ["terminate", "release", "prepare", "release"]
+    assert log[1][1] == log[-1][1] == []  # bare metal: power off
     _assert_released(iid)
     assert set(Node.objects.values_list("state", flat=True)) == {"cleaning"}
 
@@ -134,3 +136,30 @@ def test_uninterrupted_lifecycle_is_unchanged(client):
     iid = _create(client, TWO_ITEMS)
     assert instance_advance(iid) == "running"
     assert set(NodeGroup.objects.filter(instance_id=iid).values_list("state", flat=True)) == {"checked"}
+
+
+def test_a_worker_that_died_inside_prepare_still_has_its_container_stopped(client, owner):
+    make_fleet(h100=1)
+    iid = _create(client, container_body("h100-sxm-80g", 4))
+    group = NodeGroup.objects.get(instance_id=iid)
+    with armed({"provision:after_driver"}), pytest.raises(FailpointCrash):
+        steps.instance_provision(iid)  # the container started; the worker died before writing so
+    crashed = NodeGroup.objects.get(pk=group.pk)
+    assert crashed.prepared_at is None and crashed.prepare_attempts == 1
+    patches, log = _driver_log(owner, iid, during="nothing")
+    _run(patches, _terminate, owner, iid)
+    assert log == [("release", group.card_indices)]  # before: skipped, the container ran on freed cards
+    _assert_released(iid)
+
+
+def test_a_prepare_that_kills_its_worker_twice_fails_the_instance(client, owner):
+    make_fleet(h100=1)
+    iid = _create(client, container_body("h100-sxm-80g", 4))
+    for _ in range(2):
+        with armed({"provision:before_driver"}), pytest.raises(FailpointCrash):
+            steps.instance_provision(iid)
+    steps.instance_provision(iid)  # a third redelivery: no endless retries of a call that kills its worker
+    instance = Instance.objects.get(pk=iid)
+    assert instance.state == "failed"
+    assert "interrupted" in instance.state_reason, instance.state_reason
+    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
