@@ -4,18 +4,26 @@ Scope is (organization, credential, method, path); bodies are compared as canoni
 Same key + same body → the original status and body; a different body → 422
 `idempotency_key_reused`; a duplicate still running → 409 `idempotency_in_progress`. The record is
 claimed by a unique insert in its own transaction, so concurrent duplicates create one object.
+
+A request that died (worker killed) leaves its record `in_progress`. On PostgreSQL the request that
+works on a key holds a session advisory lock on it until the view returns; the server drops the lock
+with the dead process's connection. So a retry that takes the lock and finds an `in_progress` record
+knows its owner is gone and claims the key afresh, and one that cannot take it answers 409. SQLite
+(development) has no such lock: there a dead request's key answers 409 until IDEMPOTENCY_TTL.
 """
+import contextlib
 import functools
 import hashlib
 import json
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
 from .errors import ServiceError
+from .locks import advisory_unlock, try_advisory_lock
 from .models import IdempotencyRecord
 
 
@@ -42,8 +50,31 @@ def credential_of(request) -> str:
     return f"user:{getattr(user, 'pk', None)}"
 
 
-def _claim(scope: dict, body_hash: str) -> tuple[IdempotencyRecord, bool]:
-    """Insert the in-progress record, or return the existing live one (created=False)."""
+def _expired(record: IdempotencyRecord) -> bool:
+    return record.created_at < timezone.now() - settings.IDEMPOTENCY_TTL
+
+
+@contextlib.contextmanager
+def _working_on(scope: dict):
+    """Hold the key's session lock while the body runs; yields whether we have it (None: SQLite, no lock).
+
+    Taken before the record is inserted, so no one ever sees our record without our lock."""
+    if connection.vendor != "postgresql":
+        yield None
+        return
+    name = "idempotency:" + json.dumps(scope, sort_keys=True)
+    held = try_advisory_lock(name)
+    try:
+        yield held
+    finally:
+        if held:
+            advisory_unlock(name)
+
+
+def _claim(scope: dict, body_hash: str, *, owner_gone: bool) -> tuple[IdempotencyRecord, bool]:
+    """Insert the in-progress record, or return the existing live one (created=False).
+
+    `owner_gone`: we hold the key's lock, so an in-progress record with our body is a dead request's."""
     for _ in range(3):
         try:
             with transaction.atomic():
@@ -52,11 +83,21 @@ def _claim(scope: dict, body_hash: str) -> tuple[IdempotencyRecord, bool]:
             existing = IdempotencyRecord.objects.filter(**scope).first()
             if existing is None:
                 continue
-            if existing.created_at < timezone.now() - settings.IDEMPOTENCY_TTL:
-                existing.delete()  # expired: the key may be used afresh
+            stale = (owner_gone and existing.state == IdempotencyRecord.State.IN_PROGRESS
+                     and existing.body_hash == body_hash)
+            if stale or _expired(existing):
+                existing.delete()  # the key may be used afresh
                 continue
             return existing, False
     raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
+
+
+def _peek(scope: dict) -> IdempotencyRecord:
+    """Another session works on the key: its finished record to replay, else 409 (never claim it)."""
+    existing = IdempotencyRecord.objects.filter(**scope).first()
+    if existing is None or _expired(existing):
+        raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
+    return existing
 
 
 def idempotent(redact: tuple[str, ...] = ()):
@@ -83,35 +124,45 @@ def idempotent(redact: tuple[str, ...] = ()):
                 "key": key,
             }
             body_hash = canonical_hash(request.data)
-            record, created = _claim(scope, body_hash)
-            if not created:
-                if record.body_hash != body_hash:
-                    raise IdempotencyKeyReused("This Idempotency-Key was used with a different request body.")
-                if record.state == IdempotencyRecord.State.IN_PROGRESS:
-                    raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
-                response = Response(record.response_body, status=record.status_code)
-                response["Idempotent-Replayed"] = "true"
-                return response
-            try:
-                response = view_method(self, request, *args, **kwargs)
-            except Exception:
-                record.delete()  # nothing was created: let the client retry with the same key
-                raise
-            if response.status_code >= 500:
-                record.delete()
-                return response
-            body = response.data
-            if isinstance(body, dict) and redact:
-                body = {k: (None if k in redact else v) for k, v in body.items()}
-            record.state = IdempotencyRecord.State.DONE
-            record.status_code = response.status_code
-            record.response_body = json.loads(json.dumps(body, cls=JSONEncoder))  # as the renderer writes it
-            record.save(update_fields=["state", "status_code", "response_body"])
-            return response
+            with _working_on(scope) as held:
+                if held is False:
+                    record, created = _peek(scope), False
+                else:
+                    record, created = _claim(scope, body_hash, owner_gone=bool(held))
+                return _respond(record, created, body_hash, redact,
+                                lambda: view_method(self, request, *args, **kwargs))
 
         return wrapper
 
     return decorator
+
+
+def _respond(record: IdempotencyRecord, created: bool, body_hash: str, redact: tuple[str, ...], run_view):
+    """Replay or refuse for an existing record; else run the view and store its response."""
+    if not created:
+        if record.body_hash != body_hash:
+            raise IdempotencyKeyReused("This Idempotency-Key was used with a different request body.")
+        if record.state == IdempotencyRecord.State.IN_PROGRESS:
+            raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
+        response = Response(record.response_body, status=record.status_code)
+        response["Idempotent-Replayed"] = "true"
+        return response
+    try:
+        response = run_view()
+    except Exception:
+        record.delete()  # nothing was created: let the client retry with the same key
+        raise
+    if response.status_code >= 500:
+        record.delete()
+        return response
+    body = response.data
+    if isinstance(body, dict) and redact:
+        body = {k: (None if k in redact else v) for k, v in body.items()}
+    record.state = IdempotencyRecord.State.DONE
+    record.status_code = response.status_code
+    record.response_body = json.loads(json.dumps(body, cls=JSONEncoder))  # as the renderer writes it
+    record.save(update_fields=["state", "status_code", "response_body"])
+    return response
 
 
 def purge_expired() -> int:

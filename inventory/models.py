@@ -104,6 +104,10 @@ class Node(models.Model):
     bmc_address = models.CharField(max_length=300, blank=True)
     # A reference to where the BMC credentials are kept; never the secret itself.
     bmc_credentials_ref = models.CharField(max_length=200, blank=True)
+    # The cleaning pass that may wipe the node (provisioning/services/cleaning.py): taken under the row
+    # lock, cleared when the pass ends, and expiring so that a crashed worker's pass can be taken over.
+    clean_claim = models.UUIDField(null=True, blank=True, editable=False)
+    clean_claim_until = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -11,6 +11,9 @@ from .models import Instance
 from .services import steps
 
 logger = logging.getLogger("cardmix.provisioning")
+# A node_clean re-check waits at most this long: an ETA message held past the Redis visibility timeout
+# (1 h) would be redelivered as a second copy.
+NODE_CLEAN_RECHECK_MAX_S = 1800
 
 # What the worker does in each state; states not listed wait for a person or another process.
 _STEPS = {
@@ -95,11 +98,20 @@ def instances_autostop_task(org_id: str, at: str | None = None, reason: str = "f
     return len(instances_autostop(org_id=org_id, at=parse_datetime(at) if at else None, reason=reason))
 
 
-@shared_task(name="provisioning.node_clean")
-def node_clean_task(node_id: str, previous_state: str | None = None) -> str:
-    """Clean one node after a bare-metal instance (wipe + health check); returns its final state."""
+@shared_task(name="provisioning.node_clean", bind=True, max_retries=None)
+def node_clean_task(self, node_id: str, previous_state: str | None = None) -> str:
+    """Clean one node after a bare-metal instance (wipe + health check); returns its final state.
+
+    While another pass holds the node, look again later: that pass may belong to a worker that died
+    (a redelivery after a crash arrives at once), and only a later look can take its expired claim over.
+    """
     from inventory.models import Node
 
-    from .services.cleaning import node_clean
+    from .services.cleaning import PassTaken, node_clean
 
-    return node_clean(node=Node.objects.get(pk=node_id), previous_state=previous_state).state
+    try:
+        return node_clean(node=Node.objects.get(pk=node_id), previous_state=previous_state).state
+    except PassTaken as taken:
+        if self.request.is_eager:  # development: no broker to wait with
+            return "taken"
+        raise self.retry(countdown=min(taken.retry_after + 5, NODE_CLEAN_RECHECK_MAX_S)) from taken

@@ -315,6 +315,9 @@ REDFISH_POWER_TIMEOUT_SECONDS = env.float("REDFISH_POWER_TIMEOUT_SECONDS", defau
 # Power-on + PXE deploy + boot take up to ~12 min; stay below the 15-min step deadline (no duplicate deploys).
 REDFISH_AGENT_TIMEOUT_SECONDS = env.float("REDFISH_AGENT_TIMEOUT_SECONDS", default=780.0)
 REDFISH_HTTP_TIMEOUT_SECONDS = env.float("REDFISH_HTTP_TIMEOUT_SECONDS", default=30.0)
+# A node-cleaning pass claims the node this long: longer than a whole pass can take (Redfish boot + wipe +
+# a health check per card, about 2 h at the timeouts above), so a redelivered task never wipes alongside it.
+NODE_CLEAN_CLAIM_SECONDS = env.int("NODE_CLEAN_CLAIM_SECONDS", default=3 * 3600)
 # Slurm hybrid partitions: the scontrol command prefix, e.g. "ssh slurm@ctl scontrol"; empty = disabled.
 SLURM_SCONTROL = env.str("SLURM_SCONTROL", default="")
 SLURM_COMMAND_TIMEOUT_SECONDS = env.float("SLURM_COMMAND_TIMEOUT_SECONDS", default=30.0)

@@ -1,9 +1,14 @@
 """A test-only URLconf: the real API plus views that exercise the conventions."""
+import threading
+
+from django.db import connection
 from django.urls import include, path
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.errors import ServiceError
 from core.idempotency import idempotent
+from core.models import OutboxMessage
 
 CALLS = {"create": 0}
 
@@ -21,6 +26,43 @@ class CreateThing(APIView):
         return Response({"n": CALLS["create"], "secret": "s3cr3t", "echo": request.data}, status=201)
 
 
+class Gate:
+    """Holds a CreateRow call inside the view (its key claimed) until released; `pid` is its DB session."""
+
+    def __init__(self):
+        self.entered, self.release, self.pid = threading.Event(), threading.Event(), None
+
+
+NEXT_GATES: list[Gate] = []  # the next CreateRow call waits at the first one
+
+
+class CreateRow(APIView):
+    """Creates one database row (an outbox message, task "test.row"); {"fail": "400"|"500"|"sql"} fails."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    @idempotent()
+    def post(self, request):
+        if NEXT_GATES:
+            gate = NEXT_GATES.pop(0)
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_backend_pid()")
+                gate.pid = cur.fetchone()[0]
+            gate.entered.set()
+            gate.release.wait(10)
+        fail = request.data.get("fail")
+        if fail == "400":
+            raise ServiceError("refused")
+        if fail == "500":
+            raise RuntimeError("kaboom")
+        if fail == "sql":
+            with connection.cursor() as cur:
+                cur.execute("SELECT 1 / 0")
+        row = OutboxMessage.objects.create(task="test.row", args=[request.data.get("name", "")])
+        return Response({"id": row.pk}, status=201)
+
+
 class Boom(APIView):
     authentication_classes: list = []
     permission_classes: list = []
@@ -31,6 +73,7 @@ class Boom(APIView):
 
 urlpatterns = [
     path("test/things/", CreateThing.as_view()),
+    path("test/rows/", CreateRow.as_view()),
     path("test/boom/", Boom.as_view()),
     path("", include("config.urls")),
 ]

@@ -1,12 +1,16 @@
 """Node cleaning writes its outcome only to a node it is still cleaning: a redelivered task never wipes a
 node back in the pool, an operator's change during the wipe stands, an operator state keeps its reason,
-and a node whose agent went missing during the wipe comes back with the outcome."""
+and a node whose agent went missing during the wipe comes back with the outcome. Only one pass wipes at a
+time: the pass claims the node under its row lock, and a claim whose worker died expires."""
 import subprocess
 import threading
 import time
 from datetime import timedelta
+from unittest import mock
 
 import pytest
+from celery.exceptions import Retry
+from django.conf import settings
 from django.db import connection, transaction
 
 from core.dbclock import db_now
@@ -18,7 +22,9 @@ from inventory.models import Node
 from inventory.services import node_set_state
 from provisioning.drivers.base import DriverOutput
 from provisioning.services import cleaning
+from provisioning.tasks import NODE_CLEAN_RECHECK_MAX_S, node_clean_task
 from tests.factories.hardware import agent_node
+from tests.races import Aside, race_with_operator_quarantine
 
 from .conftest import BIN
 
@@ -192,3 +198,128 @@ def test_the_outcome_is_decided_under_the_node_lock(driver):
     cleaning.node_clean(node=node, previous_state=begin(node))
     assert done.wait(10)
     assert (fresh(node).state, fresh(node).state_reason) == (NodeState.QUARANTINED, "operator: bad PSU")
+
+
+class WorkerKilled(BaseException):
+    """The worker process dies mid-wipe (nothing in it gets to run `except Exception`)."""
+
+
+def expire_claim(node):
+    Node.objects.filter(pk=node.pk).update(clean_claim_until=db_now() - timedelta(seconds=1))
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_two_tasks_at_once_wipe_the_node_once(driver):
+    """A task redelivered while the first still wipes finds the pass taken: it wipes nothing, writes nothing."""
+    node, _ = agent_node()
+    wiping, finish = threading.Event(), threading.Event()
+
+    def first_wipe_waits():
+        if drv.wipes == 1:
+            wiping.set()
+            finish.wait(10)
+
+    drv = driver(during_wipe=first_wipe_waits)
+    previous = begin(node)
+    first = Aside(lambda: cleaning.node_clean(node=node, previous_state=previous))
+    assert wiping.wait(10)
+    try:
+        second = cleaning.node_clean(node=node, previous_state=previous)
+    except Exception as exc:  # noqa: BLE001 - checked below, after the wipe count
+        second = exc
+    assert drv.wipes == 1
+    assert isinstance(second, cleaning.PassTaken)
+    assert 0 < second.retry_after <= settings.NODE_CLEAN_CLAIM_SECONDS
+    assert fresh(node).state == NodeState.CLEANING
+    finish.set()
+    assert first.result().state == NodeState.AVAILABLE
+    assert (drv.wipes, fresh(node).state, fresh(node).clean_claim) == (1, NodeState.AVAILABLE, None)
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_the_pass_is_claimed_under_the_node_lock(driver):
+    """An operator's quarantine committed while the task waits for the node's row lock: nothing is wiped."""
+    node, _ = agent_node()
+    drv = driver()
+    previous = begin(node)
+    [out] = race_with_operator_quarantine(node, lambda: cleaning.node_clean(node=node, previous_state=previous))
+    assert drv.wipes == 0
+    assert out.state == fresh(node).state == NodeState.QUARANTINED
+
+
+@pytest.mark.django_db
+def test_a_claim_whose_worker_died_expires_and_a_later_task_takes_over(driver):
+    node, _ = agent_node()
+    previous = begin(node)
+
+    def killed():
+        raise WorkerKilled
+
+    drv = driver(during_wipe=killed)
+    with pytest.raises(WorkerKilled):
+        cleaning.node_clean(node=node, previous_state=previous)
+    with pytest.raises(cleaning.PassTaken):  # the redelivery that comes at once waits for the claim
+        cleaning.node_clean(node=node, previous_state=previous)
+    assert drv.wipes == 1
+    expire_claim(node)
+    drv = driver()
+    assert cleaning.node_clean(node=node, previous_state=previous).state == NodeState.AVAILABLE
+    assert (drv.wipes, fresh(node).clean_claim, fresh(node).clean_claim_until) == (1, None, None)
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_taken_over_does_not_write_its_outcome(driver):
+    """The first pass outlived its claim and a later task took over: the first one's end changes nothing."""
+    node, _ = agent_node()
+    first_wiping, first_may_end = threading.Event(), threading.Event()
+    states_while_second_wipes = []
+
+    def wipe():
+        if drv.wipes == 1:
+            first_wiping.set()
+            first_may_end.wait(10)
+            return
+        first_may_end.set()
+        assert first.result().state == NodeState.CLEANING  # ended, dropping its outcome
+        states_while_second_wipes.append(fresh(node).state)
+
+    drv = driver(during_wipe=wipe)
+    previous = begin(node)
+    first = Aside(lambda: cleaning.node_clean(node=node, previous_state=previous))
+    assert first_wiping.wait(10)
+    expire_claim(node)
+    assert cleaning.node_clean(node=node, previous_state=previous).state == NodeState.AVAILABLE
+    assert (drv.wipes, states_while_second_wipes) == (2, [NodeState.CLEANING])
+
+
+@pytest.mark.django_db
+def test_the_task_looks_again_when_the_claim_expires(driver):
+    node, _ = agent_node()
+    previous = begin(node)
+    Node.objects.filter(pk=node.pk).update(clean_claim="00000000-0000-0000-0000-000000000001",
+                                           clean_claim_until=db_now() + timedelta(seconds=60))
+    drv = driver()
+    with mock.patch.object(node_clean_task, "retry", side_effect=Retry()) as retry, pytest.raises(Retry):
+        node_clean_task.run(str(node.pk), previous)
+    assert drv.wipes == 0
+    assert 60 <= retry.call_args.kwargs["countdown"] <= 66
+    Node.objects.filter(pk=node.pk).update(clean_claim_until=db_now() + timedelta(hours=5))
+    with mock.patch.object(node_clean_task, "retry", side_effect=Retry()) as retry, pytest.raises(Retry):
+        node_clean_task.run(str(node.pk), previous)
+    assert retry.call_args.kwargs["countdown"] == NODE_CLEAN_RECHECK_MAX_S
+
+
+@pytest.mark.django_db
+def test_a_new_pass_clears_a_claim_left_behind(driver):
+    """A pass whose outcome an operator overrode (node back in service) leaves no claim to hold up the next."""
+    node, _ = agent_node()
+    Node.objects.filter(pk=node.pk).update(clean_claim="00000000-0000-0000-0000-000000000001",
+                                           clean_claim_until=db_now() + timedelta(hours=1))
+    drv = driver()
+    with transaction.atomic():
+        cleaning.node_clean_begin(node=fresh(node))
+    assert cleaning.node_clean(node=node, previous_state=NodeState.AVAILABLE).state == NodeState.AVAILABLE
+    assert drv.wipes == 1

@@ -1,20 +1,18 @@
 """A node marked unreachable for a missed heartbeat comes back, at the agent's next heartbeat, in the state
 and with the reason it had: a draining or cleaning node never slips back into the pool."""
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
 from rest_framework.test import APIClient
 
 from core.dbclock import db_now
 from hardware.models import NodeCredential
 from hardware.services import heartbeats_check
 from inventory.choices import NodeState
-from inventory.lock_objects import node_lock
 from inventory.models import Node
 from inventory.services import node_set_state
 from tests.factories.hardware import agent_node
+from tests.races import race_with_operator_quarantine
 
 HEARTBEAT = {"agent_version": "1.0.0", "hostname": "h", "runtime": "process"}
 
@@ -27,45 +25,6 @@ def beat(secret):
 
 def miss_deadline(node):
     NodeCredential.objects.filter(node=node).update(heartbeat_deadline=db_now() - timedelta(seconds=1))
-
-
-def race_with_operator_quarantine(node, action) -> list:
-    """Run `action` in a thread while an operator holds the node's row lock and then quarantines it; the action
-    must wait for the lock. Returns [what action returned]; raises what it raised."""
-    locked, release, results, errors = threading.Event(), threading.Event(), [], []
-
-    def operator():
-        try:
-            with transaction.atomic():
-                row = node_lock(node.pk)
-                locked.set()
-                release.wait(10)
-                row.state, row.state_reason = NodeState.QUARANTINED, "operator: bad PSU"
-                row.save(update_fields=["state", "state_reason"])
-        finally:
-            connection.close()
-
-    def act():
-        try:
-            results.append(action())
-        except Exception as exc:  # noqa: BLE001 - re-raised in the main thread
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    op = threading.Thread(target=operator)
-    op.start()
-    assert locked.wait(10)
-    worker = threading.Thread(target=act)
-    worker.start()
-    worker.join(0.5)
-    assert worker.is_alive()  # waiting for the node's row lock
-    release.set()
-    op.join(10)
-    worker.join(10)
-    if errors:
-        raise errors[0]
-    return results
 
 
 @pytest.mark.django_db
