@@ -1,7 +1,7 @@
 """Template filters for the console: money rounded to the fen for display only, and small labels."""
 from django import template
 
-from core.money import format_fen, format_ucny
+from core.money import DISPLAY_MINUS, format_fen, format_ucny
 
 register = template.Library()
 
@@ -11,7 +11,7 @@ ACCOUNT_LABELS = {"trial": "Trial credit", "compensation": "Compensation", "gran
 
 @register.filter
 def fen(amount_ucny):
-    """µCNY → "¥12.35" (display only; the API keeps µCNY exact)."""
+    """µCNY → "¥12.35", "−¥382.16" (display only; the API keeps µCNY exact)."""
     if amount_ucny is None or amount_ucny == "":
         return "—"
     return format_fen(int(amount_ucny))
@@ -23,9 +23,10 @@ def rate(price_ucny):
     rounded, so a row's subtotal is what its rate times its cards reads."""
     if price_ucny is None or price_ucny == "":
         return "—"
-    text = format_ucny(int(price_ucny)).rstrip("0")
+    amount = int(price_ucny)
+    text = format_ucny(abs(amount)).rstrip("0")
     whole, _, decimals = text.partition(".")
-    return f"¥{whole}.{decimals.ljust(2, '0')}"
+    return f"{_sign(amount)}¥{whole}.{decimals.ljust(2, '0')}"
 
 
 @register.filter
@@ -33,7 +34,14 @@ def per_second(price_per_hour_ucny):
     """µCNY per hour → "¥0.001056" per second (six decimals: a second costs less than a fen)."""
     if price_per_hour_ucny in (None, ""):
         return "—"
-    return f"¥{format_ucny(int(price_per_hour_ucny) // 3600)}"
+    amount = int(price_per_hour_ucny)
+    per_second = abs(amount) // 3600  # truncated towards zero, whatever the sign
+    return f"{_sign(amount) if per_second else ''}¥{format_ucny(per_second)}"
+
+
+def _sign(amount: int) -> str:
+    """The minus before the currency sign, as format_fen writes it."""
+    return DISPLAY_MINUS if amount < 0 else ""
 
 
 @register.filter
