@@ -18,6 +18,7 @@ from billing.selectors import transfer_list, usage_list
 from core.dbclock import db_now
 from tenancy.permissions import request_can
 
+from ..catalog_names import accelerator_names
 from .access import require_capability
 from .dashboard import balance_context
 
@@ -76,8 +77,10 @@ def billing(request):
     ledger_rows(page.object_list, org)
     start = now - timedelta(days=CHART_DAYS)
     usage = list(usage_list(org=org, start=start, end=now)[:USAGE_ROWS])
+    names = accelerator_names(m.accelerator for m in usage) if usage else {}
     for m in usage:
         m.seconds = whole_seconds(max(m.opened_at, start), min(m.closed_at or now, now))
+        m.accelerator_name = names.get(m.accelerator, m.accelerator)
     context = {**balance_context(org), "page": page, "usage": usage, "chart": spend_chart(spend_by_day(org, now)),
                "can_top_up": request_can(request, "billing"), "time_zone": settings.BILLING_TIME_ZONE}
     if request.htmx and request.GET.get("page"):

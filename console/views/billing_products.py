@@ -14,6 +14,8 @@ from billing.products.statements import statement_build, statement_months
 from core.errors import NotFoundError, ServiceError, ValidationFailed
 from tenancy.permissions import request_can
 
+from ..catalog_names import accelerator_names
+
 
 def _require(request, capability: str) -> None:
     if request.org is None or not request_can(request, capability):
@@ -38,7 +40,11 @@ def statements(request):
 def statement_detail(request, month):
     """One month's statement; amounts rounded to the fen for display only."""
     _require(request, "read_billing")
-    return render(request, "console/billing/statement_detail.html", {"st": _statement_or_404(request, month)})
+    st = _statement_or_404(request, month)
+    names = accelerator_names(u["accelerator"] for u in st.usage) if st.usage else {}
+    for u in st.usage:
+        u["accelerator_name"] = names.get(u["accelerator"], u["accelerator"])
+    return render(request, "console/billing/statement_detail.html", {"st": st})
 
 
 @login_required
@@ -86,8 +92,12 @@ def sponsorships(request):
             else:
                 messages.success(request, "Proposal submitted; operators will review it.")
                 return redirect("console:billing_sponsorships")
+    proposals = list(selectors.sponsorship_list(org=request.org)[:200])
+    names = accelerator_names(p.accelerator for p in proposals) if proposals else {}
+    for p in proposals:
+        p.accelerator_name = names.get(p.accelerator, p.accelerator)
     return render(request, "console/billing/sponsorships.html", {
-        "proposals": selectors.sponsorship_list(org=request.org)[:200], "form": form, "can_submit": can_submit})
+        "proposals": proposals, "form": form, "can_submit": can_submit})
 
 
 @login_required

@@ -53,7 +53,7 @@ def test_billing_page_ledger_usage_chart_and_links(web, owner):
     assert page2.startswith('\n<div id="ledger">') or page2.lstrip().startswith('<div id="ledger">')
     assert f'data-meter="{meter.pk}"' in page2 and 'data-ucny="123456"' in page2
     usage = web.get("/billing/").content.decode()
-    assert "h100-sxm-80g" in usage
+    assert "NVIDIA H100 SXM 80GB" in usage.split('id="usage"')[1]  # the accelerator by name, not its slug
 
 
 def test_billing_role_reads_billing_viewer_does_not(member_factory, owner):
