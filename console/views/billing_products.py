@@ -12,6 +12,7 @@ from billing.products.sponsorship import MAX_CARD_HOURS, sponsorship_submit
 from billing.products.statement_formats import statement_csv
 from billing.products.statements import statement_build, statement_months
 from core.errors import NotFoundError, ServiceError, ValidationFailed
+from provisioning.selectors import instance_names
 from tenancy.permissions import request_can
 
 from ..catalog_names import accelerator_names
@@ -42,9 +43,13 @@ def statement_detail(request, month):
     _require(request, "read_billing")
     st = _statement_or_404(request, month)
     names = accelerator_names(u["accelerator"] for u in st.usage) if st.usage else {}
+    instances = instance_names(org=request.org, ids=[r["instance_id"] for r in st.usage + st.packages])
+    for row in st.usage + st.packages:
+        row["instance_name"] = instances.get(row["instance_id"], "")
     for u in st.usage:
         u["accelerator_name"] = names.get(u["accelerator"], u["accelerator"])
-    return render(request, "console/billing/statement_detail.html", {"st": st})
+    return render(request, "console/billing/statement_detail.html",
+                  {"st": st, "link_instances": request_can(request, "read")})
 
 
 @login_required
