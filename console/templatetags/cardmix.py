@@ -1,6 +1,11 @@
-"""Template filters for the console: money rounded to the fen for display only, and small labels."""
-from django import template
+"""Template filters for the console: money rounded to the fen for display only, times in one named zone,
+and small labels."""
+from datetime import datetime
 
+from django import template
+from django.utils import dateformat, timezone
+
+from billing.products.statements import billing_tz
 from core.money import DISPLAY_MINUS, format_fen, format_ucny
 
 register = template.Library()
@@ -69,3 +74,38 @@ def duration(seconds):
     if hours >= 48:
         return f"{hours // 24} days {hours % 24} h"
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
+
+
+# --- times: the console shows every time in the billing time zone (where statement days and months and the spend
+# chart's days fall), each with its zone named, so no UTC time sits unlabelled next to a Shanghai one.
+
+def zone_label(at: datetime | None = None) -> str:
+    """The billing time zone as an offset at `at` (default now): "UTC+8", "UTC+5:30", "UTC"."""
+    offset = (at or timezone.now()).astimezone(billing_tz()).utcoffset()
+    minutes = int(offset.total_seconds()) // 60
+    if not minutes:
+        return "UTC"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"UTC{'+' if minutes > 0 else '-'}{hours}{f':{rest:02d}' if rest else ''}"
+
+
+@register.filter
+def when(value, fmt="Y-m-d H:i"):
+    """A datetime in the billing time zone with its zone: "2026-11-20 18:30 UTC+8" ('' for none)."""
+    if not isinstance(value, datetime):
+        return ""
+    return f"{dateformat.format(value.astimezone(billing_tz()), fmt)} {zone_label(value)}"
+
+
+@register.filter
+def day(value):
+    """The date of a datetime in the billing time zone ("2026-11-21"): the day a statement puts it on."""
+    if not isinstance(value, datetime):
+        return ""
+    return value.astimezone(billing_tz()).date().isoformat()
+
+
+@register.simple_tag(name="zone_label")
+def zone_label_tag():
+    """{% zone_label %} → "UTC+8", for headings and form labels."""
+    return zone_label()

@@ -9,8 +9,10 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from billing.products.statements import billing_tz
 from core.errors import ServiceError
 from tenancy import selectors, services
 from tenancy.choices import Role
@@ -221,7 +223,12 @@ def member_update(request, id):
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100)
     scope = forms.ChoiceField(choices=TokenScope.choices, initial=TokenScope.WRITE)
-    expires_at = forms.DateTimeField(required=False, help_text="Optional, e.g. 2027-01-31 00:00 (UTC).")
+    expires_at = forms.DateTimeField(required=False, help_text="Optional, e.g. 2027-01-31 00:00.")
+
+    def full_clean(self):
+        # A typed time is in the zone the console shows every time in (the billing time zone), not UTC.
+        with timezone.override(billing_tz()):
+            super().full_clean()
 
 
 @login_required
