@@ -9,7 +9,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import ServiceError
 from provisioning import selectors
@@ -25,6 +25,7 @@ from ..catalog_names import named
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
+from .confirm import confirm_page
 
 PAGE_SIZE = 25
 NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
@@ -197,15 +198,24 @@ def instance_detail(request, instance_id):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def instance_action(request, instance_id, action):
-    """stop / start / terminate: POST and redirect without JavaScript; htmx swaps the live block in place."""
+    """stop / start / terminate: POST and redirect without JavaScript; htmx swaps the live block in place.
+    GET is terminate's confirmation page (its button leads there without JavaScript)."""
     require_capability(request, "read")
     service = SERVICES.get(action)
     if service is None:
         raise Http404("No such action.")
-    or_404(selectors.instance_get, org=request.org, instance_id=instance_id)  # 404 before any lock
+    instance = or_404(selectors.instance_get, org=request.org, instance_id=instance_id)  # 404 before any lock
+    if request.method == "GET" and action != "terminate":
+        return HttpResponseNotAllowed(["POST"])
     require_write(request, "instances")
+    detail_url = reverse("console:instance_detail", kwargs={"instance_id": instance_id})
+    if request.method == "GET":
+        if not instance.can_become(InstanceState.TERMINATING):  # already terminating or gone: nothing to ask
+            return redirect(detail_url)
+        return confirm_page(request, title=f"Terminate {instance.name}?", label="Terminate", cancel=detail_url,
+                            detail="Its cards are released and its data disk is deleted; this cannot be undone.")
     error = ""
     try:
         service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
@@ -218,7 +228,7 @@ def instance_action(request, instance_id, action):
         messages.error(request, error)
     else:
         messages.success(request, {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
-    return redirect(reverse("console:instance_detail", kwargs={"instance_id": instance_id}))
+    return redirect(detail_url)
 
 
 @login_required
