@@ -12,6 +12,8 @@ from provisioning.placement import Item, Policy
 from provisioning.placement.validation import MAX_POLICY_CARDS
 from provisioning.services.specs import InstanceSpec
 
+from .catalog_names import named
+
 VENDOR_LABELS = {"nvidia": "NVIDIA", "huawei": "Huawei Ascend", "moore_threads": "Moore Threads",
                  "iluvatar": "Iluvatar CoreX"}
 MODE_CHOICES = [("items", "Pick cards"), ("policy", "Let Cardmix choose (policy)")]
@@ -156,14 +158,15 @@ class InstanceCreateForm(forms.Form):
 
 def attach_service_error(form: forms.Form, exc) -> None:
     """Show a service refusal next to the form: a 400's field details on their fields, anything else
-    (quota, funds, capacity, state) as one message on top; the typed values stay in the bound form."""
+    (quota, funds, capacity, state) as one message on top, accelerators by name; the typed values stay in the
+    bound form."""
     if exc.code != "validation_error":
-        form.add_error(None, exc.message)
+        form.add_error(None, named(exc.message))
         return
     aliases = {"items": "accelerator", "policy": "total_cards"}
     for field, msgs in (exc.details or {}).items():
         target = aliases.get(field, field)
         for msg in msgs if isinstance(msgs, list) else [msgs]:
-            form.add_error(target if target in form.fields else None, str(msg))
+            form.add_error(target if target in form.fields else None, named(msg))
     if not exc.details:
-        form.add_error(None, exc.message)
+        form.add_error(None, named(exc.message))

@@ -47,7 +47,12 @@ def format_price_per_second(rate_per_hour_ucny: int) -> str:
     return str(per_second.quantize(_NINE, rounding=ROUND_DOWN))
 
 
+# The console's minus (U+2212) goes before the currency sign: "−¥382.16", never "¥-382.16".
+DISPLAY_MINUS = "\u2212"
+
+
 def format_fen(amount: int) -> str:
-    """Console display only: µCNY rounded half-up to the fen, e.g. "¥12.35"."""
-    value = (Decimal(amount) / UCNY_PER_CNY).quantize(Decimal("0.01"), rounding="ROUND_HALF_UP")
-    return f"¥{value:,.2f}"
+    """Console display only: µCNY rounded half-up to the fen, e.g. "¥12.35", "−¥382.16"."""
+    value = (Decimal(abs(amount)) / UCNY_PER_CNY).quantize(Decimal("0.01"), rounding="ROUND_HALF_UP")
+    sign = DISPLAY_MINUS if amount < 0 and value else ""  # what rounds to ¥0.00 carries no sign
+    return f"{sign}¥{value:,.2f}"

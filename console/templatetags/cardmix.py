@@ -1,7 +1,12 @@
-"""Template filters for the console: money rounded to the fen for display only, and small labels."""
-from django import template
+"""Template filters for the console: money rounded to the fen for display only, times in one named zone,
+and small labels."""
+from datetime import datetime
 
-from core.money import format_fen, format_ucny
+from django import template
+from django.utils import dateformat, timezone
+
+from billing.products.statements import billing_tz
+from core.money import DISPLAY_MINUS, format_fen, format_ucny
 
 register = template.Library()
 
@@ -11,7 +16,7 @@ ACCOUNT_LABELS = {"trial": "Trial credit", "compensation": "Compensation", "gran
 
 @register.filter
 def fen(amount_ucny):
-    """µCNY → "¥12.35" (display only; the API keeps µCNY exact)."""
+    """µCNY → "¥12.35", "−¥382.16" (display only; the API keeps µCNY exact)."""
     if amount_ucny is None or amount_ucny == "":
         return "—"
     return format_fen(int(amount_ucny))
@@ -23,9 +28,10 @@ def rate(price_ucny):
     rounded, so a row's subtotal is what its rate times its cards reads."""
     if price_ucny is None or price_ucny == "":
         return "—"
-    text = format_ucny(int(price_ucny)).rstrip("0")
+    amount = int(price_ucny)
+    text = format_ucny(abs(amount)).rstrip("0")
     whole, _, decimals = text.partition(".")
-    return f"¥{whole}.{decimals.ljust(2, '0')}"
+    return f"{_sign(amount)}¥{whole}.{decimals.ljust(2, '0')}"
 
 
 @register.filter
@@ -33,7 +39,14 @@ def per_second(price_per_hour_ucny):
     """µCNY per hour → "¥0.001056" per second (six decimals: a second costs less than a fen)."""
     if price_per_hour_ucny in (None, ""):
         return "—"
-    return f"¥{format_ucny(int(price_per_hour_ucny) // 3600)}"
+    amount = int(price_per_hour_ucny)
+    per_second = abs(amount) // 3600  # truncated towards zero, whatever the sign
+    return f"{_sign(amount) if per_second else ''}¥{format_ucny(per_second)}"
+
+
+def _sign(amount: int) -> str:
+    """The minus before the currency sign, as format_fen writes it."""
+    return DISPLAY_MINUS if amount < 0 else ""
 
 
 @register.filter
@@ -61,3 +74,38 @@ def duration(seconds):
     if hours >= 48:
         return f"{hours // 24} days {hours % 24} h"
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
+
+
+# --- times: the console shows every time in the billing time zone (where statement days and months and the spend
+# chart's days fall), each with its zone named, so no UTC time sits unlabelled next to a Shanghai one.
+
+def zone_label(at: datetime | None = None) -> str:
+    """The billing time zone as an offset at `at` (default now): "UTC+8", "UTC+5:30", "UTC"."""
+    offset = (at or timezone.now()).astimezone(billing_tz()).utcoffset()
+    minutes = int(offset.total_seconds()) // 60
+    if not minutes:
+        return "UTC"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"UTC{'+' if minutes > 0 else '-'}{hours}{f':{rest:02d}' if rest else ''}"
+
+
+@register.filter
+def when(value, fmt="Y-m-d H:i"):
+    """A datetime in the billing time zone with its zone: "2026-11-20 18:30 UTC+8" ('' for none)."""
+    if not isinstance(value, datetime):
+        return ""
+    return f"{dateformat.format(value.astimezone(billing_tz()), fmt)} {zone_label(value)}"
+
+
+@register.filter
+def day(value):
+    """The date of a datetime in the billing time zone ("2026-11-21"): the day a statement puts it on."""
+    if not isinstance(value, datetime):
+        return ""
+    return value.astimezone(billing_tz()).date().isoformat()
+
+
+@register.simple_tag(name="zone_label")
+def zone_label_tag():
+    """{% zone_label %} → "UTC+8", for headings and form labels."""
+    return zone_label()

@@ -8,15 +8,20 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.urls import reverse_lazy
-from django.views.decorators.http import require_POST
+from django.urls import reverse, reverse_lazy
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
+from billing.products.statements import billing_tz
 from core.errors import ServiceError
 from tenancy import selectors, services
 from tenancy.choices import Role
 from tenancy.models import TokenScope
 from tenancy.permissions import request_can
 from tenancy.throttles import LoginRateThrottle, SignupRateThrottle
+
+from .confirm import confirm_page
 
 SSH_UPLOAD_MAX_BYTES = 16_384
 
@@ -221,7 +226,12 @@ def member_update(request, id):
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100)
     scope = forms.ChoiceField(choices=TokenScope.choices, initial=TokenScope.WRITE)
-    expires_at = forms.DateTimeField(required=False, help_text="Optional, e.g. 2027-01-31 00:00 (UTC).")
+    expires_at = forms.DateTimeField(required=False, help_text="Optional, e.g. 2027-01-31 00:00.")
+
+    def full_clean(self):
+        # A typed time is in the zone the console shows every time in (the billing time zone), not UTC.
+        with timezone.override(billing_tz()):
+            super().full_clean()
 
 
 @login_required
@@ -306,13 +316,25 @@ def ssh_keys(request):
                   {"keys": selectors.ssh_key_list(user=request.user), "form": form, "can_manage": can_manage})
 
 
+def _back_to_ssh_keys(request):
+    # htmx posted the delete: a full page load of the list (with its message), not a page inside the row.
+    url = reverse("console:ssh_keys")
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def ssh_key_delete(request, id):
+    """POST deletes one's key; GET is the confirmation page its Delete button leads to without JavaScript."""
     key = selectors.ssh_key_get(user=request.user, id=id)
     if not _can_manage_ssh_keys(request):
         messages.error(request, "Your role does not allow deleting SSH keys.")
-        return redirect("console:ssh_keys")
+        return _back_to_ssh_keys(request)
+    if request.method == "GET":
+        return confirm_page(request, title=f"Delete the SSH key {key.name}?", label="Delete",
+                            cancel=reverse("console:ssh_keys"),
+                            detail=f"Fingerprint {key.fingerprint}. Instances that already have it keep it; "
+                                   "new instances cannot use it.")
     services.ssh_key_delete(key=key, actor=request.user, org=request.org, request=request)
     messages.success(request, f"Deleted {key.name}.")
-    return redirect("console:ssh_keys")
+    return _back_to_ssh_keys(request)

@@ -16,8 +16,10 @@ from billing.choices import TransferCode
 from billing.rating import whole_seconds
 from billing.selectors import transfer_list, usage_list
 from core.dbclock import db_now
+from provisioning.selectors import instance_names
 from tenancy.permissions import request_can
 
+from ..catalog_names import accelerator_names
 from .access import require_capability
 from .dashboard import balance_context
 
@@ -76,10 +78,15 @@ def billing(request):
     ledger_rows(page.object_list, org)
     start = now - timedelta(days=CHART_DAYS)
     usage = list(usage_list(org=org, start=start, end=now)[:USAGE_ROWS])
+    names = accelerator_names(m.accelerator for m in usage) if usage else {}
+    instances = instance_names(org=org, ids=[m.instance_id for m in usage])
     for m in usage:
         m.seconds = whole_seconds(max(m.opened_at, start), min(m.closed_at or now, now))
+        m.accelerator_name = names.get(m.accelerator, m.accelerator)
+        m.instance_name = instances.get(str(m.instance_id), "")
     context = {**balance_context(org), "page": page, "usage": usage, "chart": spend_chart(spend_by_day(org, now)),
-               "can_top_up": request_can(request, "billing"), "time_zone": settings.BILLING_TIME_ZONE}
+               "can_top_up": request_can(request, "billing"), "time_zone": settings.BILLING_TIME_ZONE,
+               "link_instances": request_can(request, "read")}
     if request.htmx and request.GET.get("page"):
         return render(request, "console/partials/ledger_table.html", context)
     return render(request, "console/billing/ledger.html", context)

@@ -12,7 +12,10 @@ from billing.products.sponsorship import MAX_CARD_HOURS, sponsorship_submit
 from billing.products.statement_formats import statement_csv
 from billing.products.statements import statement_build, statement_months
 from core.errors import NotFoundError, ServiceError, ValidationFailed
+from provisioning.selectors import instance_names
 from tenancy.permissions import request_can
+
+from ..catalog_names import accelerator_names
 
 
 def _require(request, capability: str) -> None:
@@ -38,7 +41,15 @@ def statements(request):
 def statement_detail(request, month):
     """One month's statement; amounts rounded to the fen for display only."""
     _require(request, "read_billing")
-    return render(request, "console/billing/statement_detail.html", {"st": _statement_or_404(request, month)})
+    st = _statement_or_404(request, month)
+    names = accelerator_names(u["accelerator"] for u in st.usage) if st.usage else {}
+    instances = instance_names(org=request.org, ids=[r["instance_id"] for r in st.usage + st.packages])
+    for row in st.usage + st.packages:
+        row["instance_name"] = instances.get(row["instance_id"], "")
+    for u in st.usage:
+        u["accelerator_name"] = names.get(u["accelerator"], u["accelerator"])
+    return render(request, "console/billing/statement_detail.html",
+                  {"st": st, "link_instances": request_can(request, "read")})
 
 
 @login_required
@@ -86,8 +97,12 @@ def sponsorships(request):
             else:
                 messages.success(request, "Proposal submitted; operators will review it.")
                 return redirect("console:billing_sponsorships")
+    proposals = list(selectors.sponsorship_list(org=request.org)[:200])
+    names = accelerator_names(p.accelerator for p in proposals) if proposals else {}
+    for p in proposals:
+        p.accelerator_name = names.get(p.accelerator, p.accelerator)
     return render(request, "console/billing/sponsorships.html", {
-        "proposals": selectors.sponsorship_list(org=request.org)[:200], "form": form, "can_submit": can_submit})
+        "proposals": proposals, "form": form, "can_submit": can_submit})
 
 
 @login_required

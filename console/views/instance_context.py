@@ -4,11 +4,12 @@ from dataclasses import dataclass
 
 from billing.models import Transfer
 from core.dbclock import db_now
-from inventory.models import Accelerator
 from provisioning import selectors
 from provisioning.api.serializers import InstanceSerializer
 from provisioning.choices import InstanceState as S
 from provisioning.services import billing_port
+
+from ..catalog_names import accelerator_names
 
 # Polling: fast while something is changing, slow while running (only the cost moves), none when settled.
 POLL_FAST, POLL_RUNNING = "every 2s", "every 10s"
@@ -38,7 +39,7 @@ def decorate(instances, *, can_write: bool) -> list:
     context = {"costs": costs, "positions": selectors.waitlist_positions(instances), "now": now,
                "packages": billing_port.packages_current(instances)}
     slugs = {it["accelerator"] for inst in instances for it in inst.items}
-    names = dict(Accelerator.objects.filter(slug__in=slugs).values_list("slug", "name")) if slugs else {}
+    names = accelerator_names(slugs) if slugs else {}
     for inst in instances:
         inst.api = InstanceSerializer(inst, context=context).data
         inst.cost = int(costs.get(inst.pk, 0) or 0)

@@ -9,7 +9,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import ServiceError
 from provisioning import selectors
@@ -21,13 +21,16 @@ from provisioning.services.quotes import quote_compute
 from tenancy.permissions import request_can
 from tenancy.selectors import ssh_key_list
 
+from ..catalog_names import named
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
+from .confirm import confirm_page
 
 PAGE_SIZE = 25
 NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
 SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instance_terminate}
+POLICY_SHORTFALL = {"total": "cards", "domestic": "domestic cards"}  # the keys of a policy's `missing`
 
 
 # --- list -----------------------------------------------------------------------------------------
@@ -88,6 +91,15 @@ def quote_topology(kind: str, items: list[dict], catalog) -> list[str]:
     return lines
 
 
+def quote_missing(missing: dict, catalog) -> list[str]:
+    """What a sold-out quote lacks, as customers read it: "2 × NVIDIA H100 SXM 80GB", or a policy's "8 cards"."""
+    lines = []
+    for key, count in sorted(missing.items()):
+        acc = catalog.by_slug.get(key)
+        lines.append(f"{count} × {acc.name}" if acc else f"{count} {POLICY_SHORTFALL.get(key, key)}")
+    return lines
+
+
 def _quote_context(form) -> dict:
     """The quote the service computes for a valid form, or why there is none."""
     ctx = {"quote": None, "quote_error": "", "waitlist_checked": bool(form.data.get("waitlist"))}
@@ -97,8 +109,8 @@ def _quote_context(form) -> dict:
     try:
         quote = quote_compute(spec=form.spec())
     except ServiceError as exc:
-        ctx["quote_error"] = "; ".join(str(m) for msgs in exc.details.values() for m in
-                                       (msgs if isinstance(msgs, list) else [msgs])) or exc.message
+        ctx["quote_error"] = named("; ".join(str(m) for msgs in exc.details.values() for m in
+                                             (msgs if isinstance(msgs, list) else [msgs])) or exc.message)
         return ctx
     catalog = form.catalog
     billing = form.cleaned_data["billing"]
@@ -109,7 +121,7 @@ def _quote_context(form) -> dict:
                      "vendor": VENDOR_LABELS.get(acc.vendor, acc.vendor) if acc else "",
                      "available_cards": acc.stock["available_cards"] if acc else 0,
                      "subtotal": row["price_per_card_hour"] * row["count"]})
-    ctx.update(quote=quote, rows=rows, monthly=billing == "monthly",
+    ctx.update(quote=quote, rows=rows, monthly=billing == "monthly", missing=quote_missing(quote.missing, catalog),
                package_total=quote.price_per_hour * 720,
                topology=quote_topology(form.cleaned_data["kind"], quote.items, catalog),
                domestic_percent=round(quote.domestic_share * 100),
@@ -186,20 +198,29 @@ def instance_detail(request, instance_id):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def instance_action(request, instance_id, action):
-    """stop / start / terminate: POST and redirect without JavaScript; htmx swaps the live block in place."""
+    """stop / start / terminate: POST and redirect without JavaScript; htmx swaps the live block in place.
+    GET is terminate's confirmation page (its button leads there without JavaScript)."""
     require_capability(request, "read")
     service = SERVICES.get(action)
     if service is None:
         raise Http404("No such action.")
-    or_404(selectors.instance_get, org=request.org, instance_id=instance_id)  # 404 before any lock
+    instance = or_404(selectors.instance_get, org=request.org, instance_id=instance_id)  # 404 before any lock
+    if request.method == "GET" and action != "terminate":
+        return HttpResponseNotAllowed(["POST"])
     require_write(request, "instances")
+    detail_url = reverse("console:instance_detail", kwargs={"instance_id": instance_id})
+    if request.method == "GET":
+        if not instance.can_become(InstanceState.TERMINATING):  # already terminating or gone: nothing to ask
+            return redirect(detail_url)
+        return confirm_page(request, title=f"Terminate {instance.name}?", label="Terminate", cancel=detail_url,
+                            detail="Its cards are released and its data disk is deleted; this cannot be undone.")
     error = ""
     try:
         service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
     except ServiceError as exc:
-        error = exc.message
+        error = named(exc.message)
     if request.htmx:
         return render(request, "console/partials/instance_live.html",
                       _detail_context(request, instance_id, action_error=error))
@@ -207,7 +228,7 @@ def instance_action(request, instance_id, action):
         messages.error(request, error)
     else:
         messages.success(request, {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
-    return redirect(reverse("console:instance_detail", kwargs={"instance_id": instance_id}))
+    return redirect(detail_url)
 
 
 @login_required
@@ -221,7 +242,7 @@ def instance_package_renewal(request, instance_id):
         instance_package_renewal_set(org=request.org, instance_id=instance_id, actor=request.user,
                                      renewal=request.POST.get("package_renewal", ""), request=request)
     except ServiceError as exc:
-        messages.error(request, exc.message)
+        messages.error(request, named(exc.message))
     else:
         messages.success(request, "Saved what happens when the package period ends.")
     return redirect(reverse("console:instance_detail", kwargs={"instance_id": instance_id}))

@@ -53,9 +53,33 @@ def test_billing_page_ledger_usage_chart_and_links(web, owner):
     assert page2.startswith('\n<div id="ledger">') or page2.lstrip().startswith('<div id="ledger">')
     assert f'data-meter="{meter.pk}"' in page2 and 'data-ucny="123456"' in page2
     usage = web.get("/billing/").content.decode()
-    assert "h100-sxm-80g" in usage
+    assert "NVIDIA H100 SXM 80GB" in usage.split('id="usage"')[1]  # the accelerator by name, not its slug
 
 
 def test_billing_role_reads_billing_viewer_does_not(member_factory, owner):
     assert login_client(member_factory(role="billing", org=owner.organization)).get("/billing/").status_code == 200
     assert login_client(member_factory(role="viewer", org=owner.organization)).get("/billing/").status_code == 404
+
+
+def test_usage_shows_instance_names_linked_for_roles_that_open_instances(web, owner, member_factory):
+    from billing.funds import spend
+    from billing.products.statements import statement_months
+
+    org = owner.organization
+    inst = InstanceFactory(organization=org, state="running", name="gpu-box")
+    stranger = InstanceFactory(state="running", name="not-yours")  # another organization's instance
+    for i, instance_id in enumerate((inst.pk, stranger.pk)):  # a meter naming a foreign id must not leak its name
+        meter = MeterFactory(organization=org, instance_id=instance_id, accelerator="h100-sxm-80g")
+        spend(org=org, amount=1_000 + i, key=f"meter:{meter.pk}:60", code="meter", meter_id=meter.pk,
+              instance_id=instance_id)
+    link = f'<a href="/instances/{inst.pk}/" title="{inst.pk}" data-instance="{inst.pk}">gpu-box</a>'
+    usage = web.get("/billing/").content.decode().split('id="usage"')[1]
+    assert link in usage and f"<code>{str(inst.pk)[:8]}</code>" not in usage
+    assert "not-yours" not in usage and f'<code title="{stranger.pk}">{str(stranger.pk)[:8]}</code>' in usage
+    statement = web.get(f"/billing/statements/{statement_months(org=org)[0]}/").content.decode()
+    assert link in statement and "not-yours" not in statement
+    # The billing role reads billing but not instance pages: the name without a link that would 404.
+    billing_role = login_client(member_factory(role="billing", org=org))
+    usage = billing_role.get("/billing/").content.decode().split('id="usage"')[1]
+    assert f'<span title="{inst.pk}" data-instance="{inst.pk}">gpu-box</span>' in usage
+    assert f'href="/instances/{inst.pk}/"' not in usage

@@ -1,4 +1,6 @@
 """The customer's renewal choice for a monthly instance: API and console, the active package period follows."""
+from zoneinfo import ZoneInfo
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -55,7 +57,8 @@ def test_console_shows_the_period_and_changes_the_choice(owner):
     instance_advance(created["id"])
     package = Package.objects.get(instance_id=created["id"])
     page = browser.get(f"/instances/{created['id']}/").content.decode()
-    assert f"ends {package.ends_at:%Y-%m-%d %H:%M} UTC" in page and 'id="package-renewal"' in page
+    ends = package.ends_at.astimezone(ZoneInfo("Asia/Shanghai"))  # the console's one time zone, named
+    assert f"ends {ends:%Y-%m-%d %H:%M} UTC+8" in page and 'id="package-renewal"' in page
     done = browser.post(f"/instances/{created['id']}/package-renewal/", {"package_renewal": "on_demand"})
     assert done.status_code == 302
     assert Instance.objects.get(pk=created["id"]).package_renewal == "on_demand"

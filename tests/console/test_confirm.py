@@ -1,0 +1,72 @@
+"""Destructive console actions ask first: terminate and SSH-key delete lead, without JavaScript, to a confirmation
+page (GET asks, POST acts); with JavaScript htmx asks in the browser (tests/console/test_confirm_browser.py)."""
+import re
+
+import pytest
+
+from tenancy.models import SshKey
+from tests.console.conftest import login_client
+from tests.factories.provisioning import InstanceFactory
+from tests.factories.tenancy import SshKeyFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+def _form_of(page: str, marker: str) -> str:
+    """The opening tag of the <form> that holds `marker`."""
+    return re.findall(r"<form\b[^>]*>", page[:page.index(marker)])[-1]
+
+
+def test_terminate_without_javascript_asks_on_its_own_page(web, owner):
+    inst = InstanceFactory(organization=owner.organization, state="running", name="gpu-box")
+    url = f"/instances/{inst.pk}/terminate/"
+    button = _form_of(web.get(f"/instances/{inst.pk}/").content.decode(), 'data-action="terminate"')
+    assert 'method="get"' in button and f'action="{url}"' in button  # no JavaScript: the button opens a page
+    assert f'hx-post="{url}"' in button and "hx-confirm=" in button  # JavaScript: htmx asks, then posts
+    page = web.get(url)
+    html = page.content.decode()
+    assert page.status_code == 200 and "Terminate gpu-box?" in html
+    assert f'<form method="post" action="{url}"' in html and 'id="confirm-submit"' in html
+    assert f'<a class="button" href="/instances/{inst.pk}/" id="confirm-cancel">Cancel</a>' in html
+    inst.refresh_from_db()
+    assert inst.state == "running"  # asking changes nothing
+    assert web.post(url).status_code == 302
+    inst.refresh_from_db()
+    assert inst.state == "terminating"
+    assert web.get(url)["Location"] == f"/instances/{inst.pk}/"  # nothing left to ask
+
+
+def test_terminate_confirmation_keeps_the_rules_of_the_action(web, owner, member_factory):
+    inst = InstanceFactory(organization=owner.organization, state="running")
+    assert web.get(f"/instances/{inst.pk}/stop/").status_code == 405  # only the destructive action asks
+    viewer = login_client(member_factory(role="viewer", org=owner.organization))
+    assert viewer.get(f"/instances/{inst.pk}/terminate/").status_code == 403
+    theirs = InstanceFactory(state="running")
+    assert web.get(f"/instances/{theirs.pk}/terminate/").status_code == 404
+
+
+def test_ssh_key_delete_without_javascript_asks_on_its_own_page(web, owner):
+    key = SshKeyFactory(user=owner.user, name="laptop")
+    url = f"/account/ssh-keys/{key.pk}/delete/"
+    button = _form_of(web.get("/account/ssh-keys/").content.decode(), f'data-delete-key="{key.pk}"')
+    assert 'method="get"' in button and f'action="{url}"' in button
+    assert f'hx-post="{url}"' in button and 'hx-confirm="Delete the SSH key laptop?' in button
+    html = web.get(url).content.decode()
+    assert "Delete the SSH key laptop?" in html and key.fingerprint in html
+    assert f'<form method="post" action="{url}"' in html
+    assert '<a class="button" href="/account/ssh-keys/" id="confirm-cancel">Cancel</a>' in html
+    assert SshKey.objects.filter(pk=key.pk).exists()
+    done = web.post(url)
+    assert done.status_code == 302 and done["Location"] == "/account/ssh-keys/"
+    assert not SshKey.objects.filter(pk=key.pk).exists()
+
+
+def test_ssh_key_delete_by_htmx_reloads_the_list_and_foreign_keys_are_404(web, owner, member_factory):
+    key = SshKeyFactory(user=owner.user, name="laptop")
+    done = web.post(f"/account/ssh-keys/{key.pk}/delete/", HTTP_HX_REQUEST="true")
+    assert done.status_code == 200 and done["HX-Redirect"] == "/account/ssh-keys/"
+    assert "Deleted laptop." in web.get("/account/ssh-keys/").content.decode()
+    other = SshKeyFactory(user=member_factory(role="owner").user)
+    assert web.get(f"/account/ssh-keys/{other.pk}/delete/").status_code == 404
+    assert web.post(f"/account/ssh-keys/{other.pk}/delete/").status_code == 404
+    assert SshKey.objects.filter(pk=other.pk).exists()

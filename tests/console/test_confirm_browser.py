@@ -1,0 +1,82 @@
+"""In headless Chromium: terminate and SSH-key delete ask before acting, with JavaScript (htmx's confirm dialog;
+cancelling sends nothing) and without it (a confirmation page whose Cancel goes back)."""
+import time
+
+import pytest
+
+from provisioning.models import Instance
+from tenancy.models import SshKey
+from tests.e2e.conftest import session_cookie
+from tests.factories.provisioning import InstanceFactory
+from tests.factories.tenancy import SshKeyFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+DELETE_LAPTOP = "tr:has-text('laptop') button:has-text('Delete')"
+
+
+def _page(chromium, membership, live_server, *, javascript: bool):
+    context = chromium.new_context(java_script_enabled=javascript)
+    context.add_cookies([session_cookie(membership, live_server)])
+    return context.new_page()
+
+
+def _posts_to(page, path: str) -> list:
+    sent = []
+    page.on("request", lambda r: sent.append(r.method) if r.url.split("?")[0].endswith(path) else None)
+    return sent
+
+
+def test_terminate_without_javascript_goes_through_the_confirmation_page(e2e_env, live_server, chromium,
+                                                                         member_factory):
+    owner = member_factory(role="owner")
+    inst = InstanceFactory(organization=owner.organization, state="running", name="gpu-box")
+    page = _page(chromium, owner, live_server, javascript=False)
+    detail = f"{live_server.url}/instances/{inst.pk}/"
+    page.goto(detail)
+    page.click("button[data-action=terminate]")
+    page.wait_for_selector("#confirm", timeout=5_000)
+    assert page.url.split("?")[0] == f"{detail}terminate/" and "Terminate gpu-box?" in page.inner_text("#confirm")
+    assert Instance.objects.get(pk=inst.pk).state == "running"
+    page.click("#confirm-cancel")
+    page.wait_for_selector("#instance-live")
+    assert page.url == detail and Instance.objects.get(pk=inst.pk).state == "running"
+    page.click("button[data-action=terminate]")
+    page.click("#confirm-submit")
+    page.wait_for_selector(".messages .msg")
+    assert page.url == detail and "Terminating…" in page.inner_text(".messages")
+    assert Instance.objects.get(pk=inst.pk).state == "terminating"
+
+
+def test_with_javascript_the_browser_asks_and_cancelling_sends_nothing(e2e_env, live_server, chromium,
+                                                                       member_factory):
+    owner = member_factory(role="owner")
+    inst = InstanceFactory(organization=owner.organization, state="stopped", name="gpu-box")
+    key = SshKeyFactory(user=owner.user, name="laptop")
+    page = _page(chromium, owner, live_server, javascript=True)
+    asked, answers = [], []
+    page.on("dialog", lambda d: (asked.append(d.message), d.accept() if answers.pop(0) else d.dismiss()))
+
+    page.goto(f"{live_server.url}/account/ssh-keys/")
+    sent = _posts_to(page, f"/account/ssh-keys/{key.pk}/delete/")
+    answers.append(False)
+    page.click(DELETE_LAPTOP)
+    time.sleep(0.5)  # a request would have left by now
+    assert asked == ["Delete the SSH key laptop? Instances that already have it keep it."]
+    assert sent == [] and page.url == f"{live_server.url}/account/ssh-keys/" and SshKey.objects.filter(pk=key.pk)
+    answers.append(True)
+    page.click(DELETE_LAPTOP)
+    page.wait_for_selector(".messages .msg")  # htmx posted, then the list loaded again with its message
+    assert sent == ["POST"] and "Deleted laptop." in page.inner_text(".messages")
+    assert not SshKey.objects.filter(pk=key.pk).exists() and page.locator(DELETE_LAPTOP).count() == 0
+
+    page.goto(f"{live_server.url}/instances/{inst.pk}/")
+    sent = _posts_to(page, f"/instances/{inst.pk}/terminate/")
+    answers.append(False)
+    page.click("button[data-action=terminate]")
+    time.sleep(0.5)
+    assert asked[-1] == "Terminate gpu-box? Its data disk is deleted."
+    assert sent == [] and Instance.objects.get(pk=inst.pk).state == "stopped"
+    answers.append(True)
+    page.click("button[data-action=terminate]")
+    page.wait_for_selector("#instance-live[data-state=terminating]")
+    assert sent == ["POST"] and page.url == f"{live_server.url}/instances/{inst.pk}/"  # swapped in place
