@@ -148,21 +148,34 @@ def _respond(record: IdempotencyRecord, created: bool, body_hash: str, redact: t
         response["Idempotent-Replayed"] = "true"
         return response
     try:
-        response = run_view()
+        # What the view writes and the stored response commit together: a request killed before the commit
+        # leaves neither (a retry takes the key over and creates once), one killed after leaves both.
+        with transaction.atomic():
+            response = run_view()
+            if response.status_code >= 500:
+                raise _Discard(response)
+            body = response.data
+            if isinstance(body, dict) and redact:
+                body = {k: (None if k in redact else v) for k, v in body.items()}
+            record.state = IdempotencyRecord.State.DONE
+            record.status_code = response.status_code
+            record.response_body = json.loads(json.dumps(body, cls=JSONEncoder))  # as the renderer writes it
+            record.save(update_fields=["state", "status_code", "response_body"])
+    except _Discard as discard:
+        record.delete()  # nothing was kept: let the client retry with the same key
+        return discard.response
     except Exception:
-        record.delete()  # nothing was created: let the client retry with the same key
-        raise
-    if response.status_code >= 500:
         record.delete()
-        return response
-    body = response.data
-    if isinstance(body, dict) and redact:
-        body = {k: (None if k in redact else v) for k, v in body.items()}
-    record.state = IdempotencyRecord.State.DONE
-    record.status_code = response.status_code
-    record.response_body = json.loads(json.dumps(body, cls=JSONEncoder))  # as the renderer writes it
-    record.save(update_fields=["state", "status_code", "response_body"])
+        raise
     return response
+
+
+class _Discard(Exception):
+    """A 5xx answer: roll the view's writes back with it and forget the key."""
+
+    def __init__(self, response):
+        super().__init__(response.status_code)
+        self.response = response
 
 
 def purge_expired() -> int:

@@ -97,6 +97,30 @@ def test_a_retry_after_the_first_request_died_creates_once(atomic_requests, runn
     assert advisory_locks_here() == 0
 
 
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_a_request_killed_after_writing_its_object_but_before_storing_the_response_creates_once():
+    """The object and the stored response commit together: before, the object was committed by the view and
+    the retry that took the dead request's key over created a second one."""
+    gate = Gate(after_create=True)
+    NEXT_GATES.append(gate)
+    first = Aside(post)
+    try:
+        assert gate.entered.wait(10)
+        kill_session(gate.pid)
+        retry = post()
+        assert retry.status_code == 201, retry.content
+    finally:
+        gate.release.set()
+        NEXT_GATES.clear()
+    try:
+        first.result()
+    except Exception:  # noqa: BLE001,S110 - its connection is gone: the test client re-raises the DB error
+        pass
+    assert rows() == 1
+    assert OutboxMessage.objects.get(task="test.row").pk == retry.json()["id"]
+
+
 @pytest.mark.django_db
 def test_a_dead_requests_record_is_reclaimed_on_postgresql_and_waits_for_the_ttl_on_sqlite():
     """No session holds the key (its request died): PostgreSQL lets the retry in; SQLite, with no such lock,

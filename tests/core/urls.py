@@ -29,8 +29,16 @@ class CreateThing(APIView):
 class Gate:
     """Holds a CreateRow call inside the view (its key claimed) until released; `pid` is its DB session."""
 
-    def __init__(self):
+    def __init__(self, after_create: bool = False):
         self.entered, self.release, self.pid = threading.Event(), threading.Event(), None
+        self.after_create = after_create  # hold the call once its row is written (not yet committed)
+
+    def hold(self):
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid()")
+            self.pid = cur.fetchone()[0]
+        self.entered.set()
+        self.release.wait(10)
 
 
 NEXT_GATES: list[Gate] = []  # the next CreateRow call waits at the first one
@@ -44,13 +52,9 @@ class CreateRow(APIView):
 
     @idempotent()
     def post(self, request):
-        if NEXT_GATES:
-            gate = NEXT_GATES.pop(0)
-            with connection.cursor() as cur:
-                cur.execute("SELECT pg_backend_pid()")
-                gate.pid = cur.fetchone()[0]
-            gate.entered.set()
-            gate.release.wait(10)
+        gate = NEXT_GATES.pop(0) if NEXT_GATES else None
+        if gate is not None and not gate.after_create:
+            gate.hold()
         fail = request.data.get("fail")
         if fail == "400":
             raise ServiceError("refused")
@@ -60,6 +64,8 @@ class CreateRow(APIView):
             with connection.cursor() as cur:
                 cur.execute("SELECT 1 / 0")
         row = OutboxMessage.objects.create(task="test.row", args=[request.data.get("name", "")])
+        if gate is not None and gate.after_create:
+            gate.hold()
         return Response({"id": row.pk}, status=201)
 
 
