@@ -37,7 +37,7 @@ INSTANCE_BODY_COLUMNS = (
     "sla_event_id", "sla_settled_event_id", "sla_compensation", "body_cost", "body_groups", "body_now")
 GROUP_BODY_FIELDS = {"i": "item_index", "a": "accelerator", "c": "card_indices", "s": "state", "n": "node_id",
                      "h": "node__hostname", "sh": "node__ssh_host", "sp": "node__ssh_port",
-                     "cc": "node__card_count", "v": "node__accelerator__vendor"}
+                     "gp": "ssh_port", "cc": "node__card_count", "v": "node__accelerator__vendor"}
 
 
 def _body_rows_query(*, org_id, states, text_times=False):

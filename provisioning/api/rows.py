@@ -68,6 +68,7 @@ class GroupRow(NamedTuple):
     hostname: str
     ssh_host: str
     ssh_port: int
+    container_port: int | None
     card_count: int
     vendor: str
 
@@ -84,14 +85,15 @@ def row_of(instance) -> InstanceRow:
 
 def group_row_from(instance_id, g: dict) -> GroupRow:
     """A row from one element of the page query's group array (keys: selectors.GROUP_BODY_FIELDS)."""
-    return GroupRow(instance_id, g["i"], g["a"], g["c"], g["s"], g["n"], g["h"], g["sh"], g["sp"], g["cc"], g["v"])
+    return GroupRow(instance_id, g["i"], g["a"], g["c"], g["s"], g["n"], g["h"], g["sh"], g["sp"], g["gp"], g["cc"],
+                    g["v"])
 
 
 def group_row_of(group) -> GroupRow:
     """A model NodeGroup (node and accelerator loaded) as a row."""
     node = group.node
     return GroupRow(group.instance_id, group.item_index, group.accelerator, group.card_indices, group.state,
-                    group.node_id, node.hostname, node.ssh_host, node.ssh_port, node.card_count,
+                    group.node_id, node.hostname, node.ssh_host, node.ssh_port, group.ssh_port, node.card_count,
                     node.accelerator.vendor)
 
 

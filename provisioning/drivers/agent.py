@@ -55,8 +55,8 @@ class AgentDriver(Driver):
                    "collective": node.collective}
         if kind == "container":
             payload.update(name=container_name(instance_id, cards), ssh_port=ssh_port)
-        return self.run(node, "prepare", payload, meta={"kind": kind, "image": image, "cards": list(cards),
-                                                        "ssh_port": ssh_port})
+        # meta's ssh_port is the agent's own answer: an agent that predates per-container ports omits it.
+        return self.run(node, "prepare", payload, meta={"kind": kind, "image": image, "cards": list(cards)})
 
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
         """all_reduce_perf / all_reduce_test over `cards` on the node."""

@@ -96,6 +96,11 @@ def _call(group: NodeGroup, method, *args, **kwargs):
             "duration_s": round(elapsed, 3), "exit_code": getattr(out, "exit_code", None)})
 
 
+def _published_port(meta: dict) -> int | None:
+    port = meta.get("ssh_port")  # an agent's word: only a real port number counts
+    return port if type(port) is int and 0 < port < 65536 else None
+
+
 def _clip(text: str) -> str:
     data = (text or "").encode()
     return text if len(data) <= RAW_OUTPUT_LIMIT else data[:RAW_OUTPUT_LIMIT].decode(errors="ignore")
@@ -133,9 +138,12 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
         group.prepare_output, group.prepare_exit_code = _clip(out.text), out.exit_code
         if out.ok:
             group.prepared_at, group.state = db_now(), GroupState.PREPARED
+            # The port the driver says it published (an agent that predates published ports says none).
+            group.ssh_port = _published_port(out.meta) if container else None
         if not _group_write(instance.pk, group, S.PROVISIONING,
                             prepare_output=group.prepare_output, prepare_exit_code=group.prepare_exit_code,
-                            prepared_at=group.prepared_at, state=group.state, driver_seconds=group.driver_seconds):
+                            prepared_at=group.prepared_at, state=group.state, driver_seconds=group.driver_seconds,
+                            ssh_port=group.ssh_port):
             # Released while the driver ran: that release may have come before the container did, so
             # stop here whatever this call started, or it keeps running on cards given back.
             _driver_release(instance, group)

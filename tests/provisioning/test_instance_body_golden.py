@@ -31,9 +31,9 @@ def _at(day: int, micro: int = 0) -> datetime:
     return datetime(2026, 11, day, 10, 30, 15, micro, tzinfo=UTC)
 
 
-def _group(inst, node, item_index, cards, state="checked", released=False):
+def _group(inst, node, item_index, cards, state="checked", released=False, ssh_port=None):
     NodeGroup.objects.create(instance=inst, item_index=item_index, accelerator=node.accelerator.slug, node=node,
-                             card_indices=cards, card_ids=[], state=state,
+                             card_indices=cards, card_ids=[], state=state, ssh_port=ssh_port,
                              released_at=_at(2) if released else None)
 
 
@@ -59,9 +59,12 @@ def fleet_of_states(owner, settings):
 
     running = inst(1, 20, 123456, state="running", items=[{**h100, "count": 4}], price_per_hour=7_600_000,
                    zone=h1.zone, ready_at=_at(21, 500), sla_deadline=_at(21), sla_event_id=_id(901))
-    _group(running, h1, 0, [0, 1])
-    _group(running, h2, 0, [4, 5])
-    _group(running, h1, 0, [6, 7])  # a second group on h1: one ssh entry per node
+    _group(running, h1, 0, [0, 1], ssh_port=30000)
+    _group(running, h2, 0, [4, 5], ssh_port=30004)
+    _group(running, h1, 0, [6, 7], ssh_port=30006)  # a second container on h1: its own ssh entry and port
+    # A container an older agent started on the host network (no published port): the node's sshd, once.
+    _group(running, h2, 0, [0, 1])
+    _group(running, h2, 0, [6, 7])
     _group(running, h2, 0, [2, 3], state="released", released=True)  # a past placement: not shown
     MeterFactory(organization=org, instance_id=running.pk, posted_amount=1_234_567)
     MeterFactory(organization=org, instance_id=running.pk, item_index=1, posted_amount=3,

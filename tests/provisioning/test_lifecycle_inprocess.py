@@ -28,7 +28,7 @@ def test_create_runs_readiness_and_opens_one_meter(client):
     assert body["state"] == "provisioning"
     assert body["price_per_hour"] == "7.600000"
     assert len(body["nodes"]) == 1 and len(body["nodes"][0]["cards"]) == 4
-    assert body["ssh"][0]["command"] == f"ssh -p 30000 cardmix@{body['ssh'][0]['host']}"  # base + first card
+    assert body["ssh"][0]["command"] == f"ssh -p 30000 root@{body['ssh'][0]['host']}"  # base + first card
     assert instance_advance(body["id"]) == "running"
     inst = Instance.objects.get(pk=body["id"])
     assert inst.ready_at is not None
