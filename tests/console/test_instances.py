@@ -95,6 +95,17 @@ def test_quote_partial_prices_the_mix_and_names_the_topology(web):
     assert 'id="quote-soldout"' in page and 'name="waitlist"' in page
 
 
+def test_sold_out_policy_quote_shows_the_shortfall_not_a_zero_price(web):
+    _sell_out("h100-sxm-80g")
+    policy = {**H100_2, "mode": "policy", "total_cards": "8", "compatible_vendors": ["nvidia"]}
+    for page in (web.post("/instances/quote/", policy, HTTP_HX_REQUEST="true").content.decode(),
+                 web.post("/instances/new/", {**policy, "preview": "1"}).content.decode()):  # without JavaScript
+        quote = page[page.index("<h2>Price</h2>"):]
+        assert 'id="quote-soldout"' in quote and "Missing: 8 cards." in quote
+        assert "¥0.00" not in quote and "/hour" not in quote and "domestic share" not in quote
+        assert 'id="quote-mix"' not in quote and 'id="quote-price"' not in quote
+
+
 def test_buttons_follow_the_transition_table_and_polling_stops_when_settled(web, owner):
     org = owner.organization
     expected = {"running": {"stop", "terminate"}, "stopped": {"start", "terminate"}, "failed": {"terminate"},
