@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from billing.products.statements import billing_tz
+from billing.zone import billing_tz
 from core.errors import ServiceError
 from tenancy import selectors, services
 from tenancy.choices import Role
