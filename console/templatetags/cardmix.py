@@ -7,9 +7,10 @@ from django import template
 from billing.zone import billing_tz, local_time, zone_label
 from core.money import DISPLAY_MINUS, format_fen, format_ucny
 
+from ..catalog_names import VENDOR_NAMES
+
 register = template.Library()
 
-VENDORS = {"nvidia": "NVIDIA", "huawei": "Huawei", "moore_threads": "Moore Threads", "iluvatar": "Iluvatar"}
 ACCOUNT_LABELS = {"trial": "Trial credit", "compensation": "Compensation", "grant": "Grant", "cash": "Cash"}
 
 
@@ -51,7 +52,7 @@ def _sign(amount: int) -> str:
 @register.filter
 def vendor(slug):
     """nvidia → NVIDIA."""
-    return VENDORS.get(slug, slug)
+    return VENDOR_NAMES.get(slug, slug)
 
 
 @register.filter

@@ -126,7 +126,7 @@ def test_action_forms_work_without_javascript_and_refuse_illegal_ones(web, owner
     inst = InstanceFactory(organization=owner.organization, state="stopped")
     r = web.post(f"/instances/{inst.pk}/stop/")
     assert r.status_code == 302
-    assert "cannot become" in web.get(r["Location"]).content.decode()
+    assert "The instance is stopped now, so it cannot be stopped." in web.get(r["Location"]).content.decode()
     r = web.post(f"/instances/{inst.pk}/terminate/")
     assert r.status_code == 302
     inst.refresh_from_db()
