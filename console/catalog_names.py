@@ -6,6 +6,9 @@ import re
 
 from inventory.models import Accelerator
 
+# Vendors in messages and tables (the create form's vendor picker says more: forms.VENDOR_LABELS).
+VENDOR_NAMES = {"nvidia": "NVIDIA", "huawei": "Huawei", "moore_threads": "Moore Threads", "iluvatar": "Iluvatar"}
+
 
 def accelerator_names(slugs=None) -> dict[str, str]:
     """{slug: display name} of the given accelerators (all when `slugs` is None); one query."""

@@ -12,7 +12,7 @@ from provisioning.placement import Item, Policy
 from provisioning.placement.validation import MAX_POLICY_CARDS
 from provisioning.services.specs import InstanceSpec
 
-from .catalog_names import named
+from .service_text import for_people
 
 VENDOR_LABELS = {"nvidia": "NVIDIA", "huawei": "Huawei Ascend", "moore_threads": "Moore Threads",
                  "iluvatar": "Iluvatar CoreX"}
@@ -156,17 +156,17 @@ class InstanceCreateForm(forms.Form):
                             billing=self.cleaned_data["billing"])
 
 
-def attach_service_error(form: forms.Form, exc) -> None:
+def attach_service_error(form: forms.Form, exc, *, items: int = 1) -> None:
     """Show a service refusal next to the form: a 400's field details on their fields, anything else
-    (quota, funds, capacity, state) as one message on top, accelerators by name; the typed values stay in the
-    bound form."""
+    (quota, funds, capacity, state) as one message on top, worded for people (`items`: how many card rows the
+    request had); the typed values stay in the bound form."""
     if exc.code != "validation_error":
-        form.add_error(None, named(exc.message))
+        form.add_error(None, for_people(exc.message, items=items))
         return
     aliases = {"items": "accelerator", "policy": "total_cards"}
     for field, msgs in (exc.details or {}).items():
         target = aliases.get(field, field)
         for msg in msgs if isinstance(msgs, list) else [msgs]:
-            form.add_error(target if target in form.fields else None, named(msg))
+            form.add_error(target if target in form.fields else None, for_people(msg, items=items))
     if not exc.details:
-        form.add_error(None, named(exc.message))
+        form.add_error(None, for_people(exc.message, items=items))

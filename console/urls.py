@@ -24,6 +24,7 @@ urlpatterns = [
     path("account/organizations/switch/", account.organization_switch, name="organization_switch"),
     path("account/members/", account.members, name="members"),
     path("account/members/<uuid:id>/", account.member_update, name="member_update"),
+    path("account/members/<uuid:id>/remove/", account.member_remove, name="member_remove"),
     path("account/tokens/", account.tokens, name="tokens"),
     path("account/tokens/<uuid:id>/revoke/", account.token_revoke, name="token_revoke"),
     path("account/ssh-keys/", account.ssh_keys, name="ssh_keys"),

@@ -26,6 +26,13 @@ def _on_package_end(*, instance_id, outcome, at):
     instance_package_ended(instance_id=instance_id, outcome=outcome, at=at)
 
 
+def _instance_names(*, org_id, ids):
+    """billing names instances in its emails (package renewal failures) without importing provisioning."""
+    from .selectors import instance_names
+
+    return instance_names(org=org_id, ids=ids)
+
+
 class ProvisioningConfig(AppConfig):
     """Instances, the transition table, placement, drivers, readiness, SLA, waitlist."""
 
@@ -42,6 +49,7 @@ class ProvisioningConfig(AppConfig):
             logger.warning("billing.hooks.register_autostop is not available; auto-stop is not wired")
         else:
             register_autostop(_on_autostop)
-        from billing.products.hooks import register_package_end
+        from billing.products.hooks import register_instance_names, register_package_end
 
         register_package_end(_on_package_end)
+        register_instance_names(_instance_names)

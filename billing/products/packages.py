@@ -32,7 +32,8 @@ from ..models_products import (
     PackageRenewal,
     PackageState,
 )
-from .hooks import package_end_notify
+from ..zone import local_time
+from .hooks import instance_name, package_end_notify
 
 logger = logging.getLogger("cardmix.billing")
 
@@ -162,8 +163,10 @@ def _notice_send(package: Package) -> None:
                                               role__in=["owner", "admin", "billing"])
                     .values_list("user__email", flat=True))
     if emails:
+        name = instance_name(org_id=package.organization_id, instance_id=package.instance_id)
+        instance = f"{name} ({package.instance_id})" if name else str(package.instance_id)
         send_mail(subject="Cardmix: your monthly package could not renew",
-                  message=(f"The monthly package of instance {package.instance_id} ended on {package.ends_at:%Y-%m-%d}"
+                  message=(f"The monthly package of instance {instance} ended on {local_time(package.ends_at)}"
                            f" and could not renew: available funds do not cover {format_ucny(package.amount)} CNY."
                            " The instance is being stopped."),
                   from_email=None, recipient_list=emails, fail_silently=True)

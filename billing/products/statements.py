@@ -12,7 +12,6 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery, Sum
@@ -24,13 +23,10 @@ from ..choices import ORG_KINDS, AccountKind, TransferCode
 from ..ledger import platform_id
 from ..models import Account, Meter, Transfer, WriteOff
 from ..models_products import Package
+from ..zone import billing_tz
 
 MONTH_RE = re.compile(r"^(\d{4})-(\d{2})$")
 SPEND_CODES = (TransferCode.METER, TransferCode.PACKAGE)
-
-
-def billing_tz() -> ZoneInfo:
-    return ZoneInfo(settings.BILLING_TIME_ZONE)
 
 
 def month_parse(text: str) -> tuple[int, int]:

@@ -3,14 +3,14 @@ and small labels."""
 from datetime import datetime
 
 from django import template
-from django.utils import dateformat, timezone
 
-from billing.products.statements import billing_tz
+from billing.zone import billing_tz, local_time, zone_label
 from core.money import DISPLAY_MINUS, format_fen, format_ucny
+
+from ..catalog_names import VENDOR_NAMES
 
 register = template.Library()
 
-VENDORS = {"nvidia": "NVIDIA", "huawei": "Huawei", "moore_threads": "Moore Threads", "iluvatar": "Iluvatar"}
 ACCOUNT_LABELS = {"trial": "Trial credit", "compensation": "Compensation", "grant": "Grant", "cash": "Cash"}
 
 
@@ -52,7 +52,7 @@ def _sign(amount: int) -> str:
 @register.filter
 def vendor(slug):
     """nvidia → NVIDIA."""
-    return VENDORS.get(slug, slug)
+    return VENDOR_NAMES.get(slug, slug)
 
 
 @register.filter
@@ -77,24 +77,14 @@ def duration(seconds):
 
 
 # --- times: the console shows every time in the billing time zone (where statement days and months and the spend
-# chart's days fall), each with its zone named, so no UTC time sits unlabelled next to a Shanghai one.
-
-def zone_label(at: datetime | None = None) -> str:
-    """The billing time zone as an offset at `at` (default now): "UTC+8", "UTC+5:30", "UTC"."""
-    offset = (at or timezone.now()).astimezone(billing_tz()).utcoffset()
-    minutes = int(offset.total_seconds()) // 60
-    if not minutes:
-        return "UTC"
-    hours, rest = divmod(abs(minutes), 60)
-    return f"UTC{'+' if minutes > 0 else '-'}{hours}{f':{rest:02d}' if rest else ''}"
-
+# chart's days fall), each with its zone named, so no UTC time sits unlabelled next to a Shanghai one (billing/zone.py).
 
 @register.filter
 def when(value, fmt="Y-m-d H:i"):
     """A datetime in the billing time zone with its zone: "2026-11-20 18:30 UTC+8" ('' for none)."""
     if not isinstance(value, datetime):
         return ""
-    return f"{dateformat.format(value.astimezone(billing_tz()), fmt)} {zone_label(value)}"
+    return local_time(value, fmt)
 
 
 @register.filter

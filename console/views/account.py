@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -13,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from billing.products.statements import billing_tz
+from billing.zone import billing_tz
 from core.errors import ServiceError
 from tenancy import selectors, services
 from tenancy.choices import Role
@@ -33,6 +34,12 @@ def _throttled(request, throttle_class) -> bool:
 
 def _too_many(request):
     return render(request, "console/account/throttled.html", status=429)
+
+
+def _back_to(request, name: str):
+    # After a confirmed action htmx posted: a full page load of `name` (with its message), not a page in the row.
+    url = reverse(name)
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def _form_errors(form, exc: ServiceError) -> None:
@@ -192,33 +199,59 @@ def members(request):
                 messages.success(request, f"Added {form.cleaned_data['email']}.")
                 return redirect("console:members")
     members = list(selectors.member_list(org=request.org))
-    for m in members:  # only owners manage owners: no controls an admin could only fail with
-        m.manageable = can_manage and (actor_is_owner or m.role != Role.OWNER)
+    for m in members:
+        m.manageable = _can_manage_member(request, m)
     return render(request, "console/account/members.html", {
         "members": members, "form": form, "can_manage": can_manage, "roles": roles,
     })
 
 
+def _can_manage_member(request, membership) -> bool:
+    """Whether this request may change or remove `membership`: only owners manage owners, so an admin gets no
+    controls (or confirmation page) it could only fail with."""
+    return request_can(request, "members_manage") and (
+        request.membership.role == Role.OWNER or membership.role != Role.OWNER)
+
+
 @login_required
 @require_POST
 def member_update(request, id):
-    """Change a member's role (`role` in the form) or remove them (`remove`)."""
+    """Change a member's role (`role` in the form); removal is member_remove (it asks first)."""
     if _membership_or_redirect(request) is None:
         return redirect("console:dashboard")
     target = selectors.member_get(org=request.org, id=id)
     try:
-        if "remove" in request.POST:
-            services.member_remove(actor_membership=request.membership, membership=target, request=request)
-            messages.success(request, f"Removed {target.user.email}.")
-            if target.user_id == request.user.id:  # left the organization: its members page is gone
-                return redirect("console:dashboard")
-        else:
-            services.member_role_change(actor_membership=request.membership, membership=target,
-                                        role=request.POST.get("role", ""), request=request)
-            messages.success(request, f"{target.user.email} is now {request.POST.get('role')}.")
+        services.member_role_change(actor_membership=request.membership, membership=target,
+                                    role=request.POST.get("role", ""), request=request)
+        messages.success(request, f"{target.user.email} is now {request.POST.get('role')}.")
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("console:members")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def member_remove(request, id):
+    """POST removes a member; GET is the confirmation page its Remove button leads to without JavaScript."""
+    if _membership_or_redirect(request) is None:
+        return redirect("console:dashboard")
+    target = selectors.member_get(org=request.org, id=id)  # another organization's member: 404
+    if request.method == "GET":
+        if not _can_manage_member(request, target):
+            raise PermissionDenied("Your role does not allow removing this member.")
+        return confirm_page(request, title=f"Remove {target.user.email} from {request.org.name}?", label="Remove",
+                            cancel=reverse("console:members"),
+                            detail="They lose access to the organization at once and their API tokens in it are "
+                                   "revoked. You can add them again later.")
+    try:  # the service checks the role (and the last owner) under the organization's lock
+        services.member_remove(actor_membership=request.membership, membership=target, request=request)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return _back_to(request, "console:members")
+    messages.success(request, f"Removed {target.user.email}.")
+    if target.user_id == request.user.id:  # left the organization: its members page is gone
+        return _back_to(request, "console:dashboard")
+    return _back_to(request, "console:members")
 
 
 # --- API tokens -------------------------------------------------------------------------------
@@ -256,14 +289,20 @@ def tokens(request):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def token_revoke(request, id):
+    """POST revokes one's token; GET is the confirmation page its Revoke button leads to without JavaScript."""
     if _membership_or_redirect(request) is None:
         return redirect("console:dashboard")
     token = selectors.token_get(org=request.org, user=request.user, id=id)
+    if request.method == "GET":
+        return confirm_page(request, title=f"Revoke the token {token.name} ({token.prefix}…)?", label="Revoke",
+                            cancel=reverse("console:tokens"),
+                            detail="Scripts and tools that use it stop working at once; a revoked token cannot "
+                                   "be restored.")
     services.token_revoke(token=token, actor=request.user, request=request)
     messages.success(request, f"Revoked {token.name} ({token.prefix}…).")
-    return redirect("console:tokens")
+    return _back_to(request, "console:tokens")
 
 
 # --- SSH keys ---------------------------------------------------------------------------------
@@ -316,12 +355,6 @@ def ssh_keys(request):
                   {"keys": selectors.ssh_key_list(user=request.user), "form": form, "can_manage": can_manage})
 
 
-def _back_to_ssh_keys(request):
-    # htmx posted the delete: a full page load of the list (with its message), not a page inside the row.
-    url = reverse("console:ssh_keys")
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def ssh_key_delete(request, id):
@@ -329,7 +362,7 @@ def ssh_key_delete(request, id):
     key = selectors.ssh_key_get(user=request.user, id=id)
     if not _can_manage_ssh_keys(request):
         messages.error(request, "Your role does not allow deleting SSH keys.")
-        return _back_to_ssh_keys(request)
+        return _back_to(request, "console:ssh_keys")
     if request.method == "GET":
         return confirm_page(request, title=f"Delete the SSH key {key.name}?", label="Delete",
                             cancel=reverse("console:ssh_keys"),
@@ -337,4 +370,4 @@ def ssh_key_delete(request, id):
                                    "new instances cannot use it.")
     services.ssh_key_delete(key=key, actor=request.user, org=request.org, request=request)
     messages.success(request, f"Deleted {key.name}.")
-    return _back_to_ssh_keys(request)
+    return _back_to(request, "console:ssh_keys")

@@ -79,7 +79,10 @@ def billing(request):
     start = now - timedelta(days=CHART_DAYS)
     usage = list(usage_list(org=org, start=start, end=now)[:USAGE_ROWS])
     names = accelerator_names(m.accelerator for m in usage) if usage else {}
-    instances = instance_names(org=org, ids=[m.instance_id for m in usage])
+    lines = list(page.object_list)  # ledger lines and usage rows name instances: one lookup for both
+    instances = instance_names(org=org, ids=[row.instance_id for row in lines + usage])
+    for t in lines:
+        t.instance_name = instances.get(str(t.instance_id), "")
     for m in usage:
         m.seconds = whole_seconds(max(m.opened_at, start), min(m.closed_at or now, now))
         m.accelerator_name = names.get(m.accelerator, m.accelerator)

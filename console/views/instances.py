@@ -21,8 +21,8 @@ from provisioning.services.quotes import quote_compute
 from tenancy.permissions import request_can
 from tenancy.selectors import ssh_key_list
 
-from ..catalog_names import named
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
+from ..service_text import action_refusal, for_people
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
@@ -109,8 +109,8 @@ def _quote_context(form) -> dict:
     try:
         quote = quote_compute(spec=form.spec())
     except ServiceError as exc:
-        ctx["quote_error"] = named("; ".join(str(m) for msgs in exc.details.values() for m in
-                                             (msgs if isinstance(msgs, list) else [msgs])) or exc.message)
+        texts = [m for msgs in exc.details.values() for m in (msgs if isinstance(msgs, list) else [msgs])]
+        ctx["quote_error"] = " ".join(for_people(m, items=len(form.items())) for m in texts or [exc.message])
         return ctx
     catalog = form.catalog
     billing = form.cleaned_data["billing"]
@@ -155,7 +155,7 @@ def instance_new(request):
                     ssh_key_ids=data["ssh_key_ids"], waitlist=data["waitlist"],
                     package_renewal=data.get("package_renewal") or "stop", request=request)
             except ServiceError as exc:
-                attach_service_error(form, exc)
+                attach_service_error(form, exc, items=len(form.items()))
                 status = exc.status
             else:
                 if instance.state == InstanceState.WAITLISTED:
@@ -220,7 +220,7 @@ def instance_action(request, instance_id, action):
     try:
         service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
     except ServiceError as exc:
-        error = named(exc.message)
+        error = action_refusal(exc, action=action, items=len(instance.items or ()))
     if request.htmx:
         return render(request, "console/partials/instance_live.html",
                       _detail_context(request, instance_id, action_error=error))
@@ -242,7 +242,7 @@ def instance_package_renewal(request, instance_id):
         instance_package_renewal_set(org=request.org, instance_id=instance_id, actor=request.user,
                                      renewal=request.POST.get("package_renewal", ""), request=request)
     except ServiceError as exc:
-        messages.error(request, named(exc.message))
+        messages.error(request, for_people(exc.message))
     else:
         messages.success(request, "Saved what happens when the package period ends.")
     return redirect(reverse("console:instance_detail", kwargs={"instance_id": instance_id}))

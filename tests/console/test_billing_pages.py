@@ -83,3 +83,28 @@ def test_usage_shows_instance_names_linked_for_roles_that_open_instances(web, ow
     usage = billing_role.get("/billing/").content.decode().split('id="usage"')[1]
     assert f'<span title="{inst.pk}" data-instance="{inst.pk}">gpu-box</span>' in usage
     assert f'href="/instances/{inst.pk}/"' not in usage
+
+
+def test_ledger_reference_names_the_instance_linked_only_for_roles_that_open_it(web, owner, member_factory):
+    from billing.funds import spend
+
+    org = owner.organization
+    inst = InstanceFactory(organization=org, state="running", name="gpu-box")
+    stranger = InstanceFactory(state="running", name="not-yours")  # another organization's id must not leak a name
+    for i, instance_id in enumerate((inst.pk, stranger.pk)):
+        meter = MeterFactory(organization=org, instance_id=instance_id, accelerator="h100-sxm-80g")
+        spend(org=org, amount=2_000 + i, key=f"meter:{meter.pk}:60", code="meter", meter_id=meter.pk,
+              instance_id=instance_id)
+
+    def reference(client) -> str:
+        ledger = client.get("/billing/").content.decode().split('id="ledger"')[1].split("</table>")[0]
+        return "".join(re.findall(r'<td class="small muted">(.*?)</td></tr>', ledger, re.S))
+
+    as_owner = reference(web)
+    assert f'<a href="/instances/{inst.pk}/" title="{inst.pk}" data-instance="{inst.pk}">gpu-box</a>' in as_owner
+    assert ">instance</a>" not in as_owner and "not-yours" not in as_owner
+    assert f'<code title="{stranger.pk}">{str(stranger.pk)[:8]}</code>' in as_owner
+    # The billing role reads the ledger but gets 404 on instance pages: the name, no link.
+    as_billing = reference(login_client(member_factory(role="billing", org=org)))
+    assert f'<span title="{inst.pk}" data-instance="{inst.pk}">gpu-box</span>' in as_billing
+    assert "/instances/" not in as_billing

@@ -1,13 +1,14 @@
-"""Destructive console actions ask first: terminate and SSH-key delete lead, without JavaScript, to a confirmation
-page (GET asks, POST acts); with JavaScript htmx asks in the browser (tests/console/test_confirm_browser.py)."""
+"""Destructive console actions ask first: terminate, SSH-key delete, member removal and token revoke lead, without
+JavaScript, to a confirmation page (GET asks, POST acts); with JavaScript htmx asks in the browser
+(tests/console/test_confirm_browser.py)."""
 import re
 
 import pytest
 
-from tenancy.models import SshKey
+from tenancy.models import ApiToken, Membership, SshKey
 from tests.console.conftest import login_client
 from tests.factories.provisioning import InstanceFactory
-from tests.factories.tenancy import SshKeyFactory
+from tests.factories.tenancy import SshKeyFactory, make_token
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
@@ -70,3 +71,67 @@ def test_ssh_key_delete_by_htmx_reloads_the_list_and_foreign_keys_are_404(web, o
     assert web.get(f"/account/ssh-keys/{other.pk}/delete/").status_code == 404
     assert web.post(f"/account/ssh-keys/{other.pk}/delete/").status_code == 404
     assert SshKey.objects.filter(pk=other.pk).exists()
+
+
+def test_member_removal_without_javascript_asks_on_its_own_page(web, owner, member_factory):
+    colleague = member_factory(role="member", org=owner.organization)
+    email, org_name = colleague.user.email, owner.organization.name
+    url = f"/account/members/{colleague.pk}/remove/"
+    button = _form_of(web.get("/account/members/").content.decode(), f'data-remove-member="{colleague.pk}"')
+    assert 'method="get"' in button and f'action="{url}"' in button  # no JavaScript: the button opens a page
+    assert f'hx-post="{url}"' in button and f'hx-confirm="Remove {email} from {org_name}?' in button
+    html = web.get(url).content.decode()
+    assert f"Remove {email} from {org_name}?" in html and "API tokens in it are revoked" in html
+    assert f'<form method="post" action="{url}"' in html
+    assert '<a class="button" href="/account/members/" id="confirm-cancel">Cancel</a>' in html
+    assert Membership.objects.filter(pk=colleague.pk).exists()  # asking changes nothing
+    done = web.post(url)
+    assert done.status_code == 302 and done["Location"] == "/account/members/"
+    assert not Membership.objects.filter(pk=colleague.pk).exists()
+
+
+def test_member_removal_keeps_its_rules(web, owner, member_factory):
+    org = owner.organization
+    colleague = member_factory(role="member", org=org)
+    done = web.post(f"/account/members/{colleague.pk}/remove/", HTTP_HX_REQUEST="true")
+    assert done.status_code == 200 and done["HX-Redirect"] == "/account/members/"  # htmx: the list loads again
+    assert not Membership.objects.filter(pk=colleague.pk).exists()
+    theirs = member_factory(role="member")  # another organization's member: 404 either way
+    assert web.get(f"/account/members/{theirs.pk}/remove/").status_code == 404
+    assert web.post(f"/account/members/{theirs.pk}/remove/").status_code == 404
+    # A role that cannot remove this member is not asked; its POST is still refused by the service.
+    viewer, admin = member_factory(role="viewer", org=org), member_factory(role="admin", org=org)
+    target = member_factory(role="member", org=org)
+    assert login_client(viewer).get(f"/account/members/{target.pk}/remove/").status_code == 403
+    assert login_client(admin).get(f"/account/members/{owner.pk}/remove/").status_code == 403  # owners only
+    refused = login_client(admin).post(f"/account/members/{owner.pk}/remove/", follow=True)
+    assert "Only owners may manage owners." in refused.content.decode()
+    assert login_client(viewer).post(f"/account/members/{target.pk}/remove/").status_code == 302
+    assert Membership.objects.filter(pk__in=[owner.pk, target.pk]).count() == 2
+
+
+def test_token_revoke_without_javascript_asks_on_its_own_page(web, owner, member_factory):
+    token, _ = make_token(owner, name="ci")
+    url = f"/account/tokens/{token.pk}/revoke/"
+    button = _form_of(web.get("/account/tokens/").content.decode(), f'data-revoke-token="{token.pk}"')
+    assert 'method="get"' in button and f'action="{url}"' in button
+    assert f'hx-post="{url}"' in button and f'hx-confirm="Revoke the token ci ({token.prefix}…)?' in button
+    html = web.get(url).content.decode()
+    assert f"Revoke the token ci ({token.prefix}…)?" in html and f'<form method="post" action="{url}"' in html
+    assert '<a class="button" href="/account/tokens/" id="confirm-cancel">Cancel</a>' in html
+    token.refresh_from_db()
+    assert token.revoked_at is None  # asking changes nothing
+    done = web.post(url)
+    assert done.status_code == 302 and done["Location"] == "/account/tokens/"
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert web.get(url).status_code == 404  # revoked: nothing left to ask
+    # htmx reloads the list; another member's token (same organization) and another organization's are 404.
+    again, _ = make_token(owner, name="ci-2")
+    done = web.post(f"/account/tokens/{again.pk}/revoke/", HTTP_HX_REQUEST="true")
+    assert done.status_code == 200 and done["HX-Redirect"] == "/account/tokens/"
+    for other in (make_token(member_factory(role="member", org=owner.organization))[0],
+                  make_token(member_factory(role="owner"))[0]):
+        assert web.get(f"/account/tokens/{other.pk}/revoke/").status_code == 404
+        assert web.post(f"/account/tokens/{other.pk}/revoke/").status_code == 404
+        assert ApiToken.objects.get(pk=other.pk).revoked_at is None

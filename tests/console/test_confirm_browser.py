@@ -1,14 +1,15 @@
-"""In headless Chromium: terminate and SSH-key delete ask before acting, with JavaScript (htmx's confirm dialog;
-cancelling sends nothing) and without it (a confirmation page whose Cancel goes back)."""
+"""In headless Chromium: terminate, SSH-key delete, member removal and token revoke ask before acting, with
+JavaScript (htmx's confirm dialog; cancelling sends nothing) and without it (a confirmation page whose Cancel goes
+back)."""
 import time
 
 import pytest
 
 from provisioning.models import Instance
-from tenancy.models import SshKey
+from tenancy.models import ApiToken, Membership, SshKey
 from tests.e2e.conftest import session_cookie
 from tests.factories.provisioning import InstanceFactory
-from tests.factories.tenancy import SshKeyFactory
+from tests.factories.tenancy import SshKeyFactory, make_token
 
 pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 DELETE_LAPTOP = "tr:has-text('laptop') button:has-text('Delete')"
@@ -80,3 +81,44 @@ def test_with_javascript_the_browser_asks_and_cancelling_sends_nothing(e2e_env, 
     page.click("button[data-action=terminate]")
     page.wait_for_selector("#instance-live[data-state=terminating]")
     assert sent == ["POST"] and page.url == f"{live_server.url}/instances/{inst.pk}/"  # swapped in place
+
+
+def test_member_removal_and_token_revoke_ask_with_and_without_javascript(e2e_env, live_server, chromium,
+                                                                         member_factory):
+    owner = member_factory(role="owner")
+    colleague = member_factory(role="member", org=owner.organization)
+    token, _ = make_token(owner, name="ci")
+    remove, revoke = f"button[data-remove-member='{colleague.pk}']", f"button[data-revoke-token='{token.pk}']"
+    members, tokens = f"{live_server.url}/account/members/", f"{live_server.url}/account/tokens/"
+
+    page = _page(chromium, owner, live_server, javascript=False)  # no JavaScript: a page asks, Cancel goes back
+    for list_url, button, question in ((members, remove, f"Remove {colleague.user.email} from"),
+                                       (tokens, revoke, "Revoke the token ci")):
+        page.goto(list_url)
+        page.click(button)
+        page.wait_for_selector("#confirm", timeout=5_000)
+        assert question in page.inner_text("#confirm")
+        page.click("#confirm-cancel")
+        page.wait_for_selector(button)
+        assert page.url == list_url
+    assert Membership.objects.filter(pk=colleague.pk).exists() and ApiToken.objects.get(pk=token.pk).revoked_at is None
+
+    page = _page(chromium, owner, live_server, javascript=True)  # JavaScript: the browser asks, then htmx posts
+    asked, answers = [], []
+    page.on("dialog", lambda d: (asked.append(d.message), d.accept() if answers.pop(0) else d.dismiss()))
+    for list_url, button, path in ((members, remove, f"/account/members/{colleague.pk}/remove/"),
+                                   (tokens, revoke, f"/account/tokens/{token.pk}/revoke/")):
+        page.goto(list_url)
+        sent = _posts_to(page, path)
+        answers.append(False)
+        page.click(button)
+        time.sleep(0.5)  # a request would have left by now
+        assert sent == [] and page.url == list_url
+        answers.append(True)
+        page.click(button)
+        page.wait_for_selector(".messages .msg")
+        assert sent == ["POST"] and page.url == list_url and page.locator(button).count() == 0
+    assert asked == [f"Remove {colleague.user.email} from {owner.organization.name}? Their API tokens in it are "
+                     "revoked."] * 2 + [f"Revoke the token ci ({token.prefix}…)? Whatever uses it stops working."] * 2
+    assert not Membership.objects.filter(pk=colleague.pk).exists()
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None

@@ -30,7 +30,8 @@ def test_create_without_javascript_posts_and_redirects_to_the_detail(web, owner)
     assert inst.state == "provisioning" and inst.items[0]["count"] == 2 and inst.price_per_hour == 3_800_000
     page = web.get(r["Location"]).content.decode()
     assert "train-1" in page and 'data-state="provisioning"' in page and 'hx-trigger="every 2s"' in page
-    assert "¥3.80" in page and "ssh -p 22 cardmix@" in page and 'data-copy="#ssh-1"' in page
+    # A container's sshd is published at CONTAINER_SSH_PORT_BASE + its first card (provisioning/endpoints.py).
+    assert "¥3.80" in page and re.search(r"ssh -p 30\d{3} cardmix@", page) and 'data-copy="#ssh-1"' in page
     # provisioning → checking, terminating and failed are legal; only Terminate is a customer action here.
     assert 'data-action="terminate"' in page and 'data-action="stop"' not in page
 
@@ -94,6 +95,17 @@ def test_quote_partial_prices_the_mix_and_names_the_topology(web):
     assert 'id="quote-soldout"' in page and 'name="waitlist"' in page
 
 
+def test_sold_out_policy_quote_shows_the_shortfall_not_a_zero_price(web):
+    _sell_out("h100-sxm-80g")
+    policy = {**H100_2, "mode": "policy", "total_cards": "8", "compatible_vendors": ["nvidia"]}
+    for page in (web.post("/instances/quote/", policy, HTTP_HX_REQUEST="true").content.decode(),
+                 web.post("/instances/new/", {**policy, "preview": "1"}).content.decode()):  # without JavaScript
+        quote = page[page.index("<h2>Price</h2>"):]
+        assert 'id="quote-soldout"' in quote and "Missing: 8 cards." in quote
+        assert "¥0.00" not in quote and "/hour" not in quote and "domestic share" not in quote
+        assert 'id="quote-mix"' not in quote and 'id="quote-price"' not in quote
+
+
 def test_buttons_follow_the_transition_table_and_polling_stops_when_settled(web, owner):
     org = owner.organization
     expected = {"running": {"stop", "terminate"}, "stopped": {"start", "terminate"}, "failed": {"terminate"},
@@ -114,7 +126,7 @@ def test_action_forms_work_without_javascript_and_refuse_illegal_ones(web, owner
     inst = InstanceFactory(organization=owner.organization, state="stopped")
     r = web.post(f"/instances/{inst.pk}/stop/")
     assert r.status_code == 302
-    assert "cannot become" in web.get(r["Location"]).content.decode()
+    assert "The instance is stopped now, so it cannot be stopped." in web.get(r["Location"]).content.decode()
     r = web.post(f"/instances/{inst.pk}/terminate/")
     assert r.status_code == 302
     inst.refresh_from_db()

@@ -96,6 +96,24 @@ def test_renewal_without_funds_stops_and_renewal_with_funds_keeps_running(client
     assert broke.state == "stopping" and broke.billing == "on_demand"
 
 
+def test_the_could_not_renew_email_names_the_instance_and_the_time_in_the_billing_zone(client, owner, mailoutbox,
+                                                                                        settings):
+    from zoneinfo import ZoneInfo
+
+    from billing.funds import balances_of, spend
+
+    settings.BILLING_TIME_ZONE = "Asia/Kolkata"  # not UTC, and a half-hour offset: the zone must be named
+    make_fleet(h100=1)
+    r = client.post(URL, container_body(name="gpu-box", billing="monthly", package_renewal="renew"), format="json")
+    assert instance_advance(r.json()["id"]) == "running"
+    available = sum(v for k, v in balances_of(owner.organization).items() if k != "credit_limit" and v > 0)
+    spend(org=owner.organization, amount=available, key="drain-the-balance", code="meter")
+    package = end_period(Instance.objects.get(pk=r.json()["id"]))
+    (mail,) = [m for m in mailoutbox if "could not renew" in m.subject]
+    ends = package.ends_at.astimezone(ZoneInfo("Asia/Kolkata"))
+    assert f"instance gpu-box ({r.json()['id']}) ended on {ends:%Y-%m-%d %H:%M} UTC+5:30 and" in mail.body
+
+
 def test_a_stopped_instance_whose_package_ends_starts_on_demand(client):
     make_fleet(h100=1)
     inst = running_monthly(client, "on_demand", cards=1)

@@ -152,6 +152,7 @@ OBJECT_FACTORIES = {
     "api:token-detail": token,
     "api:ssh-key-detail": ssh_key,
     "console:member_update": member,
+    "console:member_remove": member,
     "console:token_revoke": token,
     "console:ssh_key_delete": ssh_key,
     # catalog (shared, not tenant-owned: 200 for everyone)

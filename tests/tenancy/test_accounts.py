@@ -142,7 +142,7 @@ def test_audit_log_records_every_action_with_actor_and_ip(client, trial_calls, m
     client.post(reverse("console:members"), {"email": friend.email, "role": "member"}, **ip)
     friend_m = Membership.objects.get(user=friend)
     client.post(reverse("console:member_update", args=[friend_m.pk]), {"role": "viewer"}, **ip)
-    client.post(reverse("console:member_update", args=[friend_m.pk]), {"remove": "1"}, **ip)
+    client.post(reverse("console:member_remove", args=[friend_m.pk]), **ip)
     events = list(AuditEvent.objects.filter(actor=eve).order_by("created_at"))
     actions = [e.action for e in events]
     for action in ["user.signup", "user.verify_email", "trial.claim", "organization.switch", "token.create",

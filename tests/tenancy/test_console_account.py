@@ -99,7 +99,7 @@ def test_viewer_cannot_manage_members_in_console(client, member_factory):
     client.force_login(viewer.user)
     page = client.get(reverse("console:members")).content.decode()
     assert "Add a member" not in page
-    response = client.post(reverse("console:member_update", args=[viewer.pk]), {"remove": "1"})
+    response = client.post(reverse("console:member_remove", args=[viewer.pk]))
     assert response.status_code == 302
     viewer.refresh_from_db()  # still there
 
@@ -107,7 +107,7 @@ def test_viewer_cannot_manage_members_in_console(client, member_factory):
 def test_last_owner_removing_themself_stays_on_members_with_the_error(client, member_factory):
     owner = member_factory(role="owner")
     client.force_login(owner.user)
-    response = client.post(reverse("console:member_update", args=[owner.pk]), {"remove": "1"}, follow=True)
+    response = client.post(reverse("console:member_remove", args=[owner.pk]), follow=True)
     assert response.redirect_chain[-1][0] == reverse("console:members")
     assert "last owner" in response.content.decode()
     owner.refresh_from_db()

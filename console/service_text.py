@@ -1,0 +1,39 @@
+"""Service refusals as the console shows them: sentences for people.
+
+Services word their messages for API callers, who match and fix requests by them: zero-based "item 0: …"
+prefixes, lowercase starts, catalog, vendor and kind slugs, request-syntax hints. The console rewords them
+here, on display only; the API's messages and codes stay as they are."""
+import re
+
+from provisioning.choices import InstanceState
+
+from .catalog_names import VENDOR_NAMES, named
+
+ITEM_PREFIX = re.compile(r"^item (\d+): ")
+REQUEST_SYNTAX = re.compile(r"\s*\([^()]*\{[^()]*\}[^()]*\)")  # '(hybrid: images: {"nvidia": …})'
+SLUG_WORDS = {**VENDOR_NAMES, "bare_metal": "bare metal"}
+SLUG_WORD = re.compile(rf"(?<![\w-])({'|'.join(map(re.escape, SLUG_WORDS))})(?![\w-])")
+DONE = {"stop": "stopped", "start": "started", "terminate": "terminated"}
+
+
+def for_people(text, *, items: int = 1) -> str:
+    """One service message as a sentence: "Item 2: Bare metal Huawei Ascend 910B takes whole nodes: …." with
+    `items` > 1 (1-based, as the form counts), no prefix for a single item; names for slugs; a capital and a stop."""
+    text = REQUEST_SYNTAX.sub("", str(text))
+    prefix = ""
+    if m := ITEM_PREFIX.match(text):
+        text = text[m.end():]
+        prefix = f"Item {int(m.group(1)) + 1}: " if items > 1 else ""
+    text = named(SLUG_WORD.sub(lambda w: SLUG_WORDS[w.group(1)], text))  # named() also capitalises
+    if text[-1:].isalnum():
+        text += "."
+    return prefix + text
+
+
+def action_refusal(exc, *, action: str, items: int) -> str:
+    """A refused stop / start / terminate. A state refusal (a page older than the instance's state) says what the
+    instance is now, rather than the transition table's state names."""
+    state = (exc.details or {}).get("state") if exc.code == "invalid_state" else None
+    if state and state[0] in InstanceState.values and action in DONE:
+        return f"The instance is {InstanceState(state[0]).label.lower()} now, so it cannot be {DONE[action]}."
+    return for_people(exc.message, items=items)
