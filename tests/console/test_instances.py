@@ -31,7 +31,7 @@ def test_create_without_javascript_posts_and_redirects_to_the_detail(web, owner)
     page = web.get(r["Location"]).content.decode()
     assert "train-1" in page and 'data-state="provisioning"' in page and 'hx-trigger="every 2s"' in page
     # A container's sshd is published at CONTAINER_SSH_PORT_BASE + its first card (provisioning/endpoints.py).
-    assert "¥3.80" in page and re.search(r"ssh -p 30\d{3} cardmix@", page) and 'data-copy="#ssh-1"' in page
+    assert "¥3.80" in page and re.search(r"ssh -p 30\d{3} root@", page) and 'data-copy="#ssh-1"' in page
     # provisioning → checking, terminating and failed are legal; only Terminate is a customer action here.
     assert 'data-action="terminate"' in page and 'data-action="stop"' not in page
 
