@@ -1,5 +1,6 @@
 """PostgreSQL advisory locks: transaction-scoped so that a periodic job runs once even with two beats;
 session-scoped to mark work in flight for as long as its connection lives (core/idempotency.py)."""
+import contextlib
 import hashlib
 import logging
 import zlib
@@ -50,3 +51,19 @@ def advisory_unlock(name: str) -> None:
     except Exception:  # noqa: BLE001 - whatever broke, closing the session releases the lock
         logger.warning("advisory unlock failed; closing the connection to release it", exc_info=True)
         connection.close()
+
+
+@contextlib.contextmanager
+def advisory_lock_held(name: str):
+    """Hold a session-level advisory lock for the block: yields True, or False when another session holds
+    it. For work that must commit as it goes (e.g. an agent command its node polls for), where a
+    transaction-scoped lock cannot be used. SQLite (development, one writer) always yields True."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    held = try_advisory_lock(name)
+    try:
+        yield held
+    finally:
+        if held:
+            advisory_unlock(name)

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F
 
 from core.dbclock import db_now
-from core.locks import try_advisory_xact_lock
+from core.locks import advisory_lock_held
 from inventory.choices import HolderKind
 from inventory.models import CardAllocation
 from inventory.services import cards_release
@@ -43,10 +43,12 @@ LEAK_GRACE = timedelta(minutes=5)
 
 
 def _release(instance_id) -> None:
-    """Release the instance's groups through the driver, or just the placement when the driver fails."""
+    """Release the instance's groups through the driver, or just the placement when the driver fails.
+
+    Never inside a transaction: an agent node sees its release command only once the command is committed.
+    """
     try:
-        with transaction.atomic():
-            groups_release(instance_id)
+        groups_release(instance_id)
     except Exception:  # the driver is what got it stuck: free the cards anyway
         logger.exception("reconciler: driver release failed; releasing the placement only",
                          extra={"instance": str(instance_id)})
@@ -156,9 +158,13 @@ def packages_ended_apply() -> int:
 
 
 def reconcile() -> dict:
-    """One reconciler pass under the advisory lock; returns what it did, or {"skipped": True}."""
-    with transaction.atomic():
-        if not try_advisory_xact_lock("reconciler"):
+    """One reconciler pass under the advisory lock; returns what it did, or {"skipped": True}.
+
+    A session lock, not one transaction around the pass: each step commits on its own, and the driver
+    releases it makes (agent commands are rows the node polls for) must be visible while they wait.
+    """
+    with advisory_lock_held("reconciler") as held:
+        if not held:
             return {"skipped": True}
         stuck = list(Instance.objects.filter(state__in=list(RETRIES), step_deadline__lt=db_now())
                      .order_by("step_deadline").values_list("pk", flat=True)[:BATCH])

@@ -1,0 +1,52 @@
+"""The reconciler fails an instance stuck in provisioning on an agent node: its release must reach the
+node's agent. Before, the whole pass ran in one transaction, so the release command stayed uncommitted, the
+agent never saw it, and the container kept running on cards the platform freed."""
+import time
+from datetime import timedelta
+
+import pytest
+
+from core.dbclock import db_now
+from hardware.models import AgentCommand, NodeCredential
+from hardware.services import agent_command_complete, agent_commands_claim, node_token_issue
+from inventory.models import CardAllocation, Node
+from provisioning.models import Instance, NodeGroup
+from provisioning.services.reconciler import reconcile
+from tests.factories.provisioning import container_body, make_fleet
+from tests.races import Aside
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_reconcilers_release_reaches_the_agent(client, settings):
+    settings.AGENT_COMMAND_TIMEOUT_SECONDS = 20
+    settings.AGENT_COMMAND_POLL_SECONDS = 0.05
+    make_fleet(h100=1)
+    node = Node.objects.get()
+    Node.objects.filter(pk=node.pk).update(driver="agent")
+    node_token_issue(node=node)
+    r = client.post("/api/v1/instances/", container_body("h100-sxm-80g", 4), format="json")
+    assert r.status_code == 201, r.json()
+    iid = r.json()["id"]
+    # The worker died inside the prepare (attempts are written before the call); its redelivery is used up.
+    NodeGroup.objects.filter(instance_id=iid).update(prepare_attempts=1)
+    Instance.objects.filter(pk=iid).update(step_retries=1, step_deadline=db_now() - timedelta(hours=1))
+    cred = NodeCredential.objects.get(node=node)
+    seen = []
+
+    def agent_polls():  # the node's agent, on its own connection, answering what it is given
+        give_up = time.monotonic() + 15
+        while time.monotonic() < give_up and not seen:
+            for cmd in agent_commands_claim(credential=cred):
+                seen.append((cmd.kind, cmd.payload.get("name")))
+                agent_command_complete(credential=cred, command_id=cmd.pk, exit_code=0, output="removed\n")
+            time.sleep(0.05)
+
+    agent = Aside(agent_polls)
+    stats = reconcile()
+    agent.result(20)
+    assert stats["failed"] == 1
+    assert seen == [("release", f"cardmix-{iid}-0")]
+    assert AgentCommand.objects.get(kind="release").state == "done"
+    assert Instance.objects.get(pk=iid).state == "failed"
+    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
