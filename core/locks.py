@@ -42,12 +42,17 @@ def try_advisory_lock(name: str) -> bool:
 
 
 def advisory_unlock(name: str) -> None:
-    """Release `try_advisory_lock(name)`. If that fails (the transaction is aborted, the connection broke),
+    """Release `try_advisory_lock(name)` (see _unlock)."""
+    _unlock(_session_lock_id(name))
+
+
+def _unlock(key: int) -> None:
+    """Release a session-level advisory lock. If that fails (the transaction is aborted, the connection broke),
     close the connection: ending the session releases its locks, and a persistent connection must not keep
     one into its next request."""
     try:
         with connection.cursor() as cur:
-            cur.execute("SELECT pg_advisory_unlock(%s)", [_session_lock_id(name)])
+            cur.execute("SELECT pg_advisory_unlock(%s)", [key])
     except Exception:  # noqa: BLE001 - whatever broke, closing the session releases the lock
         logger.warning("advisory unlock failed; closing the connection to release it", exc_info=True)
         connection.close()
@@ -61,9 +66,12 @@ def advisory_lock_held(name: str):
     if connection.vendor != "postgresql":
         yield True
         return
-    held = try_advisory_lock(name)
+    # The key of try_advisory_xact_lock(name): a process still using the transaction lock excludes this one.
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s)", [_lock_id(name)])
+        held = bool(cur.fetchone()[0])
     try:
         yield held
     finally:
         if held:
-            advisory_unlock(name)
+            _unlock(_lock_id(name))

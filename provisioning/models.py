@@ -125,6 +125,8 @@ class NodeGroup(models.Model):
     prepare_output = models.TextField(blank=True)
     prepare_exit_code = models.IntegerField(null=True, blank=True)
     prepared_at = models.DateTimeField(null=True, blank=True)
+    # Set before each prepare call: something may run on the node from then on (a release must reach it).
+    prepare_started_at = models.DateTimeField(null=True, blank=True)
     # The node port the container's sshd is published on, as the driver reported it (null: bare metal, or a
     # container on the host network, reached on the node's own ssh_port — e.g. one an older agent started).
     ssh_port = models.PositiveIntegerField(null=True, blank=True)

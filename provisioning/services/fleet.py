@@ -35,8 +35,8 @@ def release_cards(instance, group) -> list[int]:
 
 def driver_touched(group) -> bool:
     """A prepare was started for this group, so something may run on its node: release must reach the
-    driver. prepare_attempts is written before each call, so a worker that died inside one counts too."""
-    return group.prepared_at is not None or group.prepare_attempts > 0
+    driver. prepare_started_at is written before each call, so a worker that died inside one counts too."""
+    return group.prepared_at is not None or group.prepare_started_at is not None
 
 
 def forced_faults(driver: Driver, node_ids, operation: str) -> dict:

@@ -121,11 +121,12 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     vendor = node.accelerator.vendor
     container = instance.kind == InstanceKind.CONTAINER
     while group.prepare_attempts < PREPARE_ATTEMPTS:
-        group.prepare_attempts += 1
-        # Counted before the call (see driver_touched): a release then reaches the driver even if this
-        # worker dies inside it, and a prepare that keeps killing its worker is not retried forever.
-        if not _group_write(instance.pk, group, S.PROVISIONING, prepare_attempts=group.prepare_attempts):
+        # Written before the call (see driver_touched): a release then reaches the driver even if this worker
+        # dies inside it. An attempt counts once it has an outcome, so a crash costs the customer none.
+        group.prepare_started_at = db_now()
+        if not _group_write(instance.pk, group, S.PROVISIONING, prepare_started_at=group.prepare_started_at):
             return None
+        group.prepare_attempts += 1
         failpoint("provision:before_driver")
         out = _call(group, driver.prepare, ref, group.card_indices, kind=instance.kind, image=instance.images.get(vendor, ""),
                     ssh_keys=instance.ssh_public_keys,
@@ -140,7 +141,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
             group.prepared_at, group.state = db_now(), GroupState.PREPARED
             # The port the driver says it published (an agent that predates published ports says none).
             group.ssh_port = _published_port(out.meta) if container else None
-        if not _group_write(instance.pk, group, S.PROVISIONING,
+        if not _group_write(instance.pk, group, S.PROVISIONING, prepare_attempts=group.prepare_attempts,
                             prepare_output=group.prepare_output, prepare_exit_code=group.prepare_exit_code,
                             prepared_at=group.prepared_at, state=group.state, driver_seconds=group.driver_seconds,
                             ssh_port=group.ssh_port):
@@ -164,9 +165,8 @@ def instance_provision(instance_id) -> None:
         if prepared is None:
             return
         if not prepared:
-            why = ("interrupted (the worker stopped during the driver call)" if group.prepare_exit_code is None
-                   else f"exit {group.prepare_exit_code}")
-            group_failed(instance, group, f"{group.node.hostname}: provisioning failed ({why})")
+            group_failed(instance, group, f"{group.node.hostname}: provisioning failed "
+                                          f"(exit {group.prepare_exit_code})")
             return
     _advance(instance_id, expect=S.PROVISIONING, to=S.CHECKING, reason="provisioned")
 

@@ -28,8 +28,8 @@ def test_the_reconcilers_release_reaches_the_agent(client, settings):
     r = client.post("/api/v1/instances/", container_body("h100-sxm-80g", 4), format="json")
     assert r.status_code == 201, r.json()
     iid = r.json()["id"]
-    # The worker died inside the prepare (attempts are written before the call); its redelivery is used up.
-    NodeGroup.objects.filter(instance_id=iid).update(prepare_attempts=1)
+    # The worker died inside the prepare (its start is written before the call); the redelivery is used up.
+    NodeGroup.objects.filter(instance_id=iid).update(prepare_started_at=db_now())
     Instance.objects.filter(pk=iid).update(step_retries=1, step_deadline=db_now() - timedelta(hours=1))
     cred = NodeCredential.objects.get(node=node)
     seen = []

@@ -145,21 +145,21 @@ def test_a_worker_that_died_inside_prepare_still_has_its_container_stopped(clien
     with armed({"provision:after_driver"}), pytest.raises(FailpointCrash):
         steps.instance_provision(iid)  # the container started; the worker died before writing so
     crashed = NodeGroup.objects.get(pk=group.pk)
-    assert crashed.prepared_at is None and crashed.prepare_attempts == 1
+    assert crashed.prepared_at is None and crashed.prepare_started_at is not None
     patches, log = _driver_log(owner, iid, during="nothing")
     _run(patches, _terminate, owner, iid)
     assert log == [("release", group.card_indices)]  # before: skipped, the container ran on freed cards
     _assert_released(iid)
 
 
-def test_a_prepare_that_kills_its_worker_twice_fails_the_instance(client, owner):
+def test_worker_crashes_inside_prepare_cost_the_customer_no_attempt(client, owner):
+    """A redelivery after each crash tries again (a crash is not the node's or the image's fault); the
+    reconciler's step deadline bounds a crash loop."""
     make_fleet(h100=1)
     iid = _create(client, container_body("h100-sxm-80g", 4))
-    for _ in range(2):
-        with armed({"provision:before_driver"}), pytest.raises(FailpointCrash):
+    for _ in range(3):
+        with armed({"provision:after_driver"}), pytest.raises(FailpointCrash):
             steps.instance_provision(iid)
-    steps.instance_provision(iid)  # a third redelivery: no endless retries of a call that kills its worker
-    instance = Instance.objects.get(pk=iid)
-    assert instance.state == "failed"
-    assert "interrupted" in instance.state_reason, instance.state_reason
-    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+    assert NodeGroup.objects.get(instance_id=iid).prepare_attempts == 0
+    steps.instance_provision(iid)
+    assert Instance.objects.get(pk=iid).state == "checking"

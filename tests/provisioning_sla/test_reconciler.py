@@ -98,12 +98,12 @@ def test_a_second_reconciler_does_nothing_while_one_holds_the_lock(client):
     other = connections.create_connection("default")
     try:
         with other.cursor() as cur:
-            from core.locks import _session_lock_id
+            from core.locks import _lock_id
 
-            cur.execute("SELECT pg_try_advisory_lock(%s)", [_session_lock_id("reconciler")])
+            cur.execute("SELECT pg_try_advisory_lock(%s)", [_lock_id("reconciler")])
             assert cur.fetchone()[0] is True
             assert reconcile() == {"skipped": True}
-            cur.execute("SELECT pg_advisory_unlock(%s)", [_session_lock_id("reconciler")])
+            cur.execute("SELECT pg_advisory_unlock(%s)", [_lock_id("reconciler")])
         assert "skipped" not in reconcile()
         assert "skipped" not in reconcile()  # the pass let go of its lock
     finally:

@@ -12,6 +12,11 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddField(
             model_name='nodegroup',
+            name='prepare_started_at',
+            field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name='nodegroup',
             name='ssh_port',
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
