@@ -218,6 +218,25 @@ def agent_command_complete(*, credential: NodeCredential, command_id, exit_code:
     return cmd
 
 
+def agent_prepare_reached(*, node_id, instance_id, cards=None) -> bool:
+    """Whether a prepare of this instance (on `cards`, for one container) ever reached the node's agent.
+
+    Prepares still queued are withdrawn first (expired), under their row locks, so none can be handed out
+    after this answers False: a release then has nothing to stop and need not wait for a dead agent.
+    """
+    with transaction.atomic():
+        prepares = AgentCommand.objects.filter(node_id=node_id, kind=CommandKind.PREPARE,
+                                               payload__instance_id=str(instance_id))
+        if cards:
+            prepares = prepares.filter(payload__cards=list(cards))
+        # Locks wait for a claim in progress (it holds these rows), so a prepare being handed out counts.
+        rows = dict(prepares.select_for_update().values_list("pk", "delivered_at"))
+        queued = [pk for pk, delivered_at in rows.items() if delivered_at is None]
+        AgentCommand.objects.filter(pk__in=queued, state=CommandState.QUEUED).update(
+            state=CommandState.EXPIRED, finished_at=Now())
+        return any(delivered_at is not None for delivered_at in rows.values())
+
+
 def agent_command_wait(*, command_id, poll_s: float = 1.0) -> AgentCommand:
     """Poll the row until the agent's result arrives or its deadline (DB clock) passes → expired."""
     while True:

@@ -88,7 +88,16 @@ class AgentDriver(Driver):
         return self.run(node, "topology", {"collective": node.collective}, meta={"command": command})
 
     def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
-        """Remove the container on `cards`, or the bare-metal instance's keys (no cards); the data disk stays."""
+        """Remove the container on `cards`, or the bare-metal instance's keys (no cards); the data disk stays.
+
+        When no prepare of it ever reached the agent (still queued ones are withdrawn), nothing runs there:
+        answer at once rather than wait for an agent that may be gone.
+        """
+        from hardware.services import agent_prepare_reached
+
+        if not agent_prepare_reached(node_id=node.id, instance_id=instance_id, cards=list(cards) or None):
+            return DriverOutput(f"{node.hostname}: no prepare of {instance_id} reached the agent; nothing to "
+                                f"release\n", 0, 0.0, {"instance_id": instance_id, "skipped": True})
         payload = {"cards": list(cards), "instance_id": instance_id}
         if cards:
             payload["name"] = container_name(instance_id, cards)
