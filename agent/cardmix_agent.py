@@ -439,15 +439,43 @@ class Agent:
     def do_release(self, payload: dict):
         name = container_of(payload)
         where = self.instance_dir(name if payload.get("cards") else payload["instance_id"])
+        legacy_name, legacy_dirs = self.legacy_of(payload)
         if self.args.runtime == "docker":
             text, code = self.docker_rm(name)
             if code != 0:  # keep the state dir: the heartbeat still lists it, and a retry or wipe removes it
                 return text, code, {}
             text = text or f"{name} removed\n"
+            if legacy_name:
+                removed, code = self.docker_rm(legacy_name)
+                if code != 0:  # keep the legacy state too: a retry or wipe removes it
+                    shutil.rmtree(where, ignore_errors=True)
+                    return f"{text}{legacy_name}: {removed}", code, {}
+                text += f"{legacy_name} removed (started without a group name)\n" if removed else ""
         else:
             text, code = self.stop_process(where), 0
-        shutil.rmtree(where, ignore_errors=True)
+            for old in legacy_dirs:
+                if (old / "pid").exists():
+                    text += self.stop_process(old)
+        for gone in (where, *legacy_dirs):
+            shutil.rmtree(gone, ignore_errors=True)
         return text, code, {}
+
+    def legacy_of(self, payload: dict) -> tuple[str | None, list[Path]]:
+        """What a release by group name must also remove: the instance's container named `cardmix-<id>`.
+
+        Before 1.1.0 the agent (and still, for a platform that sends no name) ran one container per instance
+        under that name, its state in instances/<id> (this agent: instances/cardmix-<id>). After an upgrade
+        the platform releases it by its group's name; left alone, it would keep running on the freed cards.
+        Exact names only: never another instance's. → (container name or None, its state dirs that exist)
+        """
+        if not payload.get("cards") or not payload.get("name"):
+            return None, []  # bare metal, or a release by that very name
+        instance_id = str(payload["instance_id"])
+        legacy = f"cardmix-{instance_id}"
+        if legacy == container_of(payload):
+            return None, []
+        dirs = [self.instance_dir(legacy), self.instance_dir(instance_id)]
+        return legacy, [d for d in dirs if d.is_dir()]
 
     def stop_process(self, where: Path) -> str:
         pid_file = where / "pid"

@@ -387,3 +387,47 @@ def test_a_port_still_published_by_a_leftover_container_fails_the_prepare_loudly
     # Another tenant's group on the same first card while the first container was never removed.
     text, code, _ = agent.do_prepare(_platform_payload("inst-2", [0]))
     assert code == 125 and "port is already allocated" in text
+
+
+# -- 10. after an upgrade, a release leaves nothing running on the cards it frees ---------------------------
+
+def _release(instance_id: str, cards: list[int]) -> dict:
+    """A release as the platform's agent driver sends it (the group's container name)."""
+    return {"instance_id": instance_id, "cards": cards, "name": f"cardmix-{instance_id}-{min(cards)}"}
+
+
+# This agent given a platform's payload without a name keeps it in instances/cardmix-<id>; an agent before
+# 1.1.0 kept it in instances/<id>. Both named the container cardmix-<id>.
+@pytest.mark.parametrize("kept_in", ["cardmix-inst-1", "inst-1"])
+def test_docker_release_after_an_upgrade_removes_the_container_started_without_a_name(tmp_path, docker, kept_in):
+    agent = docker_agent(tmp_path)
+    assert agent.do_prepare(PAYLOAD)[1] == 0  # the platform before the upgrade: no name, no port
+    assert agent.do_prepare({**PAYLOAD, "instance_id": "inst-2"})[1] == 0  # another tenant's, also legacy
+    assert agent.do_prepare(_platform_payload("inst-1", [2, 3]))[1] == 0  # the instance's other group, new style
+    instances = agent.state_dir / "instances"
+    (instances / "cardmix-inst-1").rename(instances / kept_in)
+    text, code, _ = agent.do_release(_release("inst-1", [0, 1]))  # before: "No such container" = success
+    assert code == 0, text
+    assert "cardmix-inst-1 " in text  # said what it removed
+    assert sorted(c["name"] for c in docker.containers().values()) == ["cardmix-inst-1-2", "cardmix-inst-2"]
+    assert agent.instances() == ["cardmix-inst-1-2", "cardmix-inst-2"]
+    assert agent.do_release(_release("inst-1", [0, 1]))[1] == 0  # a retried release: nothing left is fine
+
+
+@pytest.mark.parametrize("kept_in", ["cardmix-inst-1", "inst-1"])
+def test_process_release_after_an_upgrade_stops_the_process_started_without_a_name(tmp_path, kept_in):
+    agent = make_agent(tmp_path)
+    legacy = agent.do_prepare(PAYLOAD)[2]["pid"]
+    other = agent.do_prepare({**PAYLOAD, "instance_id": "inst-2"})[2]["pid"]
+    instances = agent.state_dir / "instances"
+    (instances / "cardmix-inst-1").rename(instances / kept_in)
+    try:
+        text, code, _ = agent.do_release(_release("inst-1", [0, 1]))
+        assert code == 0 and f"process {legacy} stopped" in text, text
+        wait_for(lambda: not alive(legacy), timeout=10, what="the process started without a name to end")
+        assert alive(other)  # another instance's legacy process is not touched
+        assert agent.instances() == ["cardmix-inst-2"]
+    finally:
+        for pid in (legacy, other):
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
