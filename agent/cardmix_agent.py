@@ -148,6 +148,12 @@ def container_of(payload: dict) -> str:
     return str(payload.get("name") or f"cardmix-{payload['instance_id']}")
 
 
+def ssh_port_of(payload: dict) -> int | None:
+    """The node port the platform chose for the container's sshd; None from a platform that sends none."""
+    port = payload.get("ssh_port")
+    return int(port) if port else None
+
+
 def scrub(value):
     """NUL → U+FFFD in every key and string of a JSON value (PostgreSQL's jsonb refuses NUL)."""
     if isinstance(value, str):
@@ -368,15 +374,16 @@ class Agent:
     def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
         """`docker run` for an instance: the cards, the image, SSH keys and environment.
 
-        Tenants share a node: each container gets its own network namespace, its sshd published on the
-        node port the platform chose (`ssh_port`), and its own IPC namespace (its own /dev/shm of
-        --shm-size, where NCCL's intra-node transport and data loaders live), never the host's.
+        Tenants share a node: each container gets its own network (named as the container: containers on
+        Docker's default bridge reach each other), its sshd published on the node port the platform chose
+        (`ssh_port`), and its own IPC namespace (its own /dev/shm of --shm-size, where NCCL's intra-node
+        transport and data loaders live), never the host's.
         """
         cards = [int(c) for c in payload.get("cards", [])]
-        port = payload.get("ssh_port")
+        name, port = container_of(payload), ssh_port_of(payload)
         # A platform that sends no port predates per-container ports: the host's network, as it expects.
-        network = ["--network", "bridge", "-p", f"{int(port)}:22"] if port else ["--network", "host"]
-        argv = [self.args.docker, "run", "-d", "--name", container_of(payload),
+        network = ["--network", name, "-p", f"{port}:22"] if port else ["--network", "host"]
+        argv = [self.args.docker, "run", "-d", "--name", name,
                 "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
                 *network, "--ipc", "private", "--shm-size", self.args.shm_size,
                 "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
@@ -414,6 +421,10 @@ class Agent:
             removed, code = self.docker_rm(name)
             if code != 0:
                 return removed, code, {"container": name}
+            if ssh_port_of(payload):
+                text, code = self.docker_network_create(name, instance_id)
+                if code != 0:
+                    return text, code, {"container": name}
             text, code = run(self.docker_run_argv(payload, where / "authorized_keys"), timeout=self.args.prepare_timeout)
             return text, code, {"container": name, "ssh_port": payload.get("ssh_port")}
         # process runtime: a local process stands in for the container, with the instance's environment
@@ -436,21 +447,45 @@ class Agent:
             return "", 0
         return text, code
 
+    def docker_network_create(self, name: str, instance_id: str) -> tuple[str, int]:
+        """The container's own network, labelled for wipe; one left by an earlier attempt will do."""
+        text, code = run([self.args.docker, "network", "create", "--label", f"{INSTANCE_LABEL}={instance_id}", name],
+                         timeout=120)
+        if code == 1 and "already exists" in text:
+            return "", 0
+        return text, code
+
+    def docker_network_rm(self, name: str) -> tuple[str, int]:
+        """`docker network rm` (after its container: a network in use stays); a missing one counts as removed
+        (a container on the host network has none)."""
+        text, code = run([self.args.docker, "network", "rm", name], timeout=120)
+        if code == 1 and re.search(r"No such network|network \S+ not found", text):
+            return "", 0
+        return text, code
+
+    def docker_remove(self, name: str) -> tuple[str, int]:
+        """Remove a container, then its network (one in use cannot go). → (docker's output: empty when the
+        container did not exist, exit code)."""
+        text, code = self.docker_rm(name)
+        if code == 0:
+            removed, code = self.docker_network_rm(name)
+            text = text if code == 0 else removed
+        return text, code
+
     def do_release(self, payload: dict):
         name = container_of(payload)
         where = self.instance_dir(name if payload.get("cards") else payload["instance_id"])
         legacy_name, legacy_dirs = self.legacy_of(payload)
         if self.args.runtime == "docker":
-            text, code = self.docker_rm(name)
-            if code != 0:  # keep the state dir: the heartbeat still lists it, and a retry or wipe removes it
-                return text, code, {}
-            text = text or f"{name} removed\n"
-            if legacy_name:
-                removed, code = self.docker_rm(legacy_name)
-                if code != 0:  # keep the legacy state too: a retry or wipe removes it
-                    shutil.rmtree(where, ignore_errors=True)
-                    return f"{text}{legacy_name}: {removed}", code, {}
-                text += f"{legacy_name} removed (started without a group name)\n" if removed else ""
+            text = ""
+            for container in filter(None, (name, legacy_name)):
+                removed, code = self.docker_remove(container)
+                if code != 0:  # keep the state: the heartbeat still lists it, and a retry or wipe removes it
+                    return text + removed, code, {}
+                if container == name:
+                    text += f"{name} removed\n"
+                elif removed:
+                    text += f"{container} removed (started without a group name, by an older agent or platform)\n"
         else:
             text, code = self.stop_process(where), 0
             for old in legacy_dirs:
@@ -553,6 +588,10 @@ class Agent:
             lines.append(text.strip())
             worst = worst or code
             if code == 0:
+                text, code = self.docker_prune_networks()
+                lines.append(text.strip())
+                worst = worst or code
+            if code == 0:
                 for where in instances:
                     shutil.rmtree(where, ignore_errors=True)
         else:
@@ -594,6 +633,15 @@ class Agent:
         if code != 0:
             return f"docker rm failed (exit {code}): {text.strip()[-500:]}\n", code
         return f"removed {len(ids)} instance container(s)\n", 0
+
+    def docker_prune_networks(self) -> tuple[str, int]:
+        """Remove every network carrying the instance label (after the containers: one in use stays)."""
+        text, code = run([self.args.docker, "network", "prune", "-f", "--filter", f"label={INSTANCE_LABEL}"],
+                         timeout=120)
+        if code != 0:
+            return f"docker network prune failed (exit {code}): {text.strip()[-500:]}\n", code
+        pruned = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("Deleted Networks", "Total"))]
+        return f"removed {len(pruned)} instance network(s)\n", 0
 
     # -- main --------------------------------------------------------------------------------------
 

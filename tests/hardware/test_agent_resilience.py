@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -292,6 +293,18 @@ def docker(tmp_path, monkeypatch):
         def containers(self):
             return json.loads(state.read_text()) if state.exists() else {}
 
+        def networks(self):
+            networks = state.parent / "networks.json"
+            return json.loads(networks.read_text()) if networks.exists() else {}
+
+        def calls(self):
+            log = state.parent / "calls.log"
+            return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+        def run(self, *argv):
+            """The fake CLI itself, e.g. to start something the agent did not."""
+            return subprocess.run([str(BIN / "docker"), *argv], capture_output=True, text=True, check=True).stdout
+
         def daemon(self, up: bool):
             down = state.parent / "daemon-down"
             down.unlink(missing_ok=True) if up else down.touch()
@@ -357,7 +370,8 @@ def _platform_payload(instance_id: str, cards: list[int]) -> dict:
 def test_docker_run_publishes_the_platform_port_on_a_network_of_its_own(tmp_path, docker):
     agent = docker_agent(tmp_path)
     argv = agent.docker_run_argv(_platform_payload("inst-1", [2, 3]), tmp_path / "keys")
-    assert argv[argv.index("--network") + 1] == "bridge" and argv.count("--network") == 1
+    # Its own network (named as the container), not the default bridge every container shares.
+    assert argv[argv.index("--network") + 1] == "cardmix-inst-1-2" and argv.count("--network") == 1
     assert argv[argv.index("-p") + 1] == "30002:22"
     assert argv[argv.index("--name") + 1] == "cardmix-inst-1-2"
     # A platform that sends no port (older) gets the host network it expects, and no published port.
@@ -431,3 +445,45 @@ def test_process_release_after_an_upgrade_stops_the_process_started_without_a_na
         for pid in (legacy, other):
             if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
+
+
+# -- 11. tenants on one node do not share a network: each container has its own ------------------------------
+
+def test_each_container_gets_a_network_of_its_own_which_release_and_wipe_remove(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    docker.run("network", "create", "someone-elses")  # not the agent's: never removed
+    first, second = _platform_payload("inst-1", [0, 1]), _platform_payload("inst-2", [2, 3])
+    assert agent.do_prepare(first)[1] == 0
+    assert agent.do_prepare(second)[1] == 0
+    running = {c["name"]: c["network"] for c in docker.containers().values()}
+    assert running == {"cardmix-inst-1-0": "cardmix-inst-1-0", "cardmix-inst-2-2": "cardmix-inst-2-2"}
+    assert docker.networks() == {"someone-elses": {"labels": {}},
+                                 "cardmix-inst-1-0": {"labels": {"cardmix.instance": "inst-1"}},
+                                 "cardmix-inst-2-2": {"labels": {"cardmix.instance": "inst-2"}}}
+    calls = [c[:2] for c in docker.calls()]
+    assert calls.index(["network", "create"]) < calls.index(["run", "-d"])  # the network exists before the run
+
+    text, code, _ = agent.do_prepare(first)  # a retried prepare: the network from the first attempt will do
+    assert code == 0, text
+    assert set(docker.networks()) == {"someone-elses", "cardmix-inst-1-0", "cardmix-inst-2-2"}
+
+    text, code, _ = agent.do_release(_release("inst-1", [0, 1]))
+    assert code == 0, text
+    assert set(docker.networks()) == {"someone-elses", "cardmix-inst-2-2"}  # after its container, not before
+    assert agent.do_release(_release("inst-1", [0, 1]))[1] == 0  # a retry: a missing network is fine
+
+    assert agent.do_prepare(first)[1] == 0
+    text, code, _ = agent.do_wipe({"collective": "nccl"})
+    assert code == 0, text
+    assert "removed 2 instance container(s)" in text and "removed 2 instance network(s)" in text
+    assert docker.containers() == {} and set(docker.networks()) == {"someone-elses"}
+
+
+def test_a_platform_that_sends_no_port_gets_the_host_network_and_no_network_is_created(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    text, code, _ = agent.do_prepare(PAYLOAD)
+    assert code == 0, text
+    assert [c["network"] for c in docker.containers().values()] == ["host"]
+    assert docker.networks() == {} and not [c for c in docker.calls() if c[:2] == ["network", "create"]]
+    assert agent.do_release({"instance_id": "inst-1", "cards": [0, 1]})[1] == 0
+    assert docker.containers() == {}
