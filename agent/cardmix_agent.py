@@ -47,6 +47,8 @@ OUTPUT_GRACE_S = 2.0
 TRANSIENT_ERRORS = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)
 # Every agent-started container carries it, so a wipe finds them all, even one the state dir forgot.
 INSTANCE_LABEL = "cardmix.instance"
+# The node port a container publishes its sshd on: a prepare finds an earlier container still holding it.
+PORT_LABEL = "cardmix.ssh_port"
 
 log = logging.getLogger("cardmix-agent")
 
@@ -382,7 +384,8 @@ class Agent:
         cards = [int(c) for c in payload.get("cards", [])]
         name, port = container_of(payload), ssh_port_of(payload)
         # A platform that sends no port predates per-container ports: the host's network, as it expects.
-        network = ["--network", name, "-p", f"{port}:22"] if port else ["--network", "host"]
+        network = (["--network", name, "-p", f"{port}:22", "--label", f"{PORT_LABEL}={port}"] if port
+                   else ["--network", "host"])
         argv = [self.args.docker, "run", "-d", "--name", name,
                 "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
                 *network, "--ipc", "private", "--shm-size", self.args.shm_size,
@@ -421,21 +424,30 @@ class Agent:
             removed, code = self.docker_rm(name)
             if code != 0:
                 return removed, code, {"container": name}
+            freed = ""
             if ssh_port_of(payload):
-                text, code = self.docker_network_create(name, instance_id)
+                freed, code = self.docker_free_port(ssh_port_of(payload), name)
+                if code == 0:
+                    text, code = self.docker_network_create(name, instance_id)
+                    freed += text
                 if code != 0:
-                    return text, code, {"container": name}
+                    return freed, code, {"container": name}
             text, code = run(self.docker_run_argv(payload, where / "authorized_keys"), timeout=self.args.prepare_timeout)
-            return text, code, {"container": name, "ssh_port": payload.get("ssh_port")}
+            return freed + text, code, {"container": name, "ssh_port": payload.get("ssh_port")}
         # process runtime: a local process stands in for the container, with the instance's environment
         env = {**os.environ, **{str(k): str(v) for k, v in (payload.get("env") or {}).items()},
                "CARDMIX_IMAGE": payload.get("image", ""), "CARDMIX_SSH_PORT": str(payload.get("ssh_port") or "")}
         argv = shlex.split(self.args.process_command) if self.args.process_command else [
             sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
         replaced = self.stop_process(where) if (where / "pid").exists() else ""  # a retried prepare
+        port = ssh_port_of(payload)
+        if port:
+            replaced += self.free_process_port(port, where)
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=where)
         (where / "pid").write_text(str(proc.pid))
+        if port:
+            (where / "port").write_text(str(port))
         return (f"{replaced}{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
                 f"(devices {cards}, {len(keys)} ssh key(s), ssh port {payload.get('ssh_port') or '-'})\n", 0,
                 {"pid": proc.pid, "ssh_port": payload.get("ssh_port")})
@@ -446,6 +458,27 @@ class Agent:
         if code != 0 and "No such container" in text:
             return "", 0
         return text, code
+
+    def docker_free_port(self, port: int, name: str) -> tuple[str, int]:
+        """Remove every other container labelled with `port` (and its network and state). The platform gives
+        port BASE+k only to the group that holds card k, so another container still publishing it outlived its
+        release (a failed rm, a release the platform stopped waiting for) and would fail every prepare on that
+        card with "port is already allocated". → (what was removed, or why not; exit code)"""
+        text, code = run([self.args.docker, "ps", "-a", "--filter", f"label={PORT_LABEL}={port}",
+                          "--format", "{{.Names}}"], timeout=120)
+        if code != 0:
+            return f"docker ps failed (exit {code}): {text.strip()[-500:]}\n", code
+        lines = []
+        for stale in text.split():
+            if stale == name:
+                continue
+            removed, code = self.docker_remove(stale)
+            if code != 0:
+                return "".join(lines) + f"could not remove {stale}, still on port {port}: {removed}", code
+            shutil.rmtree(self.instance_dir(stale), ignore_errors=True)
+            log.warning("removed stale container %s: it still published port %s", stale, port)
+            lines.append(f"removed stale container {stale}: it still published port {port}\n")
+        return "".join(lines), 0
 
     def docker_network_create(self, name: str, instance_id: str) -> tuple[str, int]:
         """The container's own network, labelled for wipe; one left by an earlier attempt will do."""
@@ -511,6 +544,18 @@ class Agent:
             return None, []
         dirs = [self.instance_dir(legacy), self.instance_dir(instance_id)]
         return legacy, [d for d in dirs if d.is_dir()]
+
+    def free_process_port(self, port: int, where: Path) -> str:
+        """Stop every other instance's process given `port` (the process runtime's docker_free_port)."""
+        lines = []
+        for other in self.state_dir.glob("instances/*/port"):
+            if other.parent == where or other.read_text().strip() != str(port):
+                continue
+            stopped = self.stop_process(other.parent).strip()
+            shutil.rmtree(other.parent, ignore_errors=True)
+            log.warning("stale %s still had port %s: %s", other.parent.name, port, stopped)
+            lines.append(f"stale {other.parent.name} still had port {port}: {stopped}\n")
+        return "".join(lines)
 
     def stop_process(self, where: Path) -> str:
         pid_file = where / "pid"

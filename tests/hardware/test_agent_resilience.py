@@ -395,13 +395,48 @@ def test_two_groups_of_one_instance_on_one_node_are_two_containers(tmp_path, doc
     assert agent.instances() == ["cardmix-inst-1-2"]
 
 
-def test_a_port_still_published_by_a_leftover_container_fails_the_prepare_loudly(tmp_path, docker):
+def test_a_container_that_outlived_its_release_no_longer_blocks_its_port(tmp_path, docker):
     agent = docker_agent(tmp_path)
-    assert agent.do_prepare(_platform_payload("inst-1", [0, 1]))[1] == 0
-    # Another tenant's group on the same first card while the first container was never removed.
+    assert agent.do_prepare(_platform_payload("inst-1", [0, 1]))[1] == 0  # its release never came through
+    assert agent.do_prepare(_platform_payload("inst-3", [4]))[1] == 0  # another port: stays
+    # The platform freed cards 0-1; the next group whose first card is 0 gets the same port. Before: "port is
+    # already allocated", on every attempt.
+    text, code, meta = agent.do_prepare(_platform_payload("inst-2", [0]))
+    assert code == 0, text
+    assert "cardmix-inst-1-0" in text and "30000" in text  # says what it removed, and why
+    running = {c["name"]: c["ports"] for c in docker.containers().values()}
+    assert running == {"cardmix-inst-2-0": ["30000"], "cardmix-inst-3-4": ["30004"]}
+    assert set(docker.networks()) == {"cardmix-inst-2-0", "cardmix-inst-3-4"}
+    assert agent.instances() == ["cardmix-inst-2-0", "cardmix-inst-3-4"]
+    assert agent.do_release(_release("inst-1", [0, 1]))[1] == 0  # a late release of the stale one: gone is fine
+    assert len(docker.containers()) == 2
+
+
+def test_a_port_held_by_a_container_the_agent_did_not_start_still_fails_the_prepare_loudly(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    docker.run("run", "-d", "--name", "operators-own", "-p", "30000:22", "some-image")  # no cardmix label
     text, code, _ = agent.do_prepare(_platform_payload("inst-2", [0]))
     assert code == 125 and "port is already allocated" in text
+    assert "operators-own" in [c["name"] for c in docker.containers().values()]
 
+
+def test_a_process_that_outlived_its_release_gives_its_port_up(tmp_path):
+    agent = make_agent(tmp_path)
+    stale = agent.do_prepare(_platform_payload("inst-1", [0, 1]))[2]["pid"]
+    other = agent.do_prepare(_platform_payload("inst-3", [4]))[2]["pid"]
+    assert (agent.state_dir / "instances" / "cardmix-inst-1-0" / "port").read_text() == "30000"
+    pids = [stale, other]
+    try:
+        text, code, meta = agent.do_prepare(_platform_payload("inst-2", [0]))
+        pids.append(meta.get("pid"))
+        assert code == 0 and f"process {stale} stopped" in text and "30000" in text, text
+        wait_for(lambda: not alive(stale), timeout=10, what="the stale process to end")
+        assert alive(meta["pid"]) and alive(other)
+        assert agent.instances() == ["cardmix-inst-2-0", "cardmix-inst-3-4"]
+    finally:
+        for pid in pids:
+            if pid and alive(pid):
+                os.killpg(pid, signal.SIGKILL)
 
 # -- 10. after an upgrade, a release leaves nothing running on the cards it frees ---------------------------
 
