@@ -419,28 +419,14 @@ class Agent:
                     f"{len(payload.get('env') or {})} environment variable(s)\n", 0, {"kind": "bare_metal"})
         self.write_keys(where / "authorized_keys", keys)
         if self.args.runtime == "docker":
-            # A retried prepare replaces what an earlier attempt started (same name: a second run would conflict).
-            name = container_of(payload)
-            removed, code = self.docker_rm(name)
-            if code != 0:
-                return removed, code, {"container": name}
-            freed = ""
-            if ssh_port_of(payload):
-                freed, code = self.docker_free_port(ssh_port_of(payload), name)
-                if code == 0:
-                    text, code = self.docker_network_create(name, instance_id)
-                    freed += text
-                if code != 0:
-                    return freed, code, {"container": name}
-            text, code = run(self.docker_run_argv(payload, where / "authorized_keys"), timeout=self.args.prepare_timeout)
-            return freed + text, code, {"container": name, "ssh_port": payload.get("ssh_port")}
+            return self.docker_prepare(payload, where / "authorized_keys")
         # process runtime: a local process stands in for the container, with the instance's environment
+        port = ssh_port_of(payload)
         env = {**os.environ, **{str(k): str(v) for k, v in (payload.get("env") or {}).items()},
-               "CARDMIX_IMAGE": payload.get("image", ""), "CARDMIX_SSH_PORT": str(payload.get("ssh_port") or "")}
+               "CARDMIX_IMAGE": payload.get("image", ""), "CARDMIX_SSH_PORT": str(port or "")}
         argv = shlex.split(self.args.process_command) if self.args.process_command else [
             sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
         replaced = self.stop_process(where) if (where / "pid").exists() else ""  # a retried prepare
-        port = ssh_port_of(payload)
         if port:
             replaced += self.free_process_port(port, where)
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -449,8 +435,29 @@ class Agent:
         if port:
             (where / "port").write_text(str(port))
         return (f"{replaced}{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
-                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {payload.get('ssh_port') or '-'})\n", 0,
-                {"pid": proc.pid, "ssh_port": payload.get("ssh_port")})
+                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {port or '-'})\n", 0,
+                {"pid": proc.pid, "ssh_port": port})
+
+    def docker_prepare(self, payload: dict, keys_file: Path):
+        """Start a group's container. Its meta's `ssh_port` is the port actually published (None: the host
+        network, or nothing started): the platform stores it as the SSH endpoint, and an agent that ignores
+        the port sends no such key."""
+        name, port = container_of(payload), ssh_port_of(payload)
+        meta = {"container": name, "ssh_port": None}
+        # A retried prepare replaces what an earlier attempt started (same name: a second run would conflict).
+        text, code = self.docker_rm(name)
+        if code != 0:
+            return text, code, meta
+        freed = ""
+        if port:
+            freed, code = self.docker_free_port(port, name)
+            if code != 0:
+                return freed, code, meta
+            error, code = self.docker_network_create(name, str(payload["instance_id"]))
+            if code != 0:
+                return freed + error, code, meta
+        text, code = run(self.docker_run_argv(payload, keys_file), timeout=self.args.prepare_timeout)
+        return freed + text, code, {**meta, "ssh_port": port if code == 0 else None}
 
     def docker_rm(self, name: str) -> tuple[str, int]:
         """`docker rm -f` a container; one that does not exist counts as removed."""
@@ -481,10 +488,11 @@ class Agent:
         return "".join(lines), 0
 
     def docker_network_create(self, name: str, instance_id: str) -> tuple[str, int]:
-        """The container's own network, labelled for wipe; one left by an earlier attempt will do."""
+        """The container's own network, labelled for wipe; one left by an earlier attempt will do.
+        → ("" or why it failed, exit code)"""
         text, code = run([self.args.docker, "network", "create", "--label", f"{INSTANCE_LABEL}={instance_id}", name],
                          timeout=120)
-        if code == 1 and "already exists" in text:
+        if code == 0 or (code == 1 and "already exists" in text):
             return "", 0
         return text, code
 

@@ -522,3 +522,32 @@ def test_a_platform_that_sends_no_port_gets_the_host_network_and_no_network_is_c
     assert docker.networks() == {} and not [c for c in docker.calls() if c[:2] == ["network", "create"]]
     assert agent.do_release({"instance_id": "inst-1", "cards": [0, 1]})[1] == 0
     assert docker.containers() == {}
+
+
+# -- 12. the prepare's meta says which port was published: the platform stores it as the SSH endpoint ---------
+
+def test_docker_prepare_meta_reports_the_port_actually_published(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    meta = agent.do_prepare({**_platform_payload("inst-1", [2, 3]), "ssh_port": "30002"})[2]
+    assert meta == {"container": "cardmix-inst-1-2", "ssh_port": 30002}
+    assert agent.do_prepare(PAYLOAD)[2] == {"container": "cardmix-inst-1", "ssh_port": None}  # the host network
+    docker.run("run", "-d", "--name", "operators-own", "-p", "30000:22", "some-image")
+    text, code, meta = agent.do_prepare(_platform_payload("inst-2", [0]))
+    assert code == 125 and meta == {"container": "cardmix-inst-2-0", "ssh_port": None}, text  # nothing published
+    docker.daemon(up=False)
+    text, code, meta = agent.do_prepare(_platform_payload("inst-3", [4]))
+    assert code != 0 and meta == {"container": "cardmix-inst-3-4", "ssh_port": None}, text
+
+
+def test_process_prepare_meta_reports_the_port_it_was_given(tmp_path):
+    agent = make_agent(tmp_path)
+    pids = []
+    try:
+        for payload, port in ((_platform_payload("inst-1", [2, 3]), 30002), (PAYLOAD, None)):
+            text, code, meta = agent.do_prepare(payload)
+            pids.append(meta["pid"])
+            assert code == 0 and meta["ssh_port"] == port and type(meta["ssh_port"]) is type(port), text
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
