@@ -1,6 +1,8 @@
 """The node agent itself (stdlib, loaded from agent/cardmix_agent.py): it survives malformed HTTP answers,
 delivers results (retrying what may pass, never a 4xx), never hangs past a timeout or holds a whole output
-in memory, keeps prepare retry-safe and never forgets a container it could not remove."""
+in memory, keeps prepare retry-safe and never forgets a container it could not remove; each container has
+its own network and port, a stale holder of that port is removed, and after an upgrade a release also
+removes what the previous version started. Docker runs against the fake CLI tests/hardware/bin/docker."""
 import importlib.util
 import json
 import os
