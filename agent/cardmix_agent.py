@@ -693,7 +693,7 @@ class Agent:
                          timeout=120)
         if code != 0:
             return f"docker network prune failed (exit {code}): {text.strip()[-500:]}\n", code
-        pruned = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("Deleted Networks", "Total"))]
+        pruned = text.partition("Deleted Networks:")[2].split()  # nothing printed when none was removed
         return f"removed {len(pruned)} instance network(s)\n", 0
 
     # -- main --------------------------------------------------------------------------------------
