@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
 NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
 # Ascend device nodes every NPU container needs besides its /dev/davinciN cards.
@@ -47,6 +47,8 @@ OUTPUT_GRACE_S = 2.0
 TRANSIENT_ERRORS = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)
 # Every agent-started container carries it, so a wipe finds them all, even one the state dir forgot.
 INSTANCE_LABEL = "cardmix.instance"
+# The node port a container publishes its sshd on: a prepare finds an earlier container still holding it.
+PORT_LABEL = "cardmix.ssh_port"
 
 log = logging.getLogger("cardmix-agent")
 
@@ -146,6 +148,12 @@ def container_of(payload: dict) -> str:
     """The container's name: the platform's (one per group: an instance may hold two on one node), or the
     name a platform that sends none used."""
     return str(payload.get("name") or f"cardmix-{payload['instance_id']}")
+
+
+def ssh_port_of(payload: dict) -> int | None:
+    """The node port the platform chose for the container's sshd; None from a platform that sends none."""
+    port = payload.get("ssh_port")
+    return int(port) if port else None
 
 
 def scrub(value):
@@ -368,15 +376,17 @@ class Agent:
     def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
         """`docker run` for an instance: the cards, the image, SSH keys and environment.
 
-        Tenants share a node: each container gets its own network namespace, its sshd published on the
-        node port the platform chose (`ssh_port`), and its own IPC namespace (its own /dev/shm of
-        --shm-size, where NCCL's intra-node transport and data loaders live), never the host's.
+        Tenants share a node: each container gets its own network (named as the container: containers on
+        Docker's default bridge reach each other), its sshd published on the node port the platform chose
+        (`ssh_port`), and its own IPC namespace (its own /dev/shm of --shm-size, where NCCL's intra-node
+        transport and data loaders live), never the host's.
         """
         cards = [int(c) for c in payload.get("cards", [])]
-        port = payload.get("ssh_port")
+        name, port = container_of(payload), ssh_port_of(payload)
         # A platform that sends no port predates per-container ports: the host's network, as it expects.
-        network = ["--network", "bridge", "-p", f"{int(port)}:22"] if port else ["--network", "host"]
-        argv = [self.args.docker, "run", "-d", "--name", container_of(payload),
+        network = (["--network", name, "-p", f"{port}:22", "--label", f"{PORT_LABEL}={port}"] if port
+                   else ["--network", "host"])
+        argv = [self.args.docker, "run", "-d", "--name", name,
                 "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
                 *network, "--ipc", "private", "--shm-size", self.args.shm_size,
                 "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
@@ -409,25 +419,45 @@ class Agent:
                     f"{len(payload.get('env') or {})} environment variable(s)\n", 0, {"kind": "bare_metal"})
         self.write_keys(where / "authorized_keys", keys)
         if self.args.runtime == "docker":
-            # A retried prepare replaces what an earlier attempt started (same name: a second run would conflict).
-            name = container_of(payload)
-            removed, code = self.docker_rm(name)
-            if code != 0:
-                return removed, code, {"container": name}
-            text, code = run(self.docker_run_argv(payload, where / "authorized_keys"), timeout=self.args.prepare_timeout)
-            return text, code, {"container": name, "ssh_port": payload.get("ssh_port")}
+            return self.docker_prepare(payload, where / "authorized_keys")
         # process runtime: a local process stands in for the container, with the instance's environment
+        port = ssh_port_of(payload)
         env = {**os.environ, **{str(k): str(v) for k, v in (payload.get("env") or {}).items()},
-               "CARDMIX_IMAGE": payload.get("image", ""), "CARDMIX_SSH_PORT": str(payload.get("ssh_port") or "")}
+               "CARDMIX_IMAGE": payload.get("image", ""), "CARDMIX_SSH_PORT": str(port or "")}
         argv = shlex.split(self.args.process_command) if self.args.process_command else [
             sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
         replaced = self.stop_process(where) if (where / "pid").exists() else ""  # a retried prepare
+        if port:
+            replaced += self.free_process_port(port, where)
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=where)
         (where / "pid").write_text(str(proc.pid))
+        if port:
+            (where / "port").write_text(str(port))
         return (f"{replaced}{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
-                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {payload.get('ssh_port') or '-'})\n", 0,
-                {"pid": proc.pid, "ssh_port": payload.get("ssh_port")})
+                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {port or '-'})\n", 0,
+                {"pid": proc.pid, "ssh_port": port})
+
+    def docker_prepare(self, payload: dict, keys_file: Path):
+        """Start a group's container. Its meta's `ssh_port` is the port actually published (None: the host
+        network, or nothing started): the platform stores it as the SSH endpoint, and an agent that ignores
+        the port sends no such key."""
+        name, port = container_of(payload), ssh_port_of(payload)
+        meta = {"container": name, "ssh_port": None}
+        # A retried prepare replaces what an earlier attempt started (same name: a second run would conflict).
+        text, code = self.docker_rm(name)
+        if code != 0:
+            return text, code, meta
+        freed = ""
+        if port:
+            freed, code = self.docker_free_port(port, name)
+            if code != 0:
+                return freed, code, meta
+            error, code = self.docker_network_create(name, str(payload["instance_id"]))
+            if code != 0:
+                return freed + error, code, meta
+        text, code = run(self.docker_run_argv(payload, keys_file), timeout=self.args.prepare_timeout)
+        return freed + text, code, {**meta, "ssh_port": port if code == 0 else None}
 
     def docker_rm(self, name: str) -> tuple[str, int]:
         """`docker rm -f` a container; one that does not exist counts as removed."""
@@ -436,18 +466,104 @@ class Agent:
             return "", 0
         return text, code
 
+    def docker_free_port(self, port: int, name: str) -> tuple[str, int]:
+        """Remove every other container labelled with `port` (and its network and state). The platform gives
+        port BASE+k only to the group that holds card k, so another container still publishing it outlived its
+        release (a failed rm, a release the platform stopped waiting for) and would fail every prepare on that
+        card with "port is already allocated". → (what was removed, or why not; exit code)"""
+        text, code = run([self.args.docker, "ps", "-a", "--filter", f"label={PORT_LABEL}={port}",
+                          "--format", "{{.Names}}"], timeout=120)
+        if code != 0:
+            return f"docker ps failed (exit {code}): {text.strip()[-500:]}\n", code
+        lines = []
+        for stale in text.split():
+            if stale == name:
+                continue
+            removed, code = self.docker_remove(stale)
+            if code != 0:
+                return "".join(lines) + f"could not remove {stale}, still on port {port}: {removed}", code
+            shutil.rmtree(self.instance_dir(stale), ignore_errors=True)
+            log.warning("removed stale container %s: it still published port %s", stale, port)
+            lines.append(f"removed stale container {stale}: it still published port {port}\n")
+        return "".join(lines), 0
+
+    def docker_network_create(self, name: str, instance_id: str) -> tuple[str, int]:
+        """The container's own network, labelled for wipe; one left by an earlier attempt will do.
+        → ("" or why it failed, exit code)"""
+        text, code = run([self.args.docker, "network", "create", "--label", f"{INSTANCE_LABEL}={instance_id}", name],
+                         timeout=120)
+        if code == 0 or (code == 1 and "already exists" in text):
+            return "", 0
+        return text, code
+
+    def docker_network_rm(self, name: str) -> tuple[str, int]:
+        """`docker network rm` (after its container: a network in use stays); a missing one counts as removed
+        (a container on the host network has none)."""
+        text, code = run([self.args.docker, "network", "rm", name], timeout=120)
+        if code == 1 and re.search(r"No such network|network \S+ not found", text):
+            return "", 0
+        return text, code
+
+    def docker_remove(self, name: str) -> tuple[str, int]:
+        """Remove a container, then its network (one in use cannot go). → (docker's output: empty when the
+        container did not exist, exit code)."""
+        text, code = self.docker_rm(name)
+        if code == 0:
+            removed, code = self.docker_network_rm(name)
+            text = text if code == 0 else removed
+        return text, code
+
     def do_release(self, payload: dict):
         name = container_of(payload)
         where = self.instance_dir(name if payload.get("cards") else payload["instance_id"])
+        legacy_name, legacy_dirs = self.legacy_of(payload)
         if self.args.runtime == "docker":
-            text, code = self.docker_rm(name)
-            if code != 0:  # keep the state dir: the heartbeat still lists it, and a retry or wipe removes it
-                return text, code, {}
-            text = text or f"{name} removed\n"
+            text = ""
+            for container in filter(None, (name, legacy_name)):
+                removed, code = self.docker_remove(container)
+                if code != 0:  # keep the state: the heartbeat still lists it, and a retry or wipe removes it
+                    return text + removed, code, {}
+                if container == name:
+                    text += f"{name} removed\n"
+                elif removed:
+                    text += f"{container} removed (started without a group name, by an older agent or platform)\n"
         else:
             text, code = self.stop_process(where), 0
-        shutil.rmtree(where, ignore_errors=True)
+            for old in legacy_dirs:
+                if (old / "pid").exists():
+                    text += self.stop_process(old)
+        for gone in (where, *legacy_dirs):
+            shutil.rmtree(gone, ignore_errors=True)
         return text, code, {}
+
+    def legacy_of(self, payload: dict) -> tuple[str | None, list[Path]]:
+        """What a release by group name must also remove: the instance's container named `cardmix-<id>`.
+
+        Before 1.1.0 the agent (and still, for a platform that sends no name) ran one container per instance
+        under that name, its state in instances/<id> (this agent: instances/cardmix-<id>). After an upgrade
+        the platform releases it by its group's name; left alone, it would keep running on the freed cards.
+        Exact names only: never another instance's. → (container name or None, its state dirs that exist)
+        """
+        if not payload.get("cards") or not payload.get("name"):
+            return None, []  # bare metal, or a release by that very name
+        instance_id = str(payload["instance_id"])
+        legacy = f"cardmix-{instance_id}"
+        if legacy == container_of(payload):
+            return None, []
+        dirs = [self.instance_dir(legacy), self.instance_dir(instance_id)]
+        return legacy, [d for d in dirs if d.is_dir()]
+
+    def free_process_port(self, port: int, where: Path) -> str:
+        """Stop every other instance's process given `port` (the process runtime's docker_free_port)."""
+        lines = []
+        for other in self.state_dir.glob("instances/*/port"):
+            if other.parent == where or other.read_text().strip() != str(port):
+                continue
+            stopped = self.stop_process(other.parent).strip()
+            shutil.rmtree(other.parent, ignore_errors=True)
+            log.warning("stale %s still had port %s: %s", other.parent.name, port, stopped)
+            lines.append(f"stale {other.parent.name} still had port {port}: {stopped}\n")
+        return "".join(lines)
 
     def stop_process(self, where: Path) -> str:
         pid_file = where / "pid"
@@ -525,6 +641,10 @@ class Agent:
             lines.append(text.strip())
             worst = worst or code
             if code == 0:
+                text, code = self.docker_prune_networks()
+                lines.append(text.strip())
+                worst = worst or code
+            if code == 0:
                 for where in instances:
                     shutil.rmtree(where, ignore_errors=True)
         else:
@@ -566,6 +686,15 @@ class Agent:
         if code != 0:
             return f"docker rm failed (exit {code}): {text.strip()[-500:]}\n", code
         return f"removed {len(ids)} instance container(s)\n", 0
+
+    def docker_prune_networks(self) -> tuple[str, int]:
+        """Remove every network carrying the instance label (after the containers: one in use stays)."""
+        text, code = run([self.args.docker, "network", "prune", "-f", "--filter", f"label={INSTANCE_LABEL}"],
+                         timeout=120)
+        if code != 0:
+            return f"docker network prune failed (exit {code}): {text.strip()[-500:]}\n", code
+        pruned = text.partition("Deleted Networks:")[2].split()  # nothing printed when none was removed
+        return f"removed {len(pruned)} instance network(s)\n", 0
 
     # -- main --------------------------------------------------------------------------------------
 

@@ -1,11 +1,14 @@
 """The node agent itself (stdlib, loaded from agent/cardmix_agent.py): it survives malformed HTTP answers,
 delivers results (retrying what may pass, never a 4xx), never hangs past a timeout or holds a whole output
-in memory, keeps prepare retry-safe and never forgets a container it could not remove."""
+in memory, keeps prepare retry-safe and never forgets a container it could not remove; each container has
+its own network and port, a stale holder of that port is removed, and after an upgrade a release also
+removes what the previous version started. Docker runs against the fake CLI tests/hardware/bin/docker."""
 import importlib.util
 import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -292,6 +295,18 @@ def docker(tmp_path, monkeypatch):
         def containers(self):
             return json.loads(state.read_text()) if state.exists() else {}
 
+        def networks(self):
+            networks = state.parent / "networks.json"
+            return json.loads(networks.read_text()) if networks.exists() else {}
+
+        def calls(self):
+            log = state.parent / "calls.log"
+            return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+        def run(self, *argv):
+            """The fake CLI itself, e.g. to start something the agent did not."""
+            return subprocess.run([str(BIN / "docker"), *argv], capture_output=True, text=True, check=True).stdout
+
         def daemon(self, up: bool):
             down = state.parent / "daemon-down"
             down.unlink(missing_ok=True) if up else down.touch()
@@ -357,7 +372,8 @@ def _platform_payload(instance_id: str, cards: list[int]) -> dict:
 def test_docker_run_publishes_the_platform_port_on_a_network_of_its_own(tmp_path, docker):
     agent = docker_agent(tmp_path)
     argv = agent.docker_run_argv(_platform_payload("inst-1", [2, 3]), tmp_path / "keys")
-    assert argv[argv.index("--network") + 1] == "bridge" and argv.count("--network") == 1
+    # Its own network (named as the container), not the default bridge every container shares.
+    assert argv[argv.index("--network") + 1] == "cardmix-inst-1-2" and argv.count("--network") == 1
     assert argv[argv.index("-p") + 1] == "30002:22"
     assert argv[argv.index("--name") + 1] == "cardmix-inst-1-2"
     # A platform that sends no port (older) gets the host network it expects, and no published port.
@@ -381,9 +397,159 @@ def test_two_groups_of_one_instance_on_one_node_are_two_containers(tmp_path, doc
     assert agent.instances() == ["cardmix-inst-1-2"]
 
 
-def test_a_port_still_published_by_a_leftover_container_fails_the_prepare_loudly(tmp_path, docker):
+def test_a_container_that_outlived_its_release_no_longer_blocks_its_port(tmp_path, docker):
     agent = docker_agent(tmp_path)
-    assert agent.do_prepare(_platform_payload("inst-1", [0, 1]))[1] == 0
-    # Another tenant's group on the same first card while the first container was never removed.
+    assert agent.do_prepare(_platform_payload("inst-1", [0, 1]))[1] == 0  # its release never came through
+    assert agent.do_prepare(_platform_payload("inst-3", [4]))[1] == 0  # another port: stays
+    # The platform freed cards 0-1; the next group whose first card is 0 gets the same port. Before: "port is
+    # already allocated", on every attempt.
+    text, code, meta = agent.do_prepare(_platform_payload("inst-2", [0]))
+    assert code == 0, text
+    assert "cardmix-inst-1-0" in text and "30000" in text  # says what it removed, and why
+    running = {c["name"]: c["ports"] for c in docker.containers().values()}
+    assert running == {"cardmix-inst-2-0": ["30000"], "cardmix-inst-3-4": ["30004"]}
+    assert set(docker.networks()) == {"cardmix-inst-2-0", "cardmix-inst-3-4"}
+    assert agent.instances() == ["cardmix-inst-2-0", "cardmix-inst-3-4"]
+    assert agent.do_release(_release("inst-1", [0, 1]))[1] == 0  # a late release of the stale one: gone is fine
+    assert len(docker.containers()) == 2
+
+
+def test_a_port_held_by_a_container_the_agent_did_not_start_still_fails_the_prepare_loudly(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    docker.run("run", "-d", "--name", "operators-own", "-p", "30000:22", "some-image")  # no cardmix label
     text, code, _ = agent.do_prepare(_platform_payload("inst-2", [0]))
     assert code == 125 and "port is already allocated" in text
+    assert "operators-own" in [c["name"] for c in docker.containers().values()]
+
+
+def test_a_process_that_outlived_its_release_gives_its_port_up(tmp_path):
+    agent = make_agent(tmp_path)
+    stale = agent.do_prepare(_platform_payload("inst-1", [0, 1]))[2]["pid"]
+    other = agent.do_prepare(_platform_payload("inst-3", [4]))[2]["pid"]
+    assert (agent.state_dir / "instances" / "cardmix-inst-1-0" / "port").read_text() == "30000"
+    pids = [stale, other]
+    try:
+        text, code, meta = agent.do_prepare(_platform_payload("inst-2", [0]))
+        pids.append(meta.get("pid"))
+        assert code == 0 and f"process {stale} stopped" in text and "30000" in text, text
+        wait_for(lambda: not alive(stale), timeout=10, what="the stale process to end")
+        assert alive(meta["pid"]) and alive(other)
+        assert agent.instances() == ["cardmix-inst-2-0", "cardmix-inst-3-4"]
+    finally:
+        for pid in pids:
+            if pid and alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+# -- 10. after an upgrade, a release leaves nothing running on the cards it frees ---------------------------
+
+def _release(instance_id: str, cards: list[int]) -> dict:
+    """A release as the platform's agent driver sends it (the group's container name)."""
+    return {"instance_id": instance_id, "cards": cards, "name": f"cardmix-{instance_id}-{min(cards)}"}
+
+
+# This agent given a platform's payload without a name keeps it in instances/cardmix-<id>; an agent before
+# 1.1.0 kept it in instances/<id>. Both named the container cardmix-<id>.
+@pytest.mark.parametrize("kept_in", ["cardmix-inst-1", "inst-1"])
+def test_docker_release_after_an_upgrade_removes_the_container_started_without_a_name(tmp_path, docker, kept_in):
+    agent = docker_agent(tmp_path)
+    assert agent.do_prepare(PAYLOAD)[1] == 0  # the platform before the upgrade: no name, no port
+    assert agent.do_prepare({**PAYLOAD, "instance_id": "inst-2"})[1] == 0  # another tenant's, also legacy
+    assert agent.do_prepare(_platform_payload("inst-1", [2, 3]))[1] == 0  # the instance's other group, new style
+    instances = agent.state_dir / "instances"
+    (instances / "cardmix-inst-1").rename(instances / kept_in)
+    text, code, _ = agent.do_release(_release("inst-1", [0, 1]))  # before: "No such container" = success
+    assert code == 0, text
+    assert "cardmix-inst-1 " in text  # said what it removed
+    assert sorted(c["name"] for c in docker.containers().values()) == ["cardmix-inst-1-2", "cardmix-inst-2"]
+    assert agent.instances() == ["cardmix-inst-1-2", "cardmix-inst-2"]
+    assert agent.do_release(_release("inst-1", [0, 1]))[1] == 0  # a retried release: nothing left is fine
+
+
+@pytest.mark.parametrize("kept_in", ["cardmix-inst-1", "inst-1"])
+def test_process_release_after_an_upgrade_stops_the_process_started_without_a_name(tmp_path, kept_in):
+    agent = make_agent(tmp_path)
+    legacy = agent.do_prepare(PAYLOAD)[2]["pid"]
+    other = agent.do_prepare({**PAYLOAD, "instance_id": "inst-2"})[2]["pid"]
+    instances = agent.state_dir / "instances"
+    (instances / "cardmix-inst-1").rename(instances / kept_in)
+    try:
+        text, code, _ = agent.do_release(_release("inst-1", [0, 1]))
+        assert code == 0 and f"process {legacy} stopped" in text, text
+        wait_for(lambda: not alive(legacy), timeout=10, what="the process started without a name to end")
+        assert alive(other)  # another instance's legacy process is not touched
+        assert agent.instances() == ["cardmix-inst-2"]
+    finally:
+        for pid in (legacy, other):
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+# -- 11. tenants on one node do not share a network: each container has its own ------------------------------
+
+def test_each_container_gets_a_network_of_its_own_which_release_and_wipe_remove(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    docker.run("network", "create", "someone-elses")  # not the agent's: never removed
+    first, second = _platform_payload("inst-1", [0, 1]), _platform_payload("inst-2", [2, 3])
+    assert agent.do_prepare(first)[1] == 0
+    assert agent.do_prepare(second)[1] == 0
+    running = {c["name"]: c["network"] for c in docker.containers().values()}
+    assert running == {"cardmix-inst-1-0": "cardmix-inst-1-0", "cardmix-inst-2-2": "cardmix-inst-2-2"}
+    assert docker.networks() == {"someone-elses": {"labels": {}},
+                                 "cardmix-inst-1-0": {"labels": {"cardmix.instance": "inst-1"}},
+                                 "cardmix-inst-2-2": {"labels": {"cardmix.instance": "inst-2"}}}
+    calls = [c[:2] for c in docker.calls()]
+    assert calls.index(["network", "create"]) < calls.index(["run", "-d"])  # the network exists before the run
+
+    text, code, _ = agent.do_prepare(first)  # a retried prepare: the network from the first attempt will do
+    assert code == 0, text
+    assert set(docker.networks()) == {"someone-elses", "cardmix-inst-1-0", "cardmix-inst-2-2"}
+
+    text, code, _ = agent.do_release(_release("inst-1", [0, 1]))
+    assert code == 0, text
+    assert set(docker.networks()) == {"someone-elses", "cardmix-inst-2-2"}  # after its container, not before
+    assert agent.do_release(_release("inst-1", [0, 1]))[1] == 0  # a retry: a missing network is fine
+
+    assert agent.do_prepare(first)[1] == 0
+    text, code, _ = agent.do_wipe({"collective": "nccl"})
+    assert code == 0, text
+    assert "removed 2 instance container(s)" in text and "removed 2 instance network(s)" in text
+    assert docker.containers() == {} and set(docker.networks()) == {"someone-elses"}
+
+
+def test_a_platform_that_sends_no_port_gets_the_host_network_and_no_network_is_created(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    text, code, _ = agent.do_prepare(PAYLOAD)
+    assert code == 0, text
+    assert [c["network"] for c in docker.containers().values()] == ["host"]
+    assert docker.networks() == {} and not [c for c in docker.calls() if c[:2] == ["network", "create"]]
+    assert agent.do_release({"instance_id": "inst-1", "cards": [0, 1]})[1] == 0
+    assert docker.containers() == {}
+
+
+# -- 12. the prepare's meta says which port was published: the platform stores it as the SSH endpoint ---------
+
+def test_docker_prepare_meta_reports_the_port_actually_published(tmp_path, docker):
+    agent = docker_agent(tmp_path)
+    meta = agent.do_prepare({**_platform_payload("inst-1", [2, 3]), "ssh_port": "30002"})[2]
+    assert meta == {"container": "cardmix-inst-1-2", "ssh_port": 30002}
+    assert agent.do_prepare(PAYLOAD)[2] == {"container": "cardmix-inst-1", "ssh_port": None}  # the host network
+    docker.run("run", "-d", "--name", "operators-own", "-p", "30000:22", "some-image")
+    text, code, meta = agent.do_prepare(_platform_payload("inst-2", [0]))
+    assert code == 125 and meta == {"container": "cardmix-inst-2-0", "ssh_port": None}, text  # nothing published
+    docker.daemon(up=False)
+    text, code, meta = agent.do_prepare(_platform_payload("inst-3", [4]))
+    assert code != 0 and meta == {"container": "cardmix-inst-3-4", "ssh_port": None}, text
+
+
+def test_process_prepare_meta_reports_the_port_it_was_given(tmp_path):
+    agent = make_agent(tmp_path)
+    pids = []
+    try:
+        for payload, port in ((_platform_payload("inst-1", [2, 3]), 30002), (PAYLOAD, None)):
+            text, code, meta = agent.do_prepare(payload)
+            pids.append(meta["pid"])
+            assert code == 0 and meta["ssh_port"] == port and type(meta["ssh_port"]) is type(port), text
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
