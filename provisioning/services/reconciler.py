@@ -7,7 +7,8 @@ Under the advisory lock "reconciler" (a second beat does nothing) it
 - releases every card held by an instance that is not live;
 - closes every meter open for an instance that is not `running`, at the second it left running;
 - applies a monthly package's end to its instance when the package-end hook was lost (a crash between
-  billing's commit and the hook): a monthly instance whose latest period ended without renewing.
+  billing's commit and the hook): a monthly instance whose latest period ended without renewing;
+- queues a release for every container an agent still runs that no live group holds (orphans.py).
 """
 import logging
 from datetime import timedelta
@@ -28,6 +29,7 @@ from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
 from . import billing_port
 from .instances import instance_dispatch, step_deadline
+from .orphans import containers_orphaned_release
 from .sla import sla_dispatch
 from .steps import groups_release, placement_release_clean
 from .transitions import instance_transition
@@ -176,6 +178,7 @@ def reconcile() -> dict:
         stats["cards_released"] = cards_leaked_release()
         stats["meters_closed"] = meters_leaked_close()
         stats["package_ends"] = packages_ended_apply()
+        stats["containers_released"] = containers_orphaned_release()
     if any(stats.values()):
         logger.info("reconciler pass", extra=stats)
     return stats

@@ -138,7 +138,7 @@ def test_worker_killed_at_a_failpoint_then_reconciler_leaves_nothing_leaked(star
         meter.rate * meter.cards * whole_seconds(meter.opened_at, meter.closed_at) // 3600)
     assert leaks() == {"cards": [], "meters": []}
     assert reconcile() == {"resumed": 0, "failed": 0, "forced": 0, "cards_released": 0, "meters_closed": 0,
-                           "package_ends": 0}
+                           "package_ends": 0, "containers_released": 0}
     assert ledger_verify() == []
 
 

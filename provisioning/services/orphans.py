@@ -1,0 +1,67 @@
+"""Containers an agent still runs although no live node group holds them.
+
+A release that failed on the node (`docker rm` refused) or that the platform stopped waiting for (a dead
+agent) frees the cards anyway; the container keeps its GPUs and its SSH port. Agents list their containers
+in every heartbeat (`NodeCredential.facts["containers"]`, named `cardmix-<instance>-<first card>`), so the
+reconciler queues a release for each one no live group explains — again every ORPHAN_RETRY while the
+agent keeps listing it. Nobody waits on these commands: the next heartbeat shows what they did.
+"""
+import logging
+import re
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+
+from core.dbclock import db_now
+from hardware.models import AgentCommand, NodeCredential
+from hardware.services import agent_command_enqueue
+
+from ..models import NodeGroup
+
+logger = logging.getLogger("cardmix.provisioning")
+
+CONTAINER_NAME = re.compile(r"cardmix-(?P<instance>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+                            r"-(?P<card>\d{1,2})")
+ORPHAN_RETRY = timedelta(minutes=10)
+
+
+def _listed(facts) -> dict[str, tuple[uuid.UUID, int]]:
+    """{container name: (instance id, first card)} of the group containers in a heartbeat's facts."""
+    names = facts.get("containers") if isinstance(facts, dict) else None
+    found = {}
+    for name in names if isinstance(names, list) else []:
+        match = CONTAINER_NAME.fullmatch(str(name))
+        if match:
+            found[name] = (uuid.UUID(match["instance"]), int(match["card"]))
+    return found
+
+
+def containers_orphaned_release() -> int:
+    """Queue a release for every listed container without a live group; returns how many were queued."""
+    now = db_now()
+    fresh = now - timedelta(seconds=settings.AGENT_HEARTBEAT_TIMEOUT_SECONDS)
+    queued = 0
+    for node_id, facts in (NodeCredential.objects.filter(last_heartbeat_at__gte=fresh)
+                           .values_list("node_id", "facts")):
+        listed = _listed(facts)
+        if not listed:
+            continue
+        live = {(g.instance_id, min(g.card_indices)) for g in NodeGroup.objects.filter(
+            node_id=node_id, released_at__isnull=True, instance_id__in={i for i, _ in listed.values()})
+            .only("instance_id", "card_indices") if g.card_indices}
+        orphans = {name: where for name, where in listed.items() if where not in live}
+        if not orphans:
+            continue
+        recent = set(AgentCommand.objects.filter(node_id=node_id, kind="release", created_at__gte=now - ORPHAN_RETRY,
+                                                 payload__name__in=list(orphans))
+                     .values_list("payload__name", flat=True))
+        for name, (instance_id, card) in sorted(orphans.items()):
+            if name in recent:
+                continue
+            agent_command_enqueue(node_id=node_id, kind="release", timeout_s=settings.AGENT_COMMAND_TIMEOUT_SECONDS,
+                                  payload={"cards": [card], "instance_id": str(instance_id), "name": name})
+            logger.warning("reconciler: released a container no live group holds",
+                           extra={"node": str(node_id), "container": name})
+            queued += 1
+    return queued
