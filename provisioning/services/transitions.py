@@ -32,8 +32,9 @@ def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=
     current = instance.state
     if not can_transition(current, to):
         raise InvalidState(
-            f"An instance in state {current!r} cannot become {to!r}.",
-            details={"state": [current], "requested": [to]},
+            # str(): the values ('stopping'), not the enum members' reprs.
+            f"An instance in state '{str(current)}' cannot become '{str(to)}'.",
+            details={"state": [str(current)], "requested": [str(to)]},
         )
     now = db_now()
     if current == InstanceState.RUNNING and to != InstanceState.RUNNING:

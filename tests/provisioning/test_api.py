@@ -228,6 +228,9 @@ def test_stop_of_a_stopped_instance_is_409(client, owner):
     inst = InstanceFactory(organization=owner.organization, state="stopped")
     r = client.post(f"{URL}{inst.pk}/stop/")
     assert r.status_code == 409 and r.json()["error"]["code"] == "invalid_state"
+    # The states by their API values, not the enum's repr ("InstanceState.STOPPING").
+    assert r.json()["error"]["message"] == "An instance in state 'stopped' cannot become 'stopping'."
+    assert r.json()["error"]["details"] == {"state": ["stopped"], "requested": ["stopping"]}
 
 
 # --- quotes ----------------------------------------------------------------------------------------
