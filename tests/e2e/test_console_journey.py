@@ -164,7 +164,13 @@ def test_without_javascript_create_stop_terminate(e2e_env, live_server, start_wo
     page.click("button[data-action=stop]")
     reload_until("stopped")
     shot("stopped")
-    page.click("button[data-action=terminate]")
+    detail = page.url
+    page.click("button[data-action=terminate]")  # without JavaScript: a page that asks first
+    page.wait_for_selector("#confirm-submit")
+    assert Instance.objects.get(pk=detail.rstrip("/").rsplit("/", 1)[-1]).state == "stopped"  # asking did nothing
+    shot("confirm")
+    page.click("#confirm-submit")
+    page.wait_for_url(detail)
     reload_until("terminated")
     shot("terminated")
     iid = page.url.rstrip("/").rsplit("/", 1)[-1]

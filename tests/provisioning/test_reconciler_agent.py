@@ -8,7 +8,12 @@ import pytest
 
 from core.dbclock import db_now
 from hardware.models import AgentCommand, NodeCredential
-from hardware.services import agent_command_complete, agent_commands_claim, node_token_issue
+from hardware.services import (
+    agent_command_complete,
+    agent_command_enqueue,
+    agent_commands_claim,
+    node_token_issue,
+)
 from inventory.models import CardAllocation, Node
 from provisioning.models import Instance, NodeGroup
 from provisioning.services.reconciler import reconcile
@@ -28,10 +33,15 @@ def test_the_reconcilers_release_reaches_the_agent(client, settings):
     r = client.post("/api/v1/instances/", container_body("h100-sxm-80g", 4), format="json")
     assert r.status_code == 201, r.json()
     iid = r.json()["id"]
-    # The worker died inside the prepare (its start is written before the call); the redelivery is used up.
-    NodeGroup.objects.filter(instance_id=iid).update(prepare_started_at=db_now())
-    Instance.objects.filter(pk=iid).update(step_retries=1, step_deadline=db_now() - timedelta(hours=1))
+    # The worker died inside the prepare after the agent took it (a container may be starting); the
+    # redelivery is used up.
+    group = NodeGroup.objects.get(instance_id=iid)
+    agent_command_enqueue(node_id=node.pk, kind="prepare", timeout_s=60, payload={
+        "kind": "container", "cards": group.card_indices, "instance_id": iid, "name": f"cardmix-{iid}-0"})
     cred = NodeCredential.objects.get(node=node)
+    assert [c.kind for c in agent_commands_claim(credential=cred)] == ["prepare"]
+    NodeGroup.objects.filter(pk=group.pk).update(prepare_started_at=db_now())
+    Instance.objects.filter(pk=iid).update(step_retries=1, step_deadline=db_now() - timedelta(hours=1))
     seen = []
 
     def agent_polls():  # the node's agent, on its own connection, answering what it is given
