@@ -40,3 +40,21 @@ def test_production_passes_check_deploy():
 def test_openapi_schema_validates():
     result = _manage("spectacular", "--validate", "--fail-on-warn", "--file", os.devnull, env_extra={})
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_filesystem_broker_keeps_every_folder_under_var(tmp_path):
+    """`make run`'s broker (no REDIS_URL) writes only under CARDMIX_VAR_DIR/broker, whatever the cwd:
+    kombu's exchange tables default to ./control, which once landed in the repository root."""
+    var, cwd = tmp_path / "var", tmp_path / "cwd"
+    cwd.mkdir()
+    script = ("import django; django.setup(); from config.celery import app; "
+              "app.send_task('core.worker_heartbeat'); print('sent')")
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env.update({"CARDMIX_VAR_DIR": str(var), "REDIS_URL": "", "PYTHONPATH": str(ROOT),
+                "DJANGO_SETTINGS_MODULE": "config.settings"})
+    result = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and "sent" in result.stdout, result.stdout + result.stderr
+    assert list(cwd.iterdir()) == []
+    assert any((var / "broker" / "control").glob("*.exchange"))
+    assert any((var / "broker" / "in").iterdir())
