@@ -35,11 +35,25 @@ def error_body(code: str, message: str, details=None) -> dict:
 
 
 def _validation_details(detail) -> dict:
-    if isinstance(detail, dict):
-        return {k: [str(m) for m in (v if isinstance(v, list) else [v])] for k, v in detail.items()}
-    if isinstance(detail, list):
-        return {"non_field_errors": [str(m) for m in detail]}
-    return {"non_field_errors": [str(detail)]}
+    """{field: [messages]}; a nested serializer's errors get dotted paths (`items.0.count`), so a
+    client reads the field and the message, never the repr of DRF's nested error structure."""
+    out: dict[str, list[str]] = {}
+
+    def walk(path: str, node) -> None:
+        if isinstance(node, dict):
+            for key, sub in node.items():
+                walk(f"{path}.{key}" if path else str(key), sub)
+        elif isinstance(node, list):
+            for i, sub in enumerate(node):
+                if isinstance(sub, (dict, list)):
+                    walk(f"{path}.{i}" if path else str(i), sub)  # many=True: one entry per element
+                else:
+                    out.setdefault(path or "non_field_errors", []).append(str(sub))
+        else:
+            out.setdefault(path or "non_field_errors", []).append(str(node))
+
+    walk("", detail)
+    return out
 
 
 def api_exception_handler(exc, context):

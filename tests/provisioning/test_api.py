@@ -149,8 +149,28 @@ def test_create_validation_errors(client, patch, field):
     r = client.post(URL, body, format="json")
     assert r.status_code == 400, r.json()
     error = r.json()["error"]
-    assert error["code"] == "validation_error" and field in error["details"], error
+    assert error["code"] == "validation_error", error
+    assert any(key == field or key.startswith(f"{field}.") for key in error["details"]), error
     assert not Instance.objects.exists()
+
+
+def test_nested_errors_name_the_field_by_its_path(owner):
+    """An item's or a policy's field error is {"items.0.count": [message]}: plain strings, never the repr
+    of DRF's nested error structure (was: "{0: {'count': [ErrorDetail(string=…)]}}")."""
+    make_fleet(h100=1)
+    client = bearer(owner)
+    r = client.post(URL, {**container_body("h100-sxm-80g", 2), "name": "",
+                          "items": [{"accelerator": "h100-sxm-80g", "count": 1},
+                                    {"accelerator": "h100-sxm-80g", "count": -2}]}, format="json")
+    details = r.json()["error"]["details"]
+    assert r.status_code == 400 and set(details) == {"name", "items.1.count"}, details
+    assert details["items.1.count"] == ["Ensure this value is greater than or equal to 1."]
+    r = client.post("/api/v1/quotes/", {"kind": "container", "image": "pytorch-2.3-cuda12.3",
+                                        "policy": {"total_cards": "many", "compatible_vendors": ["nvidia"]}},
+                    format="json")
+    details = r.json()["error"]["details"]
+    assert r.status_code == 400 and list(details) == ["policy.total_cards"], details
+    assert all(isinstance(m, str) and "ErrorDetail" not in m for ms in details.values() for m in ms)
 
 
 def test_bare_metal_must_take_whole_nodes(client):
