@@ -100,11 +100,13 @@ def _peek(scope: dict) -> IdempotencyRecord:
     return existing
 
 
-def idempotent(redact: tuple[str, ...] = ()):
+def idempotent(redact: tuple[str, ...] = (), atomic: bool = True):
     """Decorate a DRF view method (self, request, ...) that creates something.
 
     `redact` names response fields stored as null (secrets are never stored: a replayed token
-    creation answers `"token": null`).
+    creation answers `"token": null`). `atomic=False` for a view that calls another service over the
+    network (Stripe): it commits its own rows before the call, so it must not run inside one transaction
+    with the stored response; a request killed after such a call leaves a record the retry takes over.
     """
 
     def decorator(view_method):
@@ -130,14 +132,15 @@ def idempotent(redact: tuple[str, ...] = ()):
                 else:
                     record, created = _claim(scope, body_hash, owner_gone=bool(held))
                 return _respond(record, created, body_hash, redact,
-                                lambda: view_method(self, request, *args, **kwargs))
+                                lambda: view_method(self, request, *args, **kwargs), atomic=atomic)
 
         return wrapper
 
     return decorator
 
 
-def _respond(record: IdempotencyRecord, created: bool, body_hash: str, redact: tuple[str, ...], run_view):
+def _respond(record: IdempotencyRecord, created: bool, body_hash: str, redact: tuple[str, ...], run_view, *,
+             atomic: bool = True):
     """Replay or refuse for an existing record; else run the view and store its response."""
     if not created:
         if record.body_hash != body_hash:
@@ -150,7 +153,7 @@ def _respond(record: IdempotencyRecord, created: bool, body_hash: str, redact: t
     try:
         # What the view writes and the stored response commit together: a request killed before the commit
         # leaves neither (a retry takes the key over and creates once), one killed after leaves both.
-        with transaction.atomic():
+        with transaction.atomic() if atomic else contextlib.nullcontext():
             response = run_view()
             if response.status_code >= 500:
                 raise _Discard(response)

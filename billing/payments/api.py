@@ -54,7 +54,7 @@ class TopUpListCreateView(generics.ListAPIView):
         return topup_list(org=self.request.org)
 
     @extend_schema(request=TopUpCreateSerializer, responses={201: TopUpSerializer})
-    @idempotent()
+    @idempotent(atomic=False)  # topup_create commits its row before calling Stripe
     def post(self, request):
         data = TopUpCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -113,7 +113,7 @@ class InvoicePayView(APIView):
     permission_classes = [require(read="read_billing", write="billing")]
 
     @extend_schema(request=None, responses={201: OpenApiTypes.OBJECT})
-    @idempotent()
+    @idempotent(atomic=False)  # a top-up: its row commits before Stripe is called (topup_create)
     def post(self, request, id):
         from ..payments.api import TopUpSerializer
 

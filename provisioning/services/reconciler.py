@@ -22,6 +22,7 @@ from inventory.choices import HolderKind
 from inventory.models import CardAllocation
 from inventory.services import cards_release
 from tenancy.audit import audit_record
+from tenancy.models import Organization
 
 from ..choices import HOLDING_STATES
 from ..choices import InstanceState as S
@@ -59,7 +60,11 @@ def _release(instance_id) -> None:
 
 def instance_unstick(*, instance_id) -> str | None:
     """Act on one instance past its step deadline: "resumed", "failed", "forced", or None (not stuck)."""
+    org_id = Instance.objects.filter(pk=instance_id).values_list("organization_id", flat=True).first()
     with transaction.atomic():
+        # Organization, then instance, as instance_start locks them: a start waiting here cannot deadlock
+        # with the card release below.
+        Organization.objects.select_for_update().filter(pk=org_id).first()
         instance = instance_lock(instance_id=instance_id)
         now = db_now()
         state = instance.state
@@ -85,11 +90,13 @@ def instance_unstick(*, instance_id) -> str | None:
             outcome = "forced"
         audit_record(action=f"instance.reconcile_{outcome}", org=instance.organization, target=instance,
                      details={"state": state})
+        if outcome == "forced":
+            # Still under the instance's lock: a start right after the commit must find these cards freed,
+            # or they would be freed with the placement it makes.
+            placement_release_clean(instance=instance)
     if outcome == "failed":
         _release(instance_id)
         sla_dispatch(instance_id)
-    else:
-        placement_release_clean(instance=Instance.objects.get(pk=instance_id))
     return outcome
 
 
