@@ -15,6 +15,7 @@ from . import hooks
 from .audit import audit_record
 from .choices import Role
 from .credentials import ssh_key_add, ssh_key_delete, token_create, token_revoke  # noqa: F401 (re-exported)
+from .lock_objects import organization_lock
 from .middleware import SESSION_ORG_KEY
 from .models import ApiToken, Membership, Organization, TrialClaim, User, normalize_email
 from .permissions import role_can
@@ -153,7 +154,7 @@ def organization_quota_set(*, org: Organization, card_quota: int, actor=None, re
     if card_quota < 0:
         raise ValidationFailed("The quota cannot be negative.", details={"card_quota": ["Must be ≥ 0."]})
     with transaction.atomic():
-        org = Organization.objects.select_for_update().get(pk=org.pk)
+        org = organization_lock(org.pk)
         old = org.card_quota
         org.card_quota = card_quota
         org.save(update_fields=["card_quota"])
@@ -178,7 +179,7 @@ def _check_manager(actor_membership: Membership, *, target_role: str | None = No
 
 def _lock_org(org_id) -> Organization:
     # Serialises member changes in one organization, so two owners cannot demote each other at once.
-    return Organization.objects.select_for_update().get(pk=org_id)
+    return organization_lock(org_id)
 
 
 def _owner_count(org_id) -> int:

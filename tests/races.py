@@ -56,3 +56,13 @@ def race_with_operator_quarantine(node, action) -> list:
     release.set()
     op.result()
     return [worker.result()]
+
+
+def assert_organization_not_row_locked(queries) -> None:
+    """No statement of `queries` (a CaptureQueriesContext) takes FOR UPDATE on the organization's row: that
+    blocks every insert referencing it (audit events, instances) meanwhile. select_related rows are locked too
+    unless the lock says `of=("self",)`; the organization's own lock is FOR NO KEY UPDATE (lock_objects.py)."""
+    for query in queries.captured_queries:
+        sql = query["sql"]
+        if " FOR UPDATE" in sql and '"tenancy_organization"' in sql:
+            assert " FOR UPDATE OF " in sql and '"tenancy_organization"' not in sql.split(" FOR UPDATE OF ")[1], sql

@@ -79,7 +79,7 @@ def topup_refund(*, topup_id, amount_fen: int, actor=None, request=None) -> TopU
     if not isinstance(amount_fen, int) or isinstance(amount_fen, bool) or amount_fen <= 0:
         raise ValidationFailed("The refund amount must be positive.", details={"amount": ["Must be > 0 fen."]})
     with transaction.atomic():
-        topup = TopUp.objects.select_for_update().select_related("organization").get(pk=topup_id)
+        topup = TopUp.objects.select_for_update(of=("self",)).select_related("organization").get(pk=topup_id)
         if topup.credited_at is None or not topup.stripe_payment_intent_id:
             raise InvalidState("Only a top-up whose payment succeeded can be refunded.")
         remaining = topup.refundable_fen

@@ -43,7 +43,7 @@ def sponsorship_submit(*, org, user=None, title: str, abstract: str, accelerator
 
 
 def _lock(proposal_id) -> SponsorshipProposal:
-    proposal = (SponsorshipProposal.objects.select_for_update().select_related("organization")
+    proposal = (SponsorshipProposal.objects.select_for_update(of=("self",)).select_related("organization")
                 .filter(pk=proposal_id).first())
     if proposal is None:
         raise NotFoundError("Proposal not found.")

@@ -7,6 +7,7 @@ from django.db import transaction
 from core.dbclock import db_now
 from core.errors import InsufficientCapacity, QuotaExceeded, ValidationFailed
 from tenancy.audit import audit_record
+from tenancy.lock_objects import organization_lock
 from tenancy.models import Organization, SshKey
 
 from ..choices import InstanceState as S
@@ -102,7 +103,7 @@ def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, 
     cards = sum(it.count for it in spec.items) if spec.items else spec.policy.total_cards
     with transaction.atomic():
         # One create at a time per organization, so two requests cannot both pass the quota.
-        org = Organization.objects.select_for_update().get(pk=org.pk)
+        org = organization_lock(org.pk)
         _quota_check(org, cards)
         if estimate:
             billing_port.funds_check(org=org, price_per_hour=estimate, billing=spec.billing)
@@ -156,7 +157,7 @@ def instance_stop(*, org: Organization, instance_id, actor, request=None) -> Ins
 def instance_start(*, org: Organization, instance_id, actor, request=None) -> Instance:
     """stopped → starting → placed again at today's rates (provisioning), waitlisted, or 409 when sold out."""
     with transaction.atomic():
-        org = Organization.objects.select_for_update().get(pk=org.pk)
+        org = organization_lock(org.pk)
         instance = instance_lock(instance_id=instance_id, org=org)
         # Settle the previous window before its breach id is replaced: the beat may not have seen it
         # yet (stopped and started within a minute), and afterwards nothing would (sla.py: once per id).

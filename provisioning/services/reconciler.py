@@ -22,7 +22,7 @@ from inventory.choices import HolderKind
 from inventory.models import CardAllocation
 from inventory.services import cards_release
 from tenancy.audit import audit_record
-from tenancy.models import Organization
+from tenancy.lock_objects import organization_lock
 
 from ..choices import HOLDING_STATES
 from ..choices import InstanceState as S
@@ -64,7 +64,8 @@ def instance_unstick(*, instance_id) -> str | None:
     with transaction.atomic():
         # Organization, then instance, as instance_start locks them: a start waiting here cannot deadlock
         # with the card release below.
-        Organization.objects.select_for_update().filter(pk=org_id).first()
+        if org_id is not None:
+            organization_lock(org_id)
         instance = instance_lock(instance_id=instance_id)
         now = db_now()
         state = instance.state

@@ -8,7 +8,7 @@ from django.db import transaction
 from core.dbclock import db_now
 from core.errors import ServiceError
 from core.locks import try_advisory_xact_lock
-from tenancy.models import Organization
+from tenancy.lock_objects import organization_lock
 
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
@@ -43,11 +43,14 @@ def _locked_items(instance: Instance, placed, catalog) -> list[dict]:
 def _wake_one(instance_id) -> str:
     """Place one waitlisted instance if it fits now: WOKEN (now provisioning), NO_CAPACITY, or SKIPPED
     (gone from the queue, or this organization's quota or funds do not allow it now)."""
+    org_id = Instance.objects.filter(pk=instance_id).values_list("organization_id", flat=True).first()
+    if org_id is None:
+        return SKIPPED
     with transaction.atomic():
+        org = organization_lock(org_id)  # before the instance, as a start locks them
         instance = instance_lock(instance_id=instance_id)
         if instance.state != S.WAITLISTED:
             return SKIPPED
-        org = Organization.objects.select_for_update().get(pk=instance.organization_id)
         catalog = placement_catalog(billing=instance.billing)
         spec = placement_spec_again(instance, catalog)
         cards = instance.card_total or (instance.policy or {}).get("total_cards", 0)

@@ -3,6 +3,8 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from billing.choices import AccountKind, TransferCode
 from billing.credits import cash_credit, credit_limit_set
@@ -25,6 +27,7 @@ from tests.factories.billing import fund
 from tests.factories.billing_products import posted_at
 from tests.factories.inventory import accelerator
 from tests.factories.tenancy import OrganizationFactory, UserFactory
+from tests.races import assert_organization_not_row_locked
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
@@ -39,7 +42,9 @@ def test_approve_twice_grants_once_at_list_price():
     org, staff = OrganizationFactory(), UserFactory(is_staff=True)
     proposal = _proposal(org, hours=10)
     price, _ = current_price("h100-sxm-80g")
-    sponsorship_approve(proposal_id=proposal.pk, actor=staff, note="Good science")
+    with CaptureQueriesContext(connection) as queries:
+        sponsorship_approve(proposal_id=proposal.pk, actor=staff, note="Good science")
+    assert_organization_not_row_locked(queries)
     again = sponsorship_approve(proposal_id=proposal.pk, actor=staff, note="again")
     transfers = list(Transfer.objects.filter(code=TransferCode.GRANT))
     assert len(transfers) == 1 and transfers[0].key == f"grant:{proposal.pk}" and transfers[0].amount == 10 * price

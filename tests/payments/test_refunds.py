@@ -6,6 +6,8 @@ import time
 
 import pytest
 import stripe
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from billing.models import Transfer
 from billing.models_payments import TopUp, TopUpState
@@ -16,6 +18,7 @@ from billing.services import cash_debit
 from core.errors import ValidationFailed
 from tests.factories.tenancy import UserFactory
 from tests.payments.conftest import pay, post_raw, sign, wait_for
+from tests.races import assert_organization_not_row_locked
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
@@ -60,8 +63,9 @@ def test_partial_refund_debits_exactly_that_part_once(stripe_env, webhook_to_liv
     assert topup.stripe_charge_id.startswith("ch_") and cash_balance(org=org) == 100_000_000
 
     # Above what was captured: refused, nothing sent to Stripe.
-    with pytest.raises(ValidationFailed):
+    with pytest.raises(ValidationFailed), CaptureQueriesContext(connection) as queries:
         topup_refund(topup_id=topup.pk, amount_fen=10001)
+    assert_organization_not_row_locked(queries)  # the lock is held across the Stripe call
     page = _admin_refund(staff_client, topup, "100.01")
     assert "Refund refused" in page.content.decode()
     assert _stripe_refunded(topup) == 0
