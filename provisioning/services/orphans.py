@@ -12,10 +12,12 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 
 from core.dbclock import db_now
 from hardware.models import AgentCommand, NodeCredential
 from hardware.services import agent_command_enqueue
+from inventory.models import Card
 
 from ..models import NodeGroup
 
@@ -47,9 +49,7 @@ def containers_orphaned_release() -> int:
         listed = _listed(facts)
         if not listed:
             continue
-        live = {(g.instance_id, min(g.card_indices)) for g in NodeGroup.objects.filter(
-            node_id=node_id, released_at__isnull=True, instance_id__in={i for i, _ in listed.values()})
-            .only("instance_id", "card_indices") if g.card_indices}
+        live = _live_first_cards(node_id, [i for i, _ in listed.values()])
         orphans = {name: where for name, where in listed.items() if where not in live}
         if not orphans:
             continue
@@ -57,11 +57,28 @@ def containers_orphaned_release() -> int:
                                                  payload__name__in=list(orphans))
                      .values_list("payload__name", flat=True))
         for name, (instance_id, card) in sorted(orphans.items()):
-            if name in recent:
-                continue
-            agent_command_enqueue(node_id=node_id, kind="release", timeout_s=settings.AGENT_COMMAND_TIMEOUT_SECONDS,
-                                  payload={"cards": [card], "instance_id": str(instance_id), "name": name})
-            logger.warning("reconciler: released a container no live group holds",
-                           extra={"node": str(node_id), "container": name})
-            queued += 1
+            if name not in recent and _release_if_still_orphaned(node_id, name, instance_id, card):
+                queued += 1
     return queued
+
+
+def _live_first_cards(node_id, instance_ids) -> set[tuple[uuid.UUID, int]]:
+    return {(g.instance_id, min(g.card_indices)) for g in NodeGroup.objects.filter(
+        node_id=node_id, released_at__isnull=True, instance_id__in=set(instance_ids))
+        .only("instance_id", "card_indices") if g.card_indices}
+
+
+def _release_if_still_orphaned(node_id, name: str, instance_id: uuid.UUID, card: int) -> bool:
+    """Queue the release under the row lock of the container's first card. A claim locks its cards before it
+    creates a group, so a start placing the instance on this card again either committed (its group is seen
+    here: nothing queued) or waits, and its prepare is queued after this release: the agent, which runs
+    commands oldest first, never removes the new container that has this name."""
+    with transaction.atomic():
+        Card.objects.select_for_update(of=("self",)).filter(node_id=node_id, index=card).first()
+        if (instance_id, card) in _live_first_cards(node_id, [instance_id]):
+            return False
+        agent_command_enqueue(node_id=node_id, kind="release", timeout_s=settings.AGENT_COMMAND_TIMEOUT_SECONDS,
+                              payload={"cards": [card], "instance_id": str(instance_id), "name": name})
+    logger.warning("reconciler: released a container no live group holds",
+                   extra={"node": str(node_id), "container": name})
+    return True
