@@ -201,3 +201,15 @@ def test_zone_picker_lists_zones_with_free_cards_and_pins_the_placement(web, own
     assert refused.status_code == 409 and Instance.objects.filter(organization=owner.organization).count() == 1
     bad = web.post("/instances/new/", {**H100_2, "zone": "zone-mars"})
     assert bad.status_code == 200 and "Select a valid choice" in bad.content.decode()
+
+
+@pytest.mark.parametrize("state, says", [
+    ("stopped", "Start it to connect again"),
+    ("terminated", "nothing to connect to any more"),
+    ("failed", "nothing to connect to"),
+])
+def test_connect_says_why_there_is_no_ssh_command_once_the_cards_are_gone(web, owner, state, says):
+    # A stopped or terminated instance used to promise "SSH commands appear once cards are placed".
+    inst = InstanceFactory(organization=owner.organization, state=state, name="gone")
+    page = web.get(f"/instances/{inst.pk}/").content.decode()
+    assert 'id="ssh-none"' in page and says in page and "appear once cards are placed" not in page
