@@ -213,3 +213,20 @@ def test_connect_says_why_there_is_no_ssh_command_once_the_cards_are_gone(web, o
     inst = InstanceFactory(organization=owner.organization, state=state, name="gone")
     page = web.get(f"/instances/{inst.pk}/").content.decode()
     assert 'id="ssh-none"' in page and says in page and "appear once cards are placed" not in page
+
+
+def test_create_form_ticks_the_users_ssh_keys_so_the_instance_can_be_logged_into(web, owner):
+    from tenancy.services import ssh_key_add
+    from tests.factories.tenancy import ed25519_public_key
+
+    keys = [ssh_key_add(user=owner.user, name=f"k{i}", public_key=ed25519_public_key(f"k{i}")) for i in range(2)]
+    page = web.get("/instances/new/").content.decode()
+    for key in keys:
+        assert re.search(rf'<input type="checkbox" name="ssh_key_ids" value="{key.pk}"[^>]* checked', page)
+    # Unticking one is kept: a no-JavaScript price update does not tick it again.
+    page = web.post("/instances/new/", {**H100_2, "preview": "1", "ssh_key_ids": [str(keys[0].pk)]}).content.decode()
+    assert re.search(rf'value="{keys[0].pk}"[^>]* checked', page)
+    assert not re.search(rf'value="{keys[1].pk}"[^>]* checked', page)
+    r = web.post("/instances/new/", {**H100_2, "ssh_key_ids": [str(k.pk) for k in keys]})
+    assert r.status_code == 302
+    assert Instance.objects.get(organization=owner.organization).ssh_key_ids == [str(k.pk) for k in keys]
