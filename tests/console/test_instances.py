@@ -230,3 +230,16 @@ def test_create_form_ticks_the_users_ssh_keys_so_the_instance_can_be_logged_into
     r = web.post("/instances/new/", {**H100_2, "ssh_key_ids": [str(k.pk) for k in keys]})
     assert r.status_code == 302
     assert Instance.objects.get(organization=owner.organization).ssh_key_ids == [str(k.pk) for k in keys]
+
+
+def test_quote_warns_about_the_card_quota_instead_of_saying_available_now(web, owner):
+    owner.organization.card_quota = 1
+    owner.organization.save(update_fields=["card_quota"])
+    page = web.post("/instances/quote/", H100_2, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="quote-quota"' in page and 'id="quote-available"' not in page
+    assert "this needs 2 cards, and 0 of your organization&#x27;s 1 are in use" in page
+    page = web.post("/instances/quote/", {**H100_2, "count": "1"}, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="quote-available"' in page and 'id="quote-quota"' not in page
+    # The no-JavaScript form shows the same warning with the price.
+    page = web.post("/instances/new/", {**H100_2, "preview": "1"}).content.decode()
+    assert 'id="quote-quota"' in page
