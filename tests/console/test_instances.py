@@ -243,3 +243,13 @@ def test_quote_warns_about_the_card_quota_instead_of_saying_available_now(web, o
     # The no-JavaScript form shows the same warning with the price.
     page = web.post("/instances/new/", {**H100_2, "preview": "1"}).content.decode()
     assert 'id="quote-quota"' in page
+
+
+def test_insufficient_funds_names_amounts_in_yuan_not_api_decimals(member_factory, fleet):
+    poor = member_factory(role="owner")
+    page = login_client(poor).post("/instances/new/", H100_2).content.decode()
+    # The service's "0.000000 CNY … (0.166667 h at 3.800000 CNY/h)" is for API callers.
+    assert "Available funds ¥0.00 do not cover ¥0.63 (10 min at ¥3.80/h). Top up first." in page
+    assert " CNY" not in page.split('id="form-errors"')[1].split("</div>")[0]
+    monthly = login_client(poor).post("/instances/new/", {**H100_2, "billing": "monthly"}).content.decode()
+    assert "(720 h at ¥2.47/h)" in monthly and "¥1,778.40" in monthly
