@@ -18,6 +18,7 @@ def test_an_invalid_count_replaces_the_quote_with_what_to_fix(e2e_env, live_serv
     page.select_option("#id_accelerator", "h100-sxm-80g")
     page.fill("#id_count", "4")
     page.wait_for_selector("#quote-price[data-ucny='7600000']")
+    _assert_quote_fits(page)
     # htmx sends nothing for an invalid form: the ¥7.60 quote for 4 cards stayed next to "-3".
     page.fill("#id_count", "-3")
     page.wait_for_selector("#quote-error")
@@ -27,3 +28,10 @@ def test_an_invalid_count_replaces_the_quote_with_what_to_fix(e2e_env, live_serv
     page.fill("#id_count", "2")  # valid again: the live quote comes back
     page.wait_for_selector("#quote-price[data-ucny='3800000']")
     assert page.query_selector("#quote-error") is None
+
+
+def _assert_quote_fits(page):
+    """The mix's rows (a card name that does not wrap, its subtotal) stay inside the price card."""
+    card = page.locator(".create-side .card").bounding_box()
+    mix = page.locator("#quote-mix").bounding_box()
+    assert mix["x"] + mix["width"] <= card["x"] + card["width"], "the quote's mix runs out of its card"
