@@ -90,6 +90,8 @@ class InstanceCreateForm(forms.Form):
         self.fields["compatible_vendors"].choices = [(v, VENDOR_LABELS.get(v, v)) for v in catalog.vendors]
         self.fields["zone"].choices = catalog.zone_choices()
         self.fields["ssh_key_ids"].choices = [(str(k.pk), f"{k.name} ({k.fingerprint})") for k in ssh_keys]
+        # Every key ticked to start with (untick to leave one out): an instance with none cannot be logged into.
+        self.fields["ssh_key_ids"].initial = [value for value, _ in self.fields["ssh_key_ids"].choices]
         if catalog.accelerators:
             self.fields["accelerator"].initial = catalog.accelerators[0].slug
         self.image_fields = []

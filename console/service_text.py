@@ -5,21 +5,33 @@ prefixes, lowercase starts, catalog, vendor and kind slugs, request-syntax hints
 here, on display only; the API's messages and codes stay as they are."""
 import re
 
+from core.money import format_fen, parse_cny
 from provisioning.choices import InstanceState
 
 from .catalog_names import VENDOR_NAMES, named
+from .templatetags.cardmix import rate
 
 ITEM_PREFIX = re.compile(r"^item (\d+): ")
 REQUEST_SYNTAX = re.compile(r"\s*\([^()]*\{[^()]*\}[^()]*\)")  # '(hybrid: images: {"nvidia": …})'
 SLUG_WORDS = {**VENDOR_NAMES, "bare_metal": "bare metal"}
 SLUG_WORD = re.compile(rf"(?<![\w-])({'|'.join(map(re.escape, SLUG_WORDS))})(?![\w-])")
 DONE = {"stop": "stopped", "start": "started", "terminate": "terminated"}
+FRACTION_HOURS = re.compile(r"\((0\.\d+) h at ")  # funds_check's "(0.166667 h at …)": its minutes
+CNY_AMOUNT = re.compile(r"(?<![\w.])(-?\d+\.\d{6}) CNY(/h)?")  # the API's "506.506229 CNY", "35.360000 CNY/h"
+
+
+def _money(m) -> str:
+    """An API money string as the console shows money: "¥506.51", a rate exact as "¥35.36/h"."""
+    ucny = parse_cny(m.group(1), allow_negative=True)
+    return f"{rate(ucny)}/h" if m.group(2) else format_fen(ucny)
 
 
 def for_people(text, *, items: int = 1) -> str:
     """One service message as a sentence: "Item 2: Bare metal Huawei Ascend 910B takes whole nodes: …." with
-    `items` > 1 (1-based, as the form counts), no prefix for a single item; names for slugs; a capital and a stop."""
-    text = REQUEST_SYNTAX.sub("", str(text))
+    `items` > 1 (1-based, as the form counts), no prefix for a single item; names for slugs; money as "¥506.51";
+    a capital and a stop."""
+    text = CNY_AMOUNT.sub(_money, REQUEST_SYNTAX.sub("", str(text)))
+    text = FRACTION_HOURS.sub(lambda m: f"({round(float(m.group(1)) * 60)} min at ", text)
     prefix = ""
     if m := ITEM_PREFIX.match(text):
         text = text[m.end():]

@@ -4,6 +4,7 @@ from datetime import datetime
 
 from django import template
 
+from billing.choices import TransferCode
 from billing.zone import billing_tz, local_time, zone_label
 from core.money import DISPLAY_MINUS, format_fen, format_ucny
 
@@ -59,6 +60,12 @@ def vendor(slug):
 def account_label(kind):
     """trial → Trial credit."""
     return ACCOUNT_LABELS.get(kind, kind)
+
+
+@register.filter
+def transfer_label(code):
+    """trial_expiry → Trial credit expired (what a ledger line was for, as the ledger page says it)."""
+    return dict(TransferCode.choices).get(code, code)
 
 
 @register.filter

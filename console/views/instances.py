@@ -100,7 +100,19 @@ def quote_missing(missing: dict, catalog) -> list[str]:
     return lines
 
 
-def _quote_context(form) -> dict:
+def quota_note(org, cards: int) -> str:
+    """Why a create of `cards` would be refused for the organization's card quota ("" when it fits): the quote
+    says so before the customer presses Create, rather than "Available now"."""
+    if org is None or not cards:
+        return ""
+    in_use = selectors.org_cards_in_use(org=org)
+    if in_use + cards <= org.card_quota:
+        return ""
+    return (f"Over your card quota: this needs {cards} card{'s' if cards != 1 else ''}, and {in_use} of your "
+            f"organization's {org.card_quota} are in use. Stop or terminate an instance, or ask us to raise the quota.")
+
+
+def _quote_context(form, org=None) -> dict:
     """The quote the service computes for a valid form, or why there is none."""
     ctx = {"quote": None, "quote_error": "", "waitlist_checked": bool(form.data.get("waitlist"))}
     if not form.is_valid():
@@ -125,7 +137,9 @@ def _quote_context(form) -> dict:
                package_total=quote.price_per_hour * 720,
                topology=quote_topology(form.cleaned_data["kind"], quote.items, catalog),
                domestic_percent=round(quote.domestic_share * 100),
-               policy_mode=form.cleaned_data.get("mode") == "policy")
+               policy_mode=form.cleaned_data.get("mode") == "policy",
+               quota_note=quota_note(org, sum(row["count"] for row in quote.items)
+                                     or form.cleaned_data.get("total_cards") or 0))
     return ctx
 
 
@@ -135,7 +149,8 @@ def instance_quote(request):
     require_capability(request, "read")
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    return render(request, "console/partials/quote.html", _quote_context(_form(request, request.POST)))
+    return render(request, "console/partials/quote.html",
+                  _quote_context(_form(request, request.POST), request.org))
 
 
 @login_required
@@ -161,10 +176,10 @@ def instance_new(request):
                 if instance.state == InstanceState.WAITLISTED:
                     messages.info(request, "Sold out right now: your request is on the waitlist.")
                 return redirect("console:instance_detail", instance_id=instance.pk)
-        quote = _quote_context(_form(request, request.POST, catalog=form.catalog))
+        quote = _quote_context(_form(request, request.POST, catalog=form.catalog), request.org)
     else:
         form = _form(request)
-        quote = _quote_context(_form(request, _default_data(form), catalog=form.catalog))
+        quote = _quote_context(_form(request, _default_data(form), catalog=form.catalog), request.org)
     return render(request, "console/instances/new.html",
                   {**quote, "form": form, "catalog": form.catalog, "can_write": can_write}, status=status)
 

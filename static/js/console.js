@@ -48,3 +48,21 @@ document.addEventListener("click", function (event) {
     });
   });
 })();
+
+/* The create form's live quote: htmx sends nothing while a field is invalid (a count of 0, -3 or over the maximum),
+   which left the previous mix's price on screen as if it were the typed one. Say what to fix instead. */
+document.addEventListener("htmx:validation:halted", function (event) {
+  var form = event.target;
+  var quote = document.getElementById("quote");
+  if (!form || form.id !== "create-form" || !quote) return;
+  var field = form.querySelector(":invalid");
+  var label = field && field.id ? form.querySelector("label[for='" + field.id + "']") : null;
+  var heading = document.createElement("h2");
+  heading.textContent = "Price";
+  var note = document.createElement("p");
+  note.className = "muted";
+  note.id = "quote-error";
+  note.textContent = (label ? label.textContent.trim() + ": " : "") +
+    (field ? field.validationMessage : "Complete the card mix") + " Fix it to see a price.";
+  quote.replaceChildren(heading, note);
+});

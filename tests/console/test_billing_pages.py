@@ -108,3 +108,20 @@ def test_ledger_reference_names_the_instance_linked_only_for_roles_that_open_it(
     as_billing = reference(login_client(member_factory(role="billing", org=org)))
     assert f'<span title="{inst.pk}" data-instance="{inst.pk}">gpu-box</span>' in as_billing
     assert "/instances/" not in as_billing
+
+
+def test_statement_names_accounts_and_movements_as_people_read_them(web, owner):
+    # It showed ledger slugs ("trial  trial  credit") in unheaded tables.
+    from billing.credits import trial_grant
+    from billing.products.statements import statement_months
+
+    org = owner.organization
+    trial_grant(org=org)
+    page = web.get(f"/billing/statements/{statement_months(org=org)[0]}/").content.decode()
+    movements = page.split("<h2>Other movements</h2>")[1]
+    assert "<th>What</th><th>Account</th><th>Direction</th>" in movements
+    assert "<td>Trial credit</td><td>Trial credit</td><td>Credit</td>" in movements
+    balances = page.split("<h2>Balances</h2>")[1].split("</table>")[0]
+    assert "<td>Trial credit</td>" in balances and "<td>trial</td>" not in balances
+    topups = page.split("<h2>Top-ups</h2>")[1].split("</table>")[0]
+    assert "<th>Reference</th>" in topups

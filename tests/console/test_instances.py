@@ -201,3 +201,55 @@ def test_zone_picker_lists_zones_with_free_cards_and_pins_the_placement(web, own
     assert refused.status_code == 409 and Instance.objects.filter(organization=owner.organization).count() == 1
     bad = web.post("/instances/new/", {**H100_2, "zone": "zone-mars"})
     assert bad.status_code == 200 and "Select a valid choice" in bad.content.decode()
+
+
+@pytest.mark.parametrize("state, says", [
+    ("stopped", "Start it to connect again"),
+    ("terminated", "nothing to connect to any more"),
+    ("failed", "nothing to connect to"),
+])
+def test_connect_says_why_there_is_no_ssh_command_once_the_cards_are_gone(web, owner, state, says):
+    # A stopped or terminated instance used to promise "SSH commands appear once cards are placed".
+    inst = InstanceFactory(organization=owner.organization, state=state, name="gone")
+    page = web.get(f"/instances/{inst.pk}/").content.decode()
+    assert 'id="ssh-none"' in page and says in page and "appear once cards are placed" not in page
+
+
+def test_create_form_ticks_the_users_ssh_keys_so_the_instance_can_be_logged_into(web, owner):
+    from tenancy.services import ssh_key_add
+    from tests.factories.tenancy import ed25519_public_key
+
+    keys = [ssh_key_add(user=owner.user, name=f"k{i}", public_key=ed25519_public_key(f"k{i}")) for i in range(2)]
+    page = web.get("/instances/new/").content.decode()
+    for key in keys:
+        assert re.search(rf'<input type="checkbox" name="ssh_key_ids" value="{key.pk}"[^>]* checked', page)
+    # Unticking one is kept: a no-JavaScript price update does not tick it again.
+    page = web.post("/instances/new/", {**H100_2, "preview": "1", "ssh_key_ids": [str(keys[0].pk)]}).content.decode()
+    assert re.search(rf'value="{keys[0].pk}"[^>]* checked', page)
+    assert not re.search(rf'value="{keys[1].pk}"[^>]* checked', page)
+    r = web.post("/instances/new/", {**H100_2, "ssh_key_ids": [str(k.pk) for k in keys]})
+    assert r.status_code == 302
+    assert Instance.objects.get(organization=owner.organization).ssh_key_ids == [str(k.pk) for k in keys]
+
+
+def test_quote_warns_about_the_card_quota_instead_of_saying_available_now(web, owner):
+    owner.organization.card_quota = 1
+    owner.organization.save(update_fields=["card_quota"])
+    page = web.post("/instances/quote/", H100_2, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="quote-quota"' in page and 'id="quote-available"' not in page
+    assert "this needs 2 cards, and 0 of your organization&#x27;s 1 are in use" in page
+    page = web.post("/instances/quote/", {**H100_2, "count": "1"}, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="quote-available"' in page and 'id="quote-quota"' not in page
+    # The no-JavaScript form shows the same warning with the price.
+    page = web.post("/instances/new/", {**H100_2, "preview": "1"}).content.decode()
+    assert 'id="quote-quota"' in page
+
+
+def test_insufficient_funds_names_amounts_in_yuan_not_api_decimals(member_factory, fleet):
+    poor = member_factory(role="owner")
+    page = login_client(poor).post("/instances/new/", H100_2).content.decode()
+    # The service's "0.000000 CNY … (0.166667 h at 3.800000 CNY/h)" is for API callers.
+    assert "Available funds ¥0.00 do not cover ¥0.63 (10 min at ¥3.80/h). Top up first." in page
+    assert " CNY" not in page.split('id="form-errors"')[1].split("</div>")[0]
+    monthly = login_client(poor).post("/instances/new/", {**H100_2, "billing": "monthly"}).content.decode()
+    assert "(720 h at ¥2.47/h)" in monthly and "¥1,778.40" in monthly

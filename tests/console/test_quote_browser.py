@@ -1,0 +1,37 @@
+"""The create form's live quote in headless Chromium: an invalid field never leaves another mix's price on screen."""
+import pytest
+
+from tests.e2e.conftest import Shots, session_cookie
+from tests.factories.provisioning import funded, make_fleet
+
+pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_an_invalid_count_replaces_the_quote_with_what_to_fix(e2e_env, live_server, chromium, member_factory):
+    make_fleet(h100=2, ascend=1)
+    owner = funded(member_factory(role="owner"))
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([session_cookie(owner, live_server)])
+    page = context.new_page()
+    shot = Shots(page, "quote-invalid")
+    page.goto(f"{live_server.url}/instances/new/")
+    page.select_option("#id_accelerator", "h100-sxm-80g")
+    page.fill("#id_count", "4")
+    page.wait_for_selector("#quote-price[data-ucny='7600000']")
+    _assert_quote_fits(page)
+    # htmx sends nothing for an invalid form: the ¥7.60 quote for 4 cards stayed next to "-3".
+    page.fill("#id_count", "-3")
+    page.wait_for_selector("#quote-error")
+    assert page.query_selector("#quote-price") is None
+    assert page.inner_text("#quote-error").startswith("Cards: ") and "see a price" in page.inner_text("#quote-error")
+    shot("negative-count")
+    page.fill("#id_count", "2")  # valid again: the live quote comes back
+    page.wait_for_selector("#quote-price[data-ucny='3800000']")
+    assert page.query_selector("#quote-error") is None
+
+
+def _assert_quote_fits(page):
+    """The mix's rows (a card name that does not wrap, its subtotal) stay inside the price card."""
+    card = page.locator(".create-side .card").bounding_box()
+    mix = page.locator("#quote-mix").bounding_box()
+    assert mix["x"] + mix["width"] <= card["x"] + card["width"], "the quote's mix runs out of its card"
