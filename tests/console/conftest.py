@@ -2,7 +2,7 @@
 import pytest
 from django.core.cache import cache
 
-from tests.e2e.conftest import CHROMIUM_ARGS, e2e_env  # noqa: F401  (e2e_env: live-server settings, a fixture)
+from tests.e2e.conftest import chromium_launched, e2e_env  # noqa: F401  (e2e_env: live-server settings, a fixture)
 from tests.factories.tenancy import login_client  # noqa: F401  (re-exported for the console tests)
 
 
@@ -37,14 +37,4 @@ def web(owner):
 @pytest.fixture
 def chromium():
     """Headless Chromium for what depends on JavaScript being on or off (use with e2e_env and live_server)."""
-    from django.db import connections
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-            # Playwright's event loop gets its own Django connection: close it, or dropping the test database waits.
-            connections.close_all()
+    yield from chromium_launched()

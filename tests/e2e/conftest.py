@@ -27,8 +27,9 @@ def e2e_env(settings, monkeypatch, catalog):
     return settings
 
 
-@pytest.fixture
-def browser():
+def chromium_launched():
+    """Headless Debian Chromium for a fixture to yield from (the e2e `browser`, the console's `chromium`)."""
+    from django.db import connections
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -37,6 +38,13 @@ def browser():
             yield chromium
         finally:
             chromium.close()
+            # Playwright's event loop gets its own Django connection: close it, or dropping the test database waits.
+            connections.close_all()
+
+
+@pytest.fixture
+def browser():
+    yield from chromium_launched()
 
 
 def session_cookie(membership, live_server) -> dict:
