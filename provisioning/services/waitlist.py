@@ -7,7 +7,7 @@ from django.db import transaction
 
 from core.dbclock import db_now
 from core.errors import ServiceError
-from core.locks import try_advisory_xact_lock
+from core.locks import advisory_lock_held
 from tenancy.lock_objects import organization_lock
 
 from ..choices import InstanceState as S
@@ -81,11 +81,13 @@ def waitlist_wake() -> int:
     """Walk the queue FIFO; a shape that does not fit blocks only later requests of the same shape.
 
     One organization's quota or funds never hold up another's request of the same shape. Each wake
-    runs in its own savepoint, so an unexpected error in one row undoes only that row's wake (logged)
-    instead of every wake of the pass, again at every beat.
+    commits on its own (the pass holds a session lock, not one transaction), so an unexpected error in one
+    row undoes only that row's wake (logged), and a wake's locks (organization, instance, cards) end with
+    it: held to the end of the pass, a later row's organization lock deadlocked with a start or create in
+    that organization waiting for a card the pass had claimed.
     """
-    with transaction.atomic():
-        if not try_advisory_xact_lock("provisioning:waitlist_wake"):
+    with advisory_lock_held("provisioning:waitlist_wake") as held:
+        if not held:
             return 0
         queue = list(Instance.objects.filter(state=S.WAITLISTED).order_by("waitlisted_at", "created_at", "id"))
         woken, blocked = 0, set()

@@ -5,15 +5,17 @@ audit event, whose foreign key takes KEY SHARE on the organization. Under FOR UP
 start, which waited for the stop: PostgreSQL aborted one of them with a deadlock (a 500 to the customer). The
 organization lock is FOR NO KEY UPDATE now, and every path takes the organization before the instance."""
 import threading
+from unittest import mock
 
 import pytest
 from django.db import connection, transaction
 
 from provisioning.lock_objects import instance_lock
 from provisioning.services import waitlist
+from provisioning.tasks import instance_advance
 from tenancy.audit import audit_record
 from tenancy.lock_objects import organization_lock
-from tests.factories.provisioning import InstanceFactory
+from tests.factories.provisioning import InstanceFactory, container_body, make_fleet
 from tests.races import Aside
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
@@ -89,3 +91,33 @@ def test_a_waitlist_wake_takes_the_organization_before_the_instance(owner):
         release.set()
         holder.result()
     assert wake.result() in (waitlist.WOKEN, waitlist.NO_CAPACITY, waitlist.SKIPPED)
+
+
+def test_each_waitlist_wake_commits_and_lets_go_of_its_locks(client, owner):
+    """The pass held every wake's organization, instance and card locks to its end (one transaction): a later
+    row's organization lock then deadlocked with a start waiting for a card an earlier wake had claimed."""
+    make_fleet(h100=1)
+    holder = client.post("/api/v1/instances/", container_body("h100-sxm-80g", 8), format="json").json()["id"]
+    waiting = client.post("/api/v1/instances/", container_body("h100-sxm-80g", 8, waitlist=True),
+                          format="json").json()
+    assert waiting["state"] == "waitlisted"
+    assert client.delete(f"/api/v1/instances/{holder}/").status_code == 202
+    assert instance_advance(holder) == "terminated"
+    real, seen = waitlist._wake_one, []
+
+    def wake_then_look(instance_id):
+        outcome = real(instance_id)
+
+        def lock_both():  # as a start of that organization would, right after this wake
+            with transaction.atomic():
+                _lock_timeout(1000)
+                organization_lock(owner.organization_id)
+                instance_lock(instance_id=instance_id)
+
+        Aside(lock_both).result()
+        seen.append(outcome)
+        return outcome
+
+    with mock.patch.object(waitlist, "_wake_one", wake_then_look):
+        assert waitlist.waitlist_wake() == 1
+    assert seen == [waitlist.WOKEN]
