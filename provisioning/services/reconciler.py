@@ -116,7 +116,8 @@ def cards_leaked_release() -> int:
     for holder_id in leaked:
         instance = known.get(holder_id)
         if instance is not None:
-            placement_release_clean(instance=instance)
+            # Only in the state judged above: a start landing meanwhile holds cards that are not leaked.
+            placement_release_clean(instance=instance, expect=instance.state)
         else:
             cards_release(holder_id=holder_id)
         logger.warning("reconciler released leaked cards", extra={"holder": str(holder_id)})

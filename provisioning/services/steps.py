@@ -321,13 +321,14 @@ def group_failed(instance: Instance, group: NodeGroup, reason: str) -> None:
 
 # -- stop / terminate -------------------------------------------------------------------------
 
-def groups_release(instance_id, *, expect: str | None = None) -> None:
+def groups_release(instance_id, *, expect: str | None = None) -> bool:
     """Stop containers / power nodes off for every live group, then free the cards (idempotent).
 
     Bare-metal nodes go to `cleaning` (hardware wipes them) in the same transaction that frees
     their cards, so no other tenant can be placed on a node that still holds this one's data.
     `expect`: the state being left (a stop). Two stop tasks may run at once (the reconciler re-dispatches
-    one stuck on a slow release); the one that ends second must not touch a placement made since.
+    one stuck on a slow release); the one that ends second must not touch a placement made since, and
+    answers False (the stop is not its own to finish).
     """
     instance = Instance.objects.get(pk=instance_id)
     groups = _groups(instance_id)
@@ -338,21 +339,26 @@ def groups_release(instance_id, *, expect: str | None = None) -> None:
             _driver_release(instance, group)
             NodeGroup.objects.filter(pk=group.pk).update(driver_seconds=group.driver_seconds)
         failpoint("release:after_driver")
+    if expect is not None and groups and not NodeGroup.objects.filter(
+            pk__in=[g.pk for g in groups], released_at__isnull=True).exists():
+        # Another task ended this stop: the partition (named by instance) and the cards the instance holds now,
+        # even in the same state again (started and stopped meanwhile), belong to a newer placement.
+        return False
     nodes = list({g.node_id: g.node for g in groups}.values())
     hardware_port.slurm_partition_delete(instance_id=instance_id, nodes=nodes)
-    placement_release_clean(instance=instance, expect=expect)
+    return placement_release_clean(instance=instance, expect=expect)
 
 
-def placement_release_clean(*, instance: Instance, expect: str | None = None) -> None:
+def placement_release_clean(*, instance: Instance, expect: str | None = None) -> bool:
     """Free the instance's cards; a bare-metal instance's nodes go to `cleaning` in the same transaction.
 
     Every path that frees a bare-metal placement (worker, reconciler) goes through here, so no node
     returns to the pool with the previous tenant's disks. With `expect`, only while the instance is still
-    in that state (under its lock): once it moved on, the cards it holds belong to a newer placement.
+    in that state (under its lock): once it moved on, the cards it holds belong to a newer placement (False).
     """
     with transaction.atomic():
         if expect is not None and instance_lock(instance_id=instance.pk).state != expect:
-            return
+            return False
         if instance.kind == "bare_metal":
             live = NodeGroup.objects.filter(instance_id=instance.pk, released_at__isnull=True).values("node_id")
             # Locked in pk order, so two concurrent releases begin one clean, not two.
@@ -361,13 +367,14 @@ def placement_release_clean(*, instance: Instance, expect: str | None = None) ->
             for node in list(nodes):
                 node_clean_begin(node=node)
         placement_release(instance=instance)
+    return True
 
 
 def instance_stop_finish(instance_id) -> None:
     """stopping → stopped once the groups are released (data disk kept)."""
     if Instance.objects.filter(pk=instance_id, state=S.STOPPING).exists():
-        groups_release(instance_id, expect=S.STOPPING)
-        _advance(instance_id, expect=S.STOPPING, to=S.STOPPED, reason="stopped", step_deadline=None)
+        if groups_release(instance_id, expect=S.STOPPING):  # else another task finished this stop
+            _advance(instance_id, expect=S.STOPPING, to=S.STOPPED, reason="stopped", step_deadline=None)
 
 
 def instance_terminate_finish(instance_id) -> None:

@@ -48,3 +48,34 @@ def test_a_stop_task_that_outlived_the_stop_leaves_the_restarted_instance_alone(
     assert live.count() == 2  # before: 0, and its 4 cards free for the next tenant
     assert CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).count() == 4
     assert calls[-1] == ("restarted", None)  # its other old group was released already: no driver call for it
+
+
+def test_a_stale_stop_task_leaves_a_later_stop_of_the_restarted_instance_to_its_own_task(client, owner):
+    """Started and stopped again while the stale task was in its driver call: the instance is `stopping` once
+    more, but its groups are the new placement's, whose containers the new stop task has not released yet.
+    Freeing their cards on a state check alone (the ABA) gave them to the next tenant with containers on them."""
+    make_fleet(h100=1, a800=1)
+    r = client.post("/api/v1/instances/", TWO_ITEMS, format="json")
+    assert r.status_code == 201, r.json()
+    iid = r.json()["id"]
+    assert instance_advance(iid) == "running"
+    instance_stop(org=owner.organization, instance_id=iid, actor=owner.user)
+    original, other = SimulatedDriver.release, {"done": False}
+
+    def release(self, node, cards, *, instance_id):
+        if not other["done"]:
+            other["done"] = True
+            steps.instance_stop_finish(iid)
+            instance_start(org=owner.organization, instance_id=iid, actor=owner.user)
+            assert instance_advance(iid) == "running"
+            instance_stop(org=owner.organization, instance_id=iid, actor=owner.user)  # its own task comes later
+        return original(self, node, cards, instance_id=instance_id)
+
+    with mock.patch.object(SimulatedDriver, "release", release):
+        steps.instance_stop_finish(iid)  # the stale task
+    assert Instance.objects.get(pk=iid).state == "stopping"
+    assert NodeGroup.objects.filter(instance_id=iid, released_at__isnull=True).count() == 2
+    assert CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).count() == 4
+    steps.instance_stop_finish(iid)  # the new stop's own task releases them
+    assert Instance.objects.get(pk=iid).state == "stopped"
+    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()

@@ -108,3 +108,28 @@ def test_a_second_reconciler_does_nothing_while_one_holds_the_lock(client):
         assert "skipped" not in reconcile()  # the pass let go of its lock
     finally:
         other.close()
+
+
+def test_leaked_cards_are_not_freed_once_a_start_took_the_instance_on(client):
+    """The reconciler judges 'not live' from a read; a start landing before it frees the cards holds cards the
+    instance needs again (here: the same ones), which it must not free."""
+    from unittest import mock
+
+    from provisioning.services import reconciler
+
+    make_fleet(h100=1)
+    iid = _create(client)
+    instance_advance(iid)
+    from core.dbclock import db_now
+
+    InstanceEvent.objects.filter(instance_id=iid).update(created_at=db_now() - timedelta(hours=1))
+    Instance.objects.filter(pk=iid).update(state="stopped")  # kept its cards: leaked
+    real = reconciler.placement_release_clean
+
+    def start_lands_first(**kwargs):
+        Instance.objects.filter(pk=iid).update(state="provisioning")  # as a start would, under the lock
+        return real(**kwargs)
+
+    with mock.patch.object(reconciler, "placement_release_clean", start_lands_first):
+        reconciler.cards_leaked_release()
+    assert CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).count() == 2
