@@ -10,6 +10,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError  # faults: 
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from .errors import ServiceError
 
@@ -42,7 +43,10 @@ def _validation_details(detail) -> dict:
     def walk(path: str, node) -> None:
         if isinstance(node, dict):
             for key, sub in node.items():
-                walk(f"{path}.{key}" if path else str(key), sub)
+                if key == api_settings.NON_FIELD_ERRORS_KEY and path:
+                    walk(path, sub)  # a list's or nested serializer's own error belongs to its field: `items`
+                else:
+                    walk(f"{path}.{key}" if path else str(key), sub)
         elif isinstance(node, list):
             for i, sub in enumerate(node):
                 if isinstance(sub, (dict, list)):

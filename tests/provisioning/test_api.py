@@ -171,6 +171,8 @@ def test_nested_errors_name_the_field_by_its_path(owner):
     details = r.json()["error"]["details"]
     assert r.status_code == 400 and list(details) == ["policy.total_cards"], details
     assert all(isinstance(m, str) and "ErrorDetail" not in m for ms in details.values() for m in ms)
+    r = client.post(URL, {**container_body("h100-sxm-80g", 2), "items": []}, format="json")
+    assert r.json()["error"]["details"] == {"items": ["This list may not be empty."]}  # the list's own error
 
 
 def test_bare_metal_must_take_whole_nodes(client):
