@@ -4,6 +4,7 @@ Services word their messages for API callers, who match and fix requests by them
 prefixes, lowercase starts, catalog, vendor and kind slugs, request-syntax hints. The console rewords them
 here, on display only; the API's messages and codes stay as they are."""
 import re
+from decimal import ROUND_CEILING, ROUND_FLOOR
 
 from core.money import format_fen, parse_cny
 from provisioning.choices import InstanceState
@@ -18,6 +19,17 @@ SLUG_WORD = re.compile(rf"(?<![\w-])({'|'.join(map(re.escape, SLUG_WORDS))})(?![
 DONE = {"stop": "stopped", "start": "started", "terminate": "terminated"}
 FRACTION_HOURS = re.compile(r"\((0\.\d+) h at ")  # funds_check's "(0.166667 h at …)": its minutes
 CNY_AMOUNT = re.compile(r"(?<![\w.])(-?\d+\.\d{6}) CNY(/h)?")  # the API's "506.506229 CNY", "35.360000 CNY/h"
+# funds_check's comparison: funds shown rounded down and the need up, so it never reads "¥10.00 do not cover ¥10.00".
+NOT_COVERED = re.compile(r"(?<![\w.])(-?\d+\.\d{6}) CNY do not cover (-?\d+\.\d{6}) CNY")
+
+
+def _fen(amount: str, rounding: str) -> str:
+    ucny = parse_cny(amount, allow_negative=True)
+    return format_fen(ucny, rounding=rounding)
+
+
+def _not_covered(m) -> str:
+    return f"{_fen(m.group(1), ROUND_FLOOR)} do not cover {_fen(m.group(2), ROUND_CEILING)}"
 
 
 def _money(m) -> str:
@@ -30,7 +42,7 @@ def for_people(text, *, items: int = 1) -> str:
     """One service message as a sentence: "Item 2: Bare metal Huawei Ascend 910B takes whole nodes: …." with
     `items` > 1 (1-based, as the form counts), no prefix for a single item; names for slugs; money as "¥506.51";
     a capital and a stop."""
-    text = CNY_AMOUNT.sub(_money, REQUEST_SYNTAX.sub("", str(text)))
+    text = CNY_AMOUNT.sub(_money, NOT_COVERED.sub(_not_covered, REQUEST_SYNTAX.sub("", str(text))))
     text = FRACTION_HOURS.sub(lambda m: f"({round(float(m.group(1)) * 60)} min at ", text)
     prefix = ""
     if m := ITEM_PREFIX.match(text):

@@ -51,8 +51,8 @@ def format_price_per_second(rate_per_hour_ucny: int) -> str:
 DISPLAY_MINUS = "\u2212"
 
 
-def format_fen(amount: int) -> str:
-    """Console display only: µCNY rounded half-up to the fen, e.g. "¥12.35", "−¥382.16"."""
-    value = (Decimal(abs(amount)) / UCNY_PER_CNY).quantize(Decimal("0.01"), rounding="ROUND_HALF_UP")
-    sign = DISPLAY_MINUS if amount < 0 and value else ""  # what rounds to ¥0.00 carries no sign
-    return f"{sign}¥{value:,.2f}"
+def format_fen(amount: int, *, rounding: str = "ROUND_HALF_UP") -> str:
+    """Console display only: µCNY rounded (half-up unless told) to the fen, e.g. "¥12.35", "−¥382.16"."""
+    value = (Decimal(amount) / UCNY_PER_CNY).quantize(Decimal("0.01"), rounding=rounding)
+    sign = DISPLAY_MINUS if value < 0 else ""  # what rounds to ¥0.00 carries no sign
+    return f"{sign}¥{abs(value):,.2f}"

@@ -55,7 +55,8 @@ document.addEventListener("htmx:validation:halted", function (event) {
   var form = event.target;
   var quote = document.getElementById("quote");
   if (!form || form.id !== "create-form" || !quote) return;
-  var field = form.querySelector(":invalid");
+  // A control, not the <fieldset> around it (a fieldset matches :invalid too, and has no label or message).
+  var field = form.querySelector("input:invalid, select:invalid, textarea:invalid");
   var label = field && field.id ? form.querySelector("label[for='" + field.id + "']") : null;
   var heading = document.createElement("h2");
   heading.textContent = "Price";

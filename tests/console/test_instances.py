@@ -205,6 +205,7 @@ def test_zone_picker_lists_zones_with_free_cards_and_pins_the_placement(web, own
 
 @pytest.mark.parametrize("state, says", [
     ("stopped", "Start it to connect again"),
+    ("stopping", "cards are being released"),  # not yet "released"
     ("terminated", "nothing to connect to any more"),
     ("failed", "nothing to connect to"),
 ])
@@ -249,7 +250,8 @@ def test_insufficient_funds_names_amounts_in_yuan_not_api_decimals(member_factor
     poor = member_factory(role="owner")
     page = login_client(poor).post("/instances/new/", H100_2).content.decode()
     # The service's "0.000000 CNY … (0.166667 h at 3.800000 CNY/h)" is for API callers.
-    assert "Available funds ¥0.00 do not cover ¥0.63 (10 min at ¥3.80/h). Top up first." in page
+    # The need rounds up to the fen (0.633333 → ¥0.64), the funds down: never "¥10.00 do not cover ¥10.00".
+    assert "Available funds ¥0.00 do not cover ¥0.64 (10 min at ¥3.80/h). Top up first." in page
     assert " CNY" not in page.split('id="form-errors"')[1].split("</div>")[0]
     monthly = login_client(poor).post("/instances/new/", {**H100_2, "billing": "monthly"}).content.decode()
     assert "(720 h at ¥2.47/h)" in monthly and "¥1,778.40" in monthly

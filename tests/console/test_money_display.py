@@ -9,6 +9,15 @@ pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 MINUS = "\u2212"
 
 
+def test_a_refusal_never_reads_as_funds_covering_the_need():
+    from console.service_text import for_people
+
+    text = for_people("Available funds 9.996000 CNY do not cover 10.000000 CNY (0.166667 h at 60.000000 CNY/h)")
+    assert text == "Available funds ¥9.99 do not cover ¥10.00 (10 min at ¥60.00/h)"
+    assert for_people("Available funds -0.004000 CNY do not cover 0.001000 CNY") == (
+        f"Available funds {MINUS}¥0.01 do not cover ¥0.01.")
+
+
 def test_filters_put_the_minus_before_the_currency_sign():
     assert fen(-382_160_000) == f"{MINUS}¥382.16"
     assert fen(-1_234_567_890_000) == f"{MINUS}¥1,234,567.89"

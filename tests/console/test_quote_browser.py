@@ -28,6 +28,12 @@ def test_an_invalid_count_replaces_the_quote_with_what_to_fix(e2e_env, live_serv
     page.fill("#id_count", "2")  # valid again: the live quote comes back
     page.wait_for_selector("#quote-price[data-ucny='3800000']")
     assert page.query_selector("#quote-error") is None
+    page.check("input[name='mode'][value='policy']")  # the invalid field inside the policy <fieldset>
+    page.check("input[name='compatible_vendors'][value='nvidia']")
+    page.wait_for_selector("#quote-price[data-ucny='15200000']")  # 8 × H100, the server's quote
+    page.fill("#id_total_cards", "0")
+    page.wait_for_selector("#quote-error")
+    assert page.inner_text("#quote-error").startswith("Total cards: "), page.inner_text("#quote-error")
 
 
 def _assert_quote_fits(page):
