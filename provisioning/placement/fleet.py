@@ -182,8 +182,17 @@ class Fleet:
         total = walk(0, 0)
         return None if total is None else (total, chosen)
 
+    def _fits(self, kind: str, item: Item, zone: str) -> int:
+        """The most cards of `item` that would fit in `zone` now: the largest free slice of one node
+        (container), or the largest total of whole free nodes up to its count (bare metal)."""
+        if kind == CONTAINER:
+            return min(item.count, self.index.largest_free(item.accelerator, zone))
+        sums = whole_node_sums(self.index.whole_free(item.accelerator, zone), item.count)
+        return sums[-1] if sums else 0
+
     def _missing(self, request: PlacementRequest, zones, strategy: str) -> dict[str, int]:
-        """Cards per accelerator left over by a greedy pass in the zone where the least is missing."""
+        """Cards per accelerator a greedy pass could not place, in the zone where the least is missing: of an
+        item that does not fit, the part beyond what would fit ("8 × H800" with 7 free on one node: 1 short)."""
         best: dict[str, int] | None = None
         for zone in zones:
             missing: dict[str, int] = {}
@@ -191,7 +200,8 @@ class Fleet:
             for item in sorted(request.items, key=lambda it: -it.count):
                 plan = self._search(request.kind, (item,), zone, strategy)
                 if plan is None:
-                    missing[item.accelerator] = missing.get(item.accelerator, 0) + item.count
+                    short = item.count - self._fits(request.kind, item, zone)
+                    missing[item.accelerator] = missing.get(item.accelerator, 0) + short
                 else:
                     placed.extend(plan[1])
             for _i, n, cards in reversed(placed):

@@ -90,7 +90,7 @@ def test_unknown_strategy_is_a_programming_error():
 def test_zone_pinning_restricts_everything():
     nodes = [node("a", "z1"), node("b", "z2", free={0})]
     result = place(nodes, container(("h800", 2), zone="z2"), CATALOG)
-    assert result.error_code == "insufficient_capacity" and result.missing == {"h800": 2}
+    assert result.error_code == "insufficient_capacity" and result.missing == {"h800": 1}  # 1 free on b
     result = place(nodes, container(("h800", 1), zone="z2"), CATALOG)
     assert result.ok and nodes_used(result) == ["b"]
 
@@ -121,7 +121,17 @@ def test_bare_metal_takes_only_whole_free_nodes():
     result = place(nodes, bare(("h800", 16)), CATALOG)
     assert result.ok and nodes_used(result) == ["w1", "w2"]
     assert all(a.card_indices == tuple(range(8)) for a in result.assignments)
-    assert place(nodes, bare(("h800", 24)), CATALOG).missing == {"h800": 24}
+    assert place(nodes, bare(("h800", 24)), CATALOG).missing == {"h800": 8}  # two whole nodes of three
+
+
+def test_missing_counts_only_the_cards_beyond_what_would_fit():
+    """Sold out is not 'none free': 28 H800 free as 7 per node leave an 8-card container 1 short, not 8; a
+    hybrid names only the part that does not fit."""
+    nodes = [node(f"n{i}", free=set(range(7))) for i in range(4)] + [node("a", acc="910b", free={0, 1})]
+    assert place(nodes, container(("h800", 8)), CATALOG).missing == {"h800": 1}
+    assert place(nodes, container(("h800", 4), ("910b", 3)), CATALOG).missing == {"910b": 1}
+    whole = [node("w1"), node("w2"), node("p", free={0})]
+    assert place(whole, bare(("h800", 32)), CATALOG).missing == {"h800": 16}
 
 
 def test_unavailable_nodes_receive_nothing():
