@@ -373,6 +373,20 @@ class Agent:
         target.write_text("".join(k.strip() + "\n" for k in keys))
         target.chmod(0o600)
 
+    def bare_metal_keys(self, where: Path) -> Path:
+        """Where a bare-metal prepare puts the tenant's keys: root's authorized_keys (the process runtime: its
+        state dir)."""
+        return Path(self.args.authorized_keys) if self.args.runtime == "docker" else where / "authorized_keys"
+
+    def revoke_bare_metal_keys(self, where: Path) -> str:
+        """Empty the authorized_keys a bare-metal prepare wrote: the tenant's root login ends with the instance
+        (the file outlives the state dir, and a release or wipe that left it would leave the host theirs)."""
+        target = self.bare_metal_keys(where)
+        if not target.exists():
+            return ""
+        self.write_keys(target, [])
+        return f"ssh keys of {where.name} removed from {target}\n"
+
     def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
         """`docker run` for an instance: the cards, the image, SSH keys and environment.
 
@@ -412,7 +426,7 @@ class Agent:
         keys = list(payload.get("ssh_keys") or [])
         cards = ",".join(str(c) for c in payload.get("cards", []))
         if payload.get("kind") == "bare_metal":
-            target = Path(self.args.authorized_keys) if self.args.runtime == "docker" else where / "authorized_keys"
+            target = self.bare_metal_keys(where)
             self.write_keys(target, keys)
             (where / "environment").write_text("".join(f"{k}={v}\n" for k, v in sorted(payload["env"].items())))
             return (f"bare metal ready for {instance_id}: {len(keys)} ssh key(s) in {target}, "
@@ -517,8 +531,10 @@ class Agent:
         name = container_of(payload)
         where = self.instance_dir(name if payload.get("cards") else payload["instance_id"])
         legacy_name, legacy_dirs = self.legacy_of(payload)
+        # Bare metal (no cards): the keys its prepare wrote go first, so a failed docker rm cannot keep them.
+        revoked = self.revoke_bare_metal_keys(where) if not payload.get("cards") and where.is_dir() else ""
         if self.args.runtime == "docker":
-            text = ""
+            text = revoked
             for container in filter(None, (name, legacy_name)):
                 removed, code = self.docker_remove(container)
                 if code != 0:  # keep the state: the heartbeat still lists it, and a retry or wipe removes it
@@ -528,7 +544,7 @@ class Agent:
                 elif removed:
                     text += f"{container} removed (started without a group name, by an older agent or platform)\n"
         else:
-            text, code = self.stop_process(where), 0
+            text, code = revoked + self.stop_process(where), 0
             for old in legacy_dirs:
                 if (old / "pid").exists():
                     text += self.stop_process(old)
@@ -636,6 +652,9 @@ class Agent:
         """Remove every instance, discard the configured scratch disks, reset the accelerators."""
         lines, worst = [], 0
         instances = sorted((self.state_dir / "instances").iterdir())
+        for where in instances:  # a bare-metal instance whose release never came: its keys go now
+            if (where / "environment").exists():
+                lines.append(self.revoke_bare_metal_keys(where).strip())
         if self.args.runtime == "docker":
             text, code = self.docker_rm_all()
             lines.append(text.strip())

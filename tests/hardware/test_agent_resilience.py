@@ -553,3 +553,23 @@ def test_process_prepare_meta_reports_the_port_it_was_given(tmp_path):
         for pid in pids:
             if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
+
+
+# -- 13. a bare-metal tenant's root login ends with the instance --------------------------------------------
+
+BARE = {"kind": "bare_metal", "instance_id": "bm-1", "cards": list(range(8)), "image": "ubuntu-22.04",
+        "ssh_keys": ["ssh-ed25519 AAAA tenant-one"], "env": {"A": "1"}, "vendor": "nvidia", "collective": "nccl"}
+
+
+def test_bare_metal_release_and_wipe_remove_the_tenants_keys_from_root(tmp_path, docker):
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    agent = make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--docker", str(BIN / "docker"),
+                       "--authorized-keys", str(root_keys))
+    assert agent.do_prepare(BARE)[1] == 0 and "tenant-one" in root_keys.read_text()
+    text, code, _ = agent.do_release({"cards": [], "instance_id": "bm-1"})  # what the agent driver sends
+    assert code == 0, text
+    assert root_keys.read_text() == "" and agent.instances() == []  # before: the keys stayed, root stayed theirs
+    assert agent.do_prepare({**BARE, "instance_id": "bm-2", "ssh_keys": ["ssh-ed25519 BBBB tenant-two"]})[1] == 0
+    agent.do_wipe({"collective": "nccl"})  # its release never reached the agent; cleaning wipes the node
+    assert "tenant-two" not in root_keys.read_text()
+    assert agent.do_release({"cards": [], "instance_id": "bm-9"})[1] == 0  # never prepared here: nothing to do
