@@ -11,6 +11,7 @@ Runtimes: `docker` (containers with NVIDIA --gpus or Ascend /dev/davinci* device
 from __future__ import annotations
 
 import argparse
+import errno
 import http.client
 import json
 import logging
@@ -142,6 +143,25 @@ def run(argv: list[str], *, timeout: float, env: dict | None = None) -> tuple[st
     if not capture.eof.is_set():  # leftovers of its process group still hold the pipe: the command is over
         _killpg(proc.pid)
     return text + note, code
+
+
+def disk_in_use(disk: str, mounts: str) -> str | None:
+    """Why `blkdiscard -f` (which skips its own exclusive open) must not touch `disk`, else None.
+
+    Mounted under any of its names (a /dev/disk/by-id link, /dev/mapper/…: /proc/mounts says /dev/nvme1n1p1),
+    or held open exclusively by the kernel (LVM, md, swap, a filesystem /proc/mounts names as /dev/root).
+    """
+    real = os.path.realpath(disk)
+    for line in mounts.splitlines():
+        source = line.split()[0] if line.strip() else ""
+        if source.startswith(disk) or (source.startswith("/") and os.path.realpath(source).startswith(real)):
+            return "it is mounted"
+    try:
+        os.close(os.open(real, os.O_RDONLY | os.O_EXCL))
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
+            return "it is in use (mounted, or held by LVM, md or swap)"
+    return None
 
 
 def container_of(payload: dict) -> str:
@@ -672,8 +692,9 @@ class Agent:
                 shutil.rmtree(where, ignore_errors=True)
         mounted = Path("/proc/mounts").read_text() if Path("/proc/mounts").exists() else ""
         for disk in self.args.wipe_disk:
-            if any(line.split()[0].startswith(disk) for line in mounted.splitlines() if line.strip()):
-                lines.append(f"refusing to wipe {disk}: it is mounted")
+            busy = disk_in_use(disk, mounted)
+            if busy:
+                lines.append(f"refusing to wipe {disk}: {busy}")
                 worst = worst or 1
                 continue
             text, code = run(["blkdiscard", "-f", disk], timeout=3600)

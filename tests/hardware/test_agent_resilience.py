@@ -573,3 +573,29 @@ def test_bare_metal_release_and_wipe_remove_the_tenants_keys_from_root(tmp_path,
     agent.do_wipe({"collective": "nccl"})  # its release never reached the agent; cleaning wipes the node
     assert "tenant-two" not in root_keys.read_text()
     assert agent.do_release({"cards": [], "instance_id": "bm-9"})[1] == 0  # never prepared here: nothing to do
+
+
+# -- 14. wipe never discards a mounted disk, whatever name the operator gave it -----------------------------
+
+def _mounted_block_device():
+    for line in Path("/proc/mounts").read_text().splitlines():
+        source = line.split()[0]
+        if source.startswith("/dev/") and Path(source).is_block_device():
+            return source
+    pytest.skip("no mounted block device on this host")
+
+
+def test_wipe_refuses_a_mounted_disk_named_through_a_link(tmp_path, monkeypatch):
+    mounted = _mounted_block_device()
+    by_id = tmp_path / "by-id" / "nvme-scratch"  # as in /dev/disk/by-id: what operators are told to use
+    by_id.parent.mkdir()
+    by_id.symlink_to(mounted)
+    fake = tmp_path / "fakebin"  # never the real blkdiscard -f on this host's disk, even if the check fails
+    fake.mkdir()
+    (fake / "blkdiscard").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'discarded'}\n")
+    (fake / "blkdiscard").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    agent = make_agent(tmp_path, "http://127.0.0.1:9", "--wipe-disk", str(by_id))
+    text, code, _ = agent.do_wipe({"collective": "nccl"})
+    assert f"refusing to wipe {by_id}: it is mounted" in text and code != 0, text
+    assert not (tmp_path / "discarded").exists()  # before: /proc/mounts names the device, not the link
