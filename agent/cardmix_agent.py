@@ -417,6 +417,12 @@ class Agent:
         """
         cards = [int(c) for c in payload.get("cards", [])]
         name, port = container_of(payload), ssh_port_of(payload)
+        ascend = payload.get("collective") == "hccl" or payload.get("vendor") == "huawei"
+        env = {str(k): str(v) for k, v in (payload.get("env") or {}).items()}
+        # The platform names the host's cards; --gpus gives the container only its own, numbered from 0 (cards
+        # 4,5 are its CUDA devices 0,1): CUDA_VISIBLE_DEVICES=4,5 inside would leave it no device at all.
+        if not ascend and cards and env.get("CUDA_VISIBLE_DEVICES") == ",".join(str(c) for c in cards):
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(cards)))
         # A platform that sends no port predates per-container ports: the host's network, as it expects.
         network = (["--network", name, "-p", f"{port}:22", "--label", f"{PORT_LABEL}={port}"] if port
                    else ["--network", "host"])
@@ -424,7 +430,7 @@ class Agent:
                 "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
                 *network, "--ipc", "private", "--shm-size", self.args.shm_size,
                 "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
-        if payload.get("collective") == "hccl" or payload.get("vendor") == "huawei":
+        if ascend:
             for card in cards:
                 argv += ["--device", f"/dev/davinci{card}"]
             for device in ASCEND_CONTROL_DEVICES:
@@ -434,7 +440,7 @@ class Agent:
                     argv += ["-v", f"{mount}:{mount}:ro"]
         elif cards:
             argv += ["--gpus", '"device=' + ",".join(str(c) for c in cards) + '"']
-        for key, value in sorted((payload.get("env") or {}).items()):
+        for key, value in sorted(env.items()):
             argv += ["-e", f"{key}={value}"]
         argv.append(payload["image"])
         return argv
