@@ -642,8 +642,11 @@ class Agent:
         argv = shlex.split(payload["command"])
         argv[0] = self.tool_path(argv[0])
         devices = ",".join(str(c) for c in payload.get("cards", []))
-        visible = "ASCEND_RT_VISIBLE_DEVICES" if payload.get("collective") == "hccl" else "CUDA_VISIBLE_DEVICES"
-        text, code = run(argv, timeout=self.args.readiness_timeout, env={visible: devices})
+        if payload.get("collective") == "hccl":
+            env = {"ASCEND_RT_VISIBLE_DEVICES": devices}
+        else:  # the cards are nvidia-smi's indices (PCI order); CUDA's own default order is fastest first
+            env = {"CUDA_VISIBLE_DEVICES": devices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        text, code = run(argv, timeout=self.args.readiness_timeout, env=env)
         return text, code, {"argv": argv}
 
     def do_inter_node(self, payload: dict):

@@ -599,3 +599,17 @@ def test_wipe_refuses_a_mounted_disk_named_through_a_link(tmp_path, monkeypatch)
     text, code, _ = agent.do_wipe({"collective": "nccl"})
     assert f"refusing to wipe {by_id}: it is mounted" in text and code != 0, text
     assert not (tmp_path / "discarded").exists()  # before: /proc/mounts names the device, not the link
+
+
+# -- 15. the readiness test runs on the group's cards, as nvidia-smi numbers them ----------------------------
+
+def test_readiness_names_the_cards_in_nvidia_smi_order(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    tool = tmp_path / "all_reduce_perf"
+    tool.write_text("#!/bin/sh\necho \"visible=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER\"\n")
+    tool.chmod(0o755)
+    agent = make_agent(tmp_path, "http://127.0.0.1:9", "--readiness-bin", str(tool))
+    text, code, _ = agent.do_readiness({"cards": [4, 5], "collective": "nccl",
+                                        "command": "all_reduce_perf -b 8G -e 8G -f 2 -g 2 -c 1"})
+    # Without PCI_BUS_ID, CUDA counts fastest first: its 4,5 need not be nvidia-smi's (the group's) 4,5.
+    assert code == 0 and text.strip() == "visible=4,5 order=PCI_BUS_ID", text
