@@ -347,10 +347,13 @@ class Agent:
         result = {"exit_code": max(-255, min(255, int(code))), "output": clip(text),
                   "duration_s": round(time.monotonic() - started, 3), "meta": scrub(meta)}
         status, body = self.post_result(command["id"], result)
-        if status == 400:  # the platform cannot store this result: send the exit code with why, not nothing
+        # The platform cannot store this result (400), or its proxy refused a body that large (413: nginx's
+        # default limit is 1 MiB, and 256 KiB of binary output is 1.5 MiB of \ufffd escapes as JSON): send the
+        # exit code with why, not nothing.
+        if status in (400, 413):
             self.post_result(command["id"], {
                 "exit_code": result["exit_code"], "duration_s": result["duration_s"], "meta": {},
-                "output": clip(f"cardmix-agent: the platform refused this command's output (400): "
+                "output": clip(f"cardmix-agent: the platform refused this command's output ({status}): "
                                f"{json.dumps(body)[:2000]}\n")})
 
     def post_result(self, command_id: str, result: dict) -> tuple[int | None, dict]:

@@ -174,6 +174,18 @@ def test_a_refused_result_is_replaced_by_its_exit_code_and_why(tmp_path, raw_ser
     assert "too long" in fallback["output"]
 
 
+def test_a_result_too_large_for_the_proxy_is_replaced_by_its_exit_code(tmp_path, raw_server):
+    page = b"<html>413 Request Entity Too Large</html>"  # nginx past client_max_body_size: HTML, not JSON
+    too_large = (f"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: text/html\r\n"
+                 f"Content-Length: {len(page)}\r\nConnection: close\r\n\r\n").encode() + page
+    server = raw_server(lambda method, path, body, hits: too_large if len(hits) == 1 else http(200, {}))
+    agent = make_agent(tmp_path, server.url)
+    agent.execute({"id": "c-6", "kind": "topology", "payload": {}})
+    assert server.count("c-6/result/") == 2  # before: dropped, and the platform waited for it until its timeout
+    fallback = server.bodies[-1]
+    assert fallback["exit_code"] == 0 and "refused this command's output (413)" in fallback["output"]
+
+
 def test_result_retries_are_bounded(tmp_path, raw_server):
     server = raw_server(lambda *a: http(503, {}))
     agent = make_agent(tmp_path, server.url, "--result-retry-seconds", "0.5")
