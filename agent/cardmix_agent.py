@@ -11,6 +11,7 @@ Runtimes: `docker` (containers with NVIDIA --gpus or Ascend /dev/davinci* device
 from __future__ import annotations
 
 import argparse
+import errno
 import http.client
 import json
 import logging
@@ -142,6 +143,25 @@ def run(argv: list[str], *, timeout: float, env: dict | None = None) -> tuple[st
     if not capture.eof.is_set():  # leftovers of its process group still hold the pipe: the command is over
         _killpg(proc.pid)
     return text + note, code
+
+
+def disk_in_use(disk: str, mounts: str) -> str | None:
+    """Why `blkdiscard -f` (which skips its own exclusive open) must not touch `disk`, else None.
+
+    Mounted under any of its names (a /dev/disk/by-id link, /dev/mapper/…: /proc/mounts says /dev/nvme1n1p1),
+    or held open exclusively by the kernel (LVM, md, swap, a filesystem /proc/mounts names as /dev/root).
+    """
+    real = os.path.realpath(disk)
+    for line in mounts.splitlines():
+        source = line.split()[0] if line.strip() else ""
+        if source.startswith(disk) or (source.startswith("/") and os.path.realpath(source).startswith(real)):
+            return "it is mounted"
+    try:
+        os.close(os.open(real, os.O_RDONLY | os.O_EXCL))
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
+            return "it is in use (mounted, or held by LVM, md or swap)"
+    return None
 
 
 def container_of(payload: dict) -> str:
@@ -327,10 +347,13 @@ class Agent:
         result = {"exit_code": max(-255, min(255, int(code))), "output": clip(text),
                   "duration_s": round(time.monotonic() - started, 3), "meta": scrub(meta)}
         status, body = self.post_result(command["id"], result)
-        if status == 400:  # the platform cannot store this result: send the exit code with why, not nothing
+        # The platform cannot store this result (400), or its proxy refused a body that large (413: nginx's
+        # default limit is 1 MiB, and 256 KiB of binary output is 1.5 MiB of \ufffd escapes as JSON): send the
+        # exit code with why, not nothing.
+        if status in (400, 413):
             self.post_result(command["id"], {
                 "exit_code": result["exit_code"], "duration_s": result["duration_s"], "meta": {},
-                "output": clip(f"cardmix-agent: the platform refused this command's output (400): "
+                "output": clip(f"cardmix-agent: the platform refused this command's output ({status}): "
                                f"{json.dumps(body)[:2000]}\n")})
 
     def post_result(self, command_id: str, result: dict) -> tuple[int | None, dict]:
@@ -373,6 +396,20 @@ class Agent:
         target.write_text("".join(k.strip() + "\n" for k in keys))
         target.chmod(0o600)
 
+    def bare_metal_keys(self, where: Path) -> Path:
+        """Where a bare-metal prepare puts the tenant's keys: root's authorized_keys (the process runtime: its
+        state dir)."""
+        return Path(self.args.authorized_keys) if self.args.runtime == "docker" else where / "authorized_keys"
+
+    def revoke_bare_metal_keys(self, where: Path) -> str:
+        """Empty the authorized_keys a bare-metal prepare wrote: the tenant's root login ends with the instance
+        (the file outlives the state dir, and a release or wipe that left it would leave the host theirs)."""
+        target = self.bare_metal_keys(where)
+        if not target.exists():
+            return ""
+        self.write_keys(target, [])
+        return f"ssh keys of {where.name} removed from {target}\n"
+
     def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
         """`docker run` for an instance: the cards, the image, SSH keys and environment.
 
@@ -383,6 +420,12 @@ class Agent:
         """
         cards = [int(c) for c in payload.get("cards", [])]
         name, port = container_of(payload), ssh_port_of(payload)
+        ascend = payload.get("collective") == "hccl" or payload.get("vendor") == "huawei"
+        env = {str(k): str(v) for k, v in (payload.get("env") or {}).items()}
+        # The platform names the host's cards; --gpus gives the container only its own, numbered from 0 (cards
+        # 4,5 are its CUDA devices 0,1): CUDA_VISIBLE_DEVICES=4,5 inside would leave it no device at all.
+        if not ascend and cards and env.get("CUDA_VISIBLE_DEVICES") == ",".join(str(c) for c in cards):
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(cards)))
         # A platform that sends no port predates per-container ports: the host's network, as it expects.
         network = (["--network", name, "-p", f"{port}:22", "--label", f"{PORT_LABEL}={port}"] if port
                    else ["--network", "host"])
@@ -390,7 +433,7 @@ class Agent:
                 "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
                 *network, "--ipc", "private", "--shm-size", self.args.shm_size,
                 "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
-        if payload.get("collective") == "hccl" or payload.get("vendor") == "huawei":
+        if ascend:
             for card in cards:
                 argv += ["--device", f"/dev/davinci{card}"]
             for device in ASCEND_CONTROL_DEVICES:
@@ -400,7 +443,7 @@ class Agent:
                     argv += ["-v", f"{mount}:{mount}:ro"]
         elif cards:
             argv += ["--gpus", '"device=' + ",".join(str(c) for c in cards) + '"']
-        for key, value in sorted((payload.get("env") or {}).items()):
+        for key, value in sorted(env.items()):
             argv += ["-e", f"{key}={value}"]
         argv.append(payload["image"])
         return argv
@@ -412,7 +455,7 @@ class Agent:
         keys = list(payload.get("ssh_keys") or [])
         cards = ",".join(str(c) for c in payload.get("cards", []))
         if payload.get("kind") == "bare_metal":
-            target = Path(self.args.authorized_keys) if self.args.runtime == "docker" else where / "authorized_keys"
+            target = self.bare_metal_keys(where)
             self.write_keys(target, keys)
             (where / "environment").write_text("".join(f"{k}={v}\n" for k, v in sorted(payload["env"].items())))
             return (f"bare metal ready for {instance_id}: {len(keys)} ssh key(s) in {target}, "
@@ -517,8 +560,10 @@ class Agent:
         name = container_of(payload)
         where = self.instance_dir(name if payload.get("cards") else payload["instance_id"])
         legacy_name, legacy_dirs = self.legacy_of(payload)
+        # Bare metal (no cards): the keys its prepare wrote go first, so a failed docker rm cannot keep them.
+        revoked = self.revoke_bare_metal_keys(where) if not payload.get("cards") and where.is_dir() else ""
         if self.args.runtime == "docker":
-            text = ""
+            text = revoked
             for container in filter(None, (name, legacy_name)):
                 removed, code = self.docker_remove(container)
                 if code != 0:  # keep the state: the heartbeat still lists it, and a retry or wipe removes it
@@ -528,7 +573,7 @@ class Agent:
                 elif removed:
                     text += f"{container} removed (started without a group name, by an older agent or platform)\n"
         else:
-            text, code = self.stop_process(where), 0
+            text, code = revoked + self.stop_process(where), 0
             for old in legacy_dirs:
                 if (old / "pid").exists():
                     text += self.stop_process(old)
@@ -600,8 +645,11 @@ class Agent:
         argv = shlex.split(payload["command"])
         argv[0] = self.tool_path(argv[0])
         devices = ",".join(str(c) for c in payload.get("cards", []))
-        visible = "ASCEND_RT_VISIBLE_DEVICES" if payload.get("collective") == "hccl" else "CUDA_VISIBLE_DEVICES"
-        text, code = run(argv, timeout=self.args.readiness_timeout, env={visible: devices})
+        if payload.get("collective") == "hccl":
+            env = {"ASCEND_RT_VISIBLE_DEVICES": devices}
+        else:  # the cards are nvidia-smi's indices (PCI order); CUDA's own default order is fastest first
+            env = {"CUDA_VISIBLE_DEVICES": devices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        text, code = run(argv, timeout=self.args.readiness_timeout, env=env)
         return text, code, {"argv": argv}
 
     def do_inter_node(self, payload: dict):
@@ -636,6 +684,9 @@ class Agent:
         """Remove every instance, discard the configured scratch disks, reset the accelerators."""
         lines, worst = [], 0
         instances = sorted((self.state_dir / "instances").iterdir())
+        for where in instances:  # a bare-metal instance whose release never came: its keys go now
+            if (where / "environment").exists():
+                lines.append(self.revoke_bare_metal_keys(where).strip())
         if self.args.runtime == "docker":
             text, code = self.docker_rm_all()
             lines.append(text.strip())
@@ -653,8 +704,9 @@ class Agent:
                 shutil.rmtree(where, ignore_errors=True)
         mounted = Path("/proc/mounts").read_text() if Path("/proc/mounts").exists() else ""
         for disk in self.args.wipe_disk:
-            if any(line.split()[0].startswith(disk) for line in mounted.splitlines() if line.strip()):
-                lines.append(f"refusing to wipe {disk}: it is mounted")
+            busy = disk_in_use(disk, mounted)
+            if busy:
+                lines.append(f"refusing to wipe {disk}: {busy}")
                 worst = worst or 1
                 continue
             text, code = run(["blkdiscard", "-f", disk], timeout=3600)

@@ -174,6 +174,18 @@ def test_a_refused_result_is_replaced_by_its_exit_code_and_why(tmp_path, raw_ser
     assert "too long" in fallback["output"]
 
 
+def test_a_result_too_large_for_the_proxy_is_replaced_by_its_exit_code(tmp_path, raw_server):
+    page = b"<html>413 Request Entity Too Large</html>"  # nginx past client_max_body_size: HTML, not JSON
+    too_large = (f"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: text/html\r\n"
+                 f"Content-Length: {len(page)}\r\nConnection: close\r\n\r\n").encode() + page
+    server = raw_server(lambda method, path, body, hits: too_large if len(hits) == 1 else http(200, {}))
+    agent = make_agent(tmp_path, server.url)
+    agent.execute({"id": "c-6", "kind": "topology", "payload": {}})
+    assert server.count("c-6/result/") == 2  # before: dropped, and the platform waited for it until its timeout
+    fallback = server.bodies[-1]
+    assert fallback["exit_code"] == 0 and "refused this command's output (413)" in fallback["output"]
+
+
 def test_result_retries_are_bounded(tmp_path, raw_server):
     server = raw_server(lambda *a: http(503, {}))
     agent = make_agent(tmp_path, server.url, "--result-retry-seconds", "0.5")
@@ -553,3 +565,63 @@ def test_process_prepare_meta_reports_the_port_it_was_given(tmp_path):
         for pid in pids:
             if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
+
+
+# -- 13. a bare-metal tenant's root login ends with the instance --------------------------------------------
+
+BARE = {"kind": "bare_metal", "instance_id": "bm-1", "cards": list(range(8)), "image": "ubuntu-22.04",
+        "ssh_keys": ["ssh-ed25519 AAAA tenant-one"], "env": {"A": "1"}, "vendor": "nvidia", "collective": "nccl"}
+
+
+def test_bare_metal_release_and_wipe_remove_the_tenants_keys_from_root(tmp_path, docker):
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    agent = make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--docker", str(BIN / "docker"),
+                       "--authorized-keys", str(root_keys))
+    assert agent.do_prepare(BARE)[1] == 0 and "tenant-one" in root_keys.read_text()
+    text, code, _ = agent.do_release({"cards": [], "instance_id": "bm-1"})  # what the agent driver sends
+    assert code == 0, text
+    assert root_keys.read_text() == "" and agent.instances() == []  # before: the keys stayed, root stayed theirs
+    assert agent.do_prepare({**BARE, "instance_id": "bm-2", "ssh_keys": ["ssh-ed25519 BBBB tenant-two"]})[1] == 0
+    agent.do_wipe({"collective": "nccl"})  # its release never reached the agent; cleaning wipes the node
+    assert "tenant-two" not in root_keys.read_text()
+    assert agent.do_release({"cards": [], "instance_id": "bm-9"})[1] == 0  # never prepared here: nothing to do
+
+
+# -- 14. wipe never discards a mounted disk, whatever name the operator gave it -----------------------------
+
+def _mounted_block_device():
+    for line in Path("/proc/mounts").read_text().splitlines():
+        source = line.split()[0]
+        if source.startswith("/dev/") and Path(source).is_block_device():
+            return source
+    pytest.skip("no mounted block device on this host")
+
+
+def test_wipe_refuses_a_mounted_disk_named_through_a_link(tmp_path, monkeypatch):
+    mounted = _mounted_block_device()
+    by_id = tmp_path / "by-id" / "nvme-scratch"  # as in /dev/disk/by-id: what operators are told to use
+    by_id.parent.mkdir()
+    by_id.symlink_to(mounted)
+    fake = tmp_path / "fakebin"  # never the real blkdiscard -f on this host's disk, even if the check fails
+    fake.mkdir()
+    (fake / "blkdiscard").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'discarded'}\n")
+    (fake / "blkdiscard").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    agent = make_agent(tmp_path, "http://127.0.0.1:9", "--wipe-disk", str(by_id))
+    text, code, _ = agent.do_wipe({"collective": "nccl"})
+    assert f"refusing to wipe {by_id}: it is mounted" in text and code != 0, text
+    assert not (tmp_path / "discarded").exists()  # before: /proc/mounts names the device, not the link
+
+
+# -- 15. the readiness test runs on the group's cards, as nvidia-smi numbers them ----------------------------
+
+def test_readiness_names_the_cards_in_nvidia_smi_order(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    tool = tmp_path / "all_reduce_perf"
+    tool.write_text("#!/bin/sh\necho \"visible=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER\"\n")
+    tool.chmod(0o755)
+    agent = make_agent(tmp_path, "http://127.0.0.1:9", "--readiness-bin", str(tool))
+    text, code, _ = agent.do_readiness({"cards": [4, 5], "collective": "nccl",
+                                        "command": "all_reduce_perf -b 8G -e 8G -f 2 -g 2 -c 1"})
+    # Without PCI_BUS_ID, CUDA counts fastest first: its 4,5 need not be nvidia-smi's (the group's) 4,5.
+    assert code == 0 and text.strip() == "visible=4,5 order=PCI_BUS_ID", text

@@ -123,3 +123,17 @@ def test_nvidia_rows_with_unsupported_fields_keep_the_card():
     rows = agent_mod.parse_nvidia_query("0, NVIDIA H200, GPU-5d1c, 143771 MiB, 580.159.03, [N/A], [Not Supported]\n")
     assert rows == [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-5d1c", "memory_total_mib": 143771,
                      "driver_version": "580.159.03", "temperature_c": None, "utilization_pct": None}]
+
+
+def test_docker_container_sees_its_cards_numbered_from_zero(tmp_path):
+    """--gpus device=4,5 gives the container two GPUs, 0 and 1: the platform's host indices would hide both."""
+    agent = make_agent(tmp_path)
+    env = {"CUDA_VISIBLE_DEVICES": "4,5", "NCCL_DEBUG": "WARN"}
+    nvidia = agent.docker_run_argv({"instance_id": "i1", "cards": [4, 5], "image": "pytorch:2.3", "vendor": "nvidia",
+                                    "collective": "nccl", "env": env}, tmp_path / "keys")
+    assert nvidia[nvidia.index("--gpus") + 1] == '"device=4,5"'
+    assert "CUDA_VISIBLE_DEVICES=0,1" in nvidia and "CUDA_VISIBLE_DEVICES=4,5" not in nvidia
+    whole = agent.docker_run_argv({"instance_id": "i3", "cards": list(range(8)), "image": "x", "vendor": "nvidia",
+                                   "collective": "nccl", "env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}},
+                                  tmp_path / "keys")
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in whole
