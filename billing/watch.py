@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import F, Q, Sum
 
 from core.dbclock import db_now
 from core.money import format_ucny
@@ -56,6 +56,18 @@ def funds_watch(*, org_ids, now=None) -> dict:
             .update(low_balance_warned_at=None, autostop_requested_at=None)
     _autostop_overdue_retry(set(snapshot) - set(stopped))
     return {"stopped": stopped, "warned": warned}
+
+
+def funds_flags_clear_idle() -> int:
+    """Clear the low-balance and auto-stop flags of organizations with no open meter; returns how many.
+
+    funds_watch sees only the organizations a tick posted for, so one that was warned, then stopped its
+    instances (or was auto-stopped) and topped up kept its banner ("funds run out soon") with nothing
+    running, and its next episode sent no email. Nothing burns: funds cannot run out (one statement).
+    """
+    return (BillingProfile.objects.filter(Q(low_balance_warned_at__isnull=False) | Q(autostop_requested_at__isnull=False))
+            .exclude(organization_id__in=Meter.objects.filter(closed_at__isnull=True).values("organization_id"))
+            .update(low_balance_warned_at=None, autostop_requested_at=None))
 
 
 def _autostop_overdue_retry(org_ids) -> None:

@@ -124,6 +124,26 @@ def test_low_balance_warning_email_and_banner_once_then_cleared(
     assert Meter.objects.get(pk=meter.pk).posted_through_seconds == 130
 
 
+def test_low_balance_warning_clears_when_nothing_runs_any_more(
+        stop_calls, django_capture_on_commit_callbacks, mailoutbox, settings):
+    """Warned, then the instance stopped and the customer topped up: nothing burns, so the banner ("funds run
+    out soon") goes, and the next episode emails again. The watch only saw organizations with open meters."""
+    settings.LOW_BALANCE_WARNING_SECONDS = 3600
+    membership = MembershipFactory(role="owner")
+    org = membership.organization
+    fund(org, 1_800_000 + 10_000)
+    meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
+                       rate=3_600_000, opened_at=db_now() - timedelta(seconds=10))
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick()
+    assert low_balance_warning(org=org) and len(mailoutbox) == 1
+    meters_close(instance_id=meter.instance_id)
+    fund(org, 100_000_000)
+    meter_tick()
+    assert not low_balance_warning(org=org)
+    assert BillingProfile.objects.get(pk=org.pk).low_balance_warned_at is None
+
+
 def test_close_at_a_future_second_bills_only_the_seconds_that_ran(stop_calls, django_capture_on_commit_callbacks,
                                                                     settings):
     """The hook is told the exhaustion second, which may lie ahead; closing right away at it must not bill
