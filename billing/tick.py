@@ -64,10 +64,12 @@ def meter_tick(*, now=None, watch: bool = True) -> dict:
             if plan is not None:
                 plans.append((m, plan))
         stats = _post_plans(plans)
-    if watch and plans:
-        from .watch import funds_watch
+    if watch:
+        from .watch import funds_flags_clear_idle, funds_watch
 
-        funds_watch(org_ids={m["organization_id"] for m, _ in plans}, now=now)
+        if plans:
+            funds_watch(org_ids={m["organization_id"] for m, _ in plans}, now=now)
+        funds_flags_clear_idle()
     return stats
 
 

@@ -1,12 +1,13 @@
 """Funds watch after each tick: auto-stop organizations that run out before the next tick, and warn at
 one hour of remaining burn (email + console banner flag)."""
+import logging
 import uuid
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import F, Q, Sum
 
 from core.dbclock import db_now
 from core.money import format_ucny
@@ -17,6 +18,8 @@ from .hooks import autostop_hook
 from .lock_objects import profile_lock
 from .models import Account, BillingProfile, Meter
 from .rating import whole_seconds
+
+logger = logging.getLogger("cardmix.billing")
 
 
 def funds_snapshot(org_ids) -> dict:
@@ -35,7 +38,8 @@ def funds_watch(*, org_ids, now=None) -> dict:
     """Auto-stop or warn the organizations whose funds run short; returns {"stopped": [...], "warned": [...]}."""
     now = now or db_now()
     stopped, warned, healthy = [], [], []
-    for org_id, (available, burn) in funds_snapshot(org_ids).items():
+    snapshot = funds_snapshot(org_ids)
+    for org_id, (available, burn) in snapshot.items():
         if burn <= 0:
             continue
         left_seconds = max(available, 0) * 3600 // burn
@@ -50,7 +54,44 @@ def funds_watch(*, org_ids, now=None) -> dict:
     if healthy:  # funds recovered: clear the banner and the auto-stop episode, in one statement
         BillingProfile.objects.filter(pk__any_array=healthy).exclude(low_balance_warned_at=None, autostop_requested_at=None) \
             .update(low_balance_warned_at=None, autostop_requested_at=None)
+    _autostop_overdue_retry(set(snapshot) - set(stopped))
     return {"stopped": stopped, "warned": warned}
+
+
+def funds_flags_clear_idle() -> int:
+    """Clear the low-balance and auto-stop flags of organizations with no open meter; returns how many.
+
+    funds_watch sees only the organizations a tick posted for, so one that was warned, then stopped its
+    instances (or was auto-stopped) and topped up kept its banner ("funds run out soon") with nothing
+    running, and its next episode sent no email. Nothing burns: funds cannot run out (one statement).
+    """
+    return (BillingProfile.objects.filter(Q(low_balance_warned_at__isnull=False) | Q(autostop_requested_at__isnull=False))
+            .exclude(organization_id__in=Meter.objects.filter(closed_at__isnull=True).values("organization_id"))
+            .update(low_balance_warned_at=None, autostop_requested_at=None))
+
+
+def _autostop_overdue_retry(org_ids) -> None:
+    """Ask again for the stop of every organization with a meter still open past its auto-stop second.
+
+    The request is made once per episode (its meters capped, autostop_requested_at set), so a stop that
+    never landed — its task lost to a broker outage, the hook raising after the commit — was never asked
+    for again, whatever the funds did later: the instance ran on with every second written off. An open
+    meter this tick posted beyond its billable-until second means the instance is still running after the
+    stop was due; provisioning's stop is idempotent (only running instances, under their row lock).
+    """
+    hook = autostop_hook()
+    if hook is None or not org_ids:
+        return
+    due: dict = {}
+    for org_id, opened_at, until in (Meter.objects.filter(
+            organization_id__any_array=list(org_ids), closed_at__isnull=True, billable_until_seconds__isnull=False,
+            posted_through_seconds__gt=F("billable_until_seconds"))
+            .values_list("organization_id", "opened_at", "billable_until_seconds")):
+        at = opened_at + timedelta(seconds=until)
+        due[org_id] = min(at, due.get(org_id, at))
+    for org_id, at in sorted(due.items(), key=lambda kv: str(kv[0])):
+        logger.warning("auto-stop overdue: asking again", extra={"organization": str(org_id), "at": at.isoformat()})
+        transaction.on_commit(lambda org_id=org_id, at=at: hook(org_id=org_id, at=at, reason="funds_exhausted"))
 
 
 def _autostop(*, org_id, at, available: int) -> bool:

@@ -57,6 +57,40 @@ def test_autostop_at_exhaustion_second_bills_up_to_it_and_writes_off_the_rest(
     assert ledger_verify() == []
 
 
+def test_a_stop_that_never_landed_is_asked_for_again_once_its_second_has_passed(
+        stop_calls, django_capture_on_commit_callbacks, settings):
+    """The fake hook stops nothing, like a stop task lost to a broker outage: every later tick that finds the
+    meter still running past its exhaustion second asks again, even after a top-up (those seconds stay
+    unbilled), instead of leaving the instance running with every second written off."""
+    settings.METER_TICK_SECONDS = 60
+    org = MembershipFactory().organization
+    fund(org, 30_000)
+    meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
+                       rate=3_600_000, opened_at=db_now() - timedelta(hours=1))  # 1,000 µCNY per second
+    t0 = meter.opened_at
+    exhausted = {"org_id": org.pk, "at": t0 + timedelta(seconds=30), "reason": "funds_exhausted"}
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=t0 + timedelta(seconds=10))
+    assert stop_calls == [exhausted]
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=t0 + timedelta(seconds=20))  # the stop is not due yet
+    assert stop_calls == [exhausted]
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=t0 + timedelta(seconds=90))  # due 60 s ago and the meter still runs
+    assert stop_calls == [exhausted, exhausted]
+    fund(org, 100_000_000)
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=t0 + timedelta(seconds=150))
+    assert stop_calls == [exhausted] * 3
+    meters_close(instance_id=meter.instance_id, at=exhausted["at"])  # the stop lands at last
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick(now=t0 + timedelta(seconds=210))
+    assert len(stop_calls) == 3
+    meter.refresh_from_db()
+    assert meter.posted_amount == 30_000 and meter.written_off_amount == 120_000
+    assert ledger_verify() == []
+
+
 def test_autostop_when_already_exhausted_stops_now(stop_calls, django_capture_on_commit_callbacks):
     org = MembershipFactory().organization
     meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
@@ -88,6 +122,26 @@ def test_low_balance_warning_email_and_banner_once_then_cleared(
     meter_tick(now=t0 + timedelta(seconds=130))
     assert not low_balance_warning(org=org)
     assert Meter.objects.get(pk=meter.pk).posted_through_seconds == 130
+
+
+def test_low_balance_warning_clears_when_nothing_runs_any_more(
+        stop_calls, django_capture_on_commit_callbacks, mailoutbox, settings):
+    """Warned, then the instance stopped and the customer topped up: nothing burns, so the banner ("funds run
+    out soon") goes, and the next episode emails again. The watch only saw organizations with open meters."""
+    settings.LOW_BALANCE_WARNING_SECONDS = 3600
+    membership = MembershipFactory(role="owner")
+    org = membership.organization
+    fund(org, 1_800_000 + 10_000)
+    meter = meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1,
+                       rate=3_600_000, opened_at=db_now() - timedelta(seconds=10))
+    with django_capture_on_commit_callbacks(execute=True):
+        meter_tick()
+    assert low_balance_warning(org=org) and len(mailoutbox) == 1
+    meters_close(instance_id=meter.instance_id)
+    fund(org, 100_000_000)
+    meter_tick()
+    assert not low_balance_warning(org=org)
+    assert BillingProfile.objects.get(pk=org.pk).low_balance_warned_at is None
 
 
 def test_close_at_a_future_second_bills_only_the_seconds_that_ran(stop_calls, django_capture_on_commit_callbacks,
