@@ -73,3 +73,8 @@ class GroupState(models.TextChoices):
     CHECKED = "checked"
     FAILED = "failed"
     RELEASED = "released"
+
+
+# The reason prefix of a failure the organization's funds caused, not the platform (a monthly package that could
+# not be charged on entering running): the SLA owes nothing for it.
+FUNDS_FAILURE = "insufficient_funds"

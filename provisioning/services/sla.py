@@ -14,6 +14,7 @@ from django.db.models import F, Q
 
 from tenancy.audit import audit_record
 
+from ..choices import FUNDS_FAILURE
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
@@ -46,7 +47,10 @@ def sla_granted(instance: Instance) -> int:
 
 
 def sla_outcome(instance: Instance) -> tuple[str | None, object]:
-    """How the current window ended: ("running", ready_at), ("failed" | "terminating", event time) or (None, None)."""
+    """How the current window ended: ("running", ready_at), ("failed" | "terminating", event time) or (None, None).
+
+    A failure for the organization's funds (ready, but the monthly package could not be charged) counts as
+    "terminating": the customer's side ended the window, so only lateness past the deadline is owed."""
     opened = (InstanceEvent.objects.filter(pk=instance.sla_event_id).values_list("created_at", flat=True).first()
               if instance.sla_event_id else None)
     if instance.ready_at is not None and (opened is None or instance.ready_at >= opened):
@@ -54,8 +58,13 @@ def sla_outcome(instance: Instance) -> tuple[str | None, object]:
     ends = InstanceEvent.objects.filter(instance=instance, to_state__in=[S.FAILED, S.TERMINATING])
     if opened is not None:
         ends = ends.filter(created_at__gte=opened)
-    end = ends.order_by("created_at", "id").values_list("to_state", "created_at").first()
-    return end if end else (None, None)
+    end = ends.order_by("created_at", "id").values_list("to_state", "created_at", "reason").first()
+    if not end:
+        return None, None
+    to_state, at, reason = end
+    if to_state == S.FAILED and reason.startswith(f"{FUNDS_FAILURE}:"):
+        return S.TERMINATING, at
+    return to_state, at
 
 
 def sla_compensation_due(instance: Instance) -> int:

@@ -11,12 +11,13 @@ from django.db import transaction
 from django.db.models import Prefetch
 
 from core.dbclock import db_now
+from core.errors import InsufficientFunds
 from core.failpoints import failpoint
 from core.metrics import READINESS_TOTAL
 from inventory.choices import NodeState
 from inventory.models import Node
 
-from ..choices import GroupState, InstanceKind, ReportScope
+from ..choices import FUNDS_FAILURE, GroupState, InstanceKind, ReportScope
 from ..choices import InstanceState as S
 from ..endpoints import container_ssh_port
 from ..lock_objects import instance_lock
@@ -296,9 +297,26 @@ def instance_check(instance_id) -> None:
         if not item_inter_node(instance, item_groups):
             group_failed(instance, item_groups[0], "inter-node readiness failed twice")
             return
-    if _advance(instance_id, expect=S.CHECKING, to=S.RUNNING, reason="readiness passed", ready_at=db_now(),
-                step_deadline=None) is not None:
+    try:
+        moved = _advance(instance_id, expect=S.CHECKING, to=S.RUNNING, reason="readiness passed", ready_at=db_now(),
+                         step_deadline=None)
+    except InsufficientFunds as exc:  # a monthly package charged on entering running, spent elsewhere meanwhile
+        _failed_for_funds(instance, exc.message)
+        return
+    if moved is not None:
         hardware_port.slurm_partition_create(instance_id=instance_id, nodes=[g.node for g in groups])
+
+
+def _failed_for_funds(instance: Instance, message: str) -> None:
+    """Ready, but the organization cannot pay for it now: fail it at once with the cards freed. Before, the
+    refused charge rolled the step back and readiness ran again until the reconciler failed the instance
+    — and the SLA then compensated the customer for a hand-over only their own funds had stopped."""
+    from .sla import sla_dispatch
+
+    reason = f"{FUNDS_FAILURE}: {message}"[:300]
+    if _advance(instance.pk, expect=S.CHECKING, to=S.FAILED, reason=reason, step_deadline=None) is not None:
+        groups_release(instance.pk)
+        sla_dispatch(instance.pk)  # settles the window: not a breach (sla.py)
 
 
 def group_failed(instance: Instance, group: NodeGroup, reason: str) -> None:
