@@ -44,6 +44,7 @@ class InstanceAdmin(ReadOnlyAdmin):
     list_filter = ("state", "kind", "billing")
     search_fields = ("id", "name", "organization__name")
     list_select_related = ("organization",)
+    readonly_fields = [f.name for f in Instance._meta.fields]  # the view page shows id and times too
     inlines = [NodeGroupInline, InstanceEventInline]
 
     @admin.display(description="CNY / hour", ordering="price_per_hour")
@@ -58,6 +59,7 @@ class ReadinessReportAdmin(ReadOnlyAdmin):
     list_display = ("instance", "node", "scope", "tool", "attempt", "busbw_largest_gbps", "floor_gbps", "passed")
     list_filter = ("passed", "scope", "tool")
     list_select_related = ("instance", "node")
+    readonly_fields = [f.name for f in ReadinessReport._meta.fields]
 
 
 @admin.register(SimulatedFault)

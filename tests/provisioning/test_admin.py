@@ -41,7 +41,8 @@ def test_instance_admin_cannot_add_edit_or_delete_instances_or_their_rows(operat
     instance = _running_instance()
     page = operator_client.get(f"/admin/provisioning/instance/{instance.pk}/change/")
     body = page.content.decode()
-    assert page.status_code == 200 and "checked" in body and "30000" in body
+    assert page.status_code == 200 and "checked" in body and "30000" in body and str(instance.pk) in body
+    assert "Created at" in body and "Updated at" in body
     assert 'name="_save"' not in body and "deletelink" not in body
     assert 'name="groups-0-ssh_port"' not in body and 'name="groups-0-prepare_started_at_0"' not in body
     assert 'name="groups-0-driver_seconds"' not in body
