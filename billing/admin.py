@@ -1,8 +1,10 @@
 """Operators' admin for the ledger: read-only accounts, transfers and meters; credit limits; write-off review."""
+from django import forms
 from django.contrib import admin
 
 from core.admin import ReadOnlyAdmin
 from core.money import format_ucny
+from tenancy.audit import audit_record
 
 from .credits import credit_limit_set
 from .models import Account, BillingProfile, Meter, Transfer, WriteOff
@@ -42,10 +44,23 @@ class MeterAdmin(ReadOnlyAdmin):
     search_fields = ["instance_id", "organization__slug"]
 
 
+class BillingProfileForm(forms.ModelForm):
+    class Meta:
+        model = BillingProfile
+        fields = ["credit_limit"]
+
+    def clean_credit_limit(self):
+        limit = self.cleaned_data["credit_limit"]
+        if limit < 0:
+            raise forms.ValidationError("The credit limit cannot be negative (0: prepaid).")
+        return limit
+
+
 @admin.register(BillingProfile)
 class BillingProfileAdmin(admin.ModelAdmin):
     """Postpaid credit limits (µCNY); every change goes through credit_limit_set and is audited."""
 
+    form = BillingProfileForm
     list_display = ["organization", "credit_limit_cny", "trial_expires_at", "trial_expired_at",
                     "low_balance_warned_at", "autostop_requested_at"]
     list_select_related = ["organization"]
@@ -79,9 +94,16 @@ class WriteOffAdmin(admin.ModelAdmin):
 
     list_display = ["id", "organization", "meter", "seconds", "amount", "reviewed", "created_at"]
     list_filter = ["reviewed"]
-    list_select_related = ["organization"]
+    list_select_related = ["organization", "meter"]
     list_editable = ["reviewed"]
     readonly_fields = ["meter", "organization", "key", "seconds", "amount", "created_at"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if "reviewed" in form.changed_data:
+            audit_record(action="billing.write_off_review", org=obj.organization, actor=request.user, target=obj,
+                         request=request, details={"reviewed": obj.reviewed, "amount": obj.amount,
+                                                   "seconds": obj.seconds, "meter": obj.meter_id})
 
     def has_add_permission(self, request):
         return False

@@ -82,6 +82,9 @@ class AgentCommandAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # a driver may be waiting for its result; the reconciler and step deadlines end stuck ones
+
 
 class BmcCredentialForm(forms.ModelForm):
     """The password is write-only: never rendered back, re-entered to change it."""
@@ -124,4 +127,11 @@ class NodeCredentialAdmin(admin.ModelAdmin):
     exclude = ["token_hash"]
 
     def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting dropped the node's saved state and reason, unaudited; rotate the token instead (Node agents).
         return False

@@ -1,5 +1,6 @@
 """The operators' admin for the fleet and the catalog: node actions with a reason, CSV import,
 price history, read-only cards with their holders. BMC secrets are never stored here, let alone shown."""
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery
 from django.http import HttpResponseRedirect
@@ -16,10 +17,35 @@ from .forms import NodeCsvImportForm, ReasonForm
 from .models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
 
 
+class PriceForm(forms.ModelForm):
+    """A new price row, checked as price_create checks it (positive amounts, not starting in the past)."""
+
+    FIELDS = {"price_per_card_hour": "on_demand_per_card_hour", "monthly_price_per_card_hour": "monthly_per_card_hour",
+              "effective_from": "effective_from"}
+
+    class Meta:
+        model = Price
+        fields = ["effective_from", "on_demand_per_card_hour", "monthly_per_card_hour"]
+        help_texts = {"on_demand_per_card_hour": "µCNY: 1 CNY = 1,000,000.",
+                      "monthly_per_card_hour": "µCNY; empty: the on-demand price × 0.65."}
+
+    def clean(self):
+        data = super().clean()
+        if self.instance._state.adding and not self.errors:
+            errors = services.price_errors(on_demand_per_card_hour=data.get("on_demand_per_card_hour"),
+                                           monthly_per_card_hour=data.get("monthly_per_card_hour"),
+                                           effective_from=data.get("effective_from"))
+            for name, lines in errors.items():
+                self.add_error(self.FIELDS[name], lines)
+        return data
+
+
 class PriceInline(admin.TabularInline):
-    """Price history; existing rows are read-only (rates are locked by instances, changes are new rows)."""
+    """Price history; existing rows are read-only (rates are locked by instances, changes are new rows, made by
+    price_create: validated and audited)."""
 
     model = Price
+    form = PriceForm
     extra = 0
     fields = ["effective_from", "on_demand_per_card_hour", "monthly_per_card_hour"]
     ordering = ["-effective_from"]
@@ -42,6 +68,23 @@ class AcceleratorAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return selectors.with_current_prices(super().get_queryset(request))
 
+    def get_readonly_fields(self, request, obj=None):
+        # Instances' items, meters and statements name the accelerator by slug, placement and images by its vendor.
+        return ["slug", "vendor"] if obj else []
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not Price:
+            return super().save_formset(request, form, formset, change)
+        # The admin's change message reads these, as after formset.save().
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        for price_form in formset.extra_forms:
+            if price_form.has_changed() and not formset._should_delete_form(price_form):
+                data = price_form.cleaned_data
+                formset.new_objects.append(services.price_create(
+                    accelerator=form.instance, on_demand_per_card_hour=data["on_demand_per_card_hour"],
+                    monthly_per_card_hour=data.get("monthly_per_card_hour"), effective_from=data["effective_from"],
+                    actor=request.user, request=request))
+
     @admin.display(description="CNY / card-hour")
     def price(self, obj):
         pair = selectors.price_pair(obj.on_demand_ucny, obj.monthly_set_ucny)
@@ -58,6 +101,17 @@ class ImageAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "vendors", "active"]
     list_filter = ["active"]
     search_fields = ["slug", "name"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Instances name their images by slug (a restart or a waitlisted create resolves it again): deactivate instead.
+        return ["slug"] if obj else []
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deactivate instead (active = off): instances keep the slug
+
+    def save_model(self, request, obj, form, change):
+        services.image_save(image=obj, actor=request.user, request=request,
+                            **{k: form.cleaned_data[k] for k in form.changed_data if k in form.cleaned_data})
 
 
 @admin.register(Zone)

@@ -216,6 +216,20 @@ def cards_release(*, holder_id, card_ids=None) -> int:
     return released
 
 
+def price_errors(*, on_demand_per_card_hour, monthly_per_card_hour, effective_from) -> dict[str, list[str]]:
+    """What is wrong with a new price, by the API's field names (empty: valid); the admin's price form asks too."""
+    from django.utils import timezone
+
+    errors = {}
+    if not isinstance(on_demand_per_card_hour, int) or on_demand_per_card_hour <= 0:
+        errors["price_per_card_hour"] = ["Must be a positive amount."]
+    if monthly_per_card_hour is not None and (not isinstance(monthly_per_card_hour, int) or monthly_per_card_hour <= 0):
+        errors["monthly_price_per_card_hour"] = ["Must be a positive amount or null."]
+    if effective_from is not None and effective_from < timezone.now() - timedelta(minutes=5):
+        errors["effective_from"] = ["A price cannot start in the past."]
+    return errors
+
+
 def price_create(*, accelerator, on_demand_per_card_hour, monthly_per_card_hour=None, effective_from=None,
                  actor=None, request=None):
     """Add a price from `effective_from` (default: now); history is kept, instances keep their locked rate."""
@@ -223,15 +237,9 @@ def price_create(*, accelerator, on_demand_per_card_hour, monthly_per_card_hour=
 
     from .models import Price
 
-    errors = {}
-    if not isinstance(on_demand_per_card_hour, int) or on_demand_per_card_hour <= 0:
-        errors["price_per_card_hour"] = ["Must be a positive amount."]
-    if monthly_per_card_hour is not None and (not isinstance(monthly_per_card_hour, int) or monthly_per_card_hour <= 0):
-        errors["monthly_price_per_card_hour"] = ["Must be a positive amount or null."]
-    now = timezone.now()
-    effective_from = effective_from or now
-    if effective_from < now - timedelta(minutes=5):
-        errors["effective_from"] = ["A price cannot start in the past."]
+    effective_from = effective_from or timezone.now()
+    errors = price_errors(on_demand_per_card_hour=on_demand_per_card_hour, monthly_per_card_hour=monthly_per_card_hour,
+                          effective_from=effective_from)
     if errors:
         raise ValidationFailed("The price is invalid.", details=errors)
     try:

@@ -1,44 +1,68 @@
-"""Operators see instances with their events, placement and readiness reports."""
+"""Operators see instances with their events, placement and readiness reports, read-only: state, rates, placement
+and card holdings are the services' (the transition table, the ledger's locked rates), never a form's."""
 from django.contrib import admin
+
+from core.admin import ReadOnlyAdmin
+from core.money import format_ucny
 
 from .models import Instance, InstanceEvent, NodeGroup, ReadinessReport, SimulatedFault
 
 
-class InstanceEventInline(admin.TabularInline):
+class ReadOnlyInline(admin.TabularInline):
+    """Rows of an instance the services write: shown, never added, edited or deleted here."""
+
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class InstanceEventInline(ReadOnlyInline):
     model = InstanceEvent
-    extra = 0
-    can_delete = False
-    readonly_fields = ("from_state", "to_state", "reason", "request_id", "actor", "created_at")
+    fields = ("from_state", "to_state", "reason", "request_id", "actor", "created_at")
 
 
-class NodeGroupInline(admin.TabularInline):
+class NodeGroupInline(ReadOnlyInline):
     model = NodeGroup
-    extra = 0
-    can_delete = False
-    readonly_fields = ("item_index", "accelerator", "node", "card_indices", "state", "prepare_attempts",
-                       "check_attempts", "prepared_at", "checked_at", "released_at")
-    exclude = ("card_ids", "prepare_output", "prepare_exit_code")
+    fields = ("item_index", "accelerator", "node", "card_indices", "state", "ssh_port", "prepare_attempts",
+              "check_attempts", "prepare_started_at", "prepared_at", "checked_at", "released_at", "driver_seconds")
 
 
 @admin.register(Instance)
-class InstanceAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "organization", "kind", "state", "price_per_hour", "created_at", "ready_at")
+class InstanceAdmin(ReadOnlyAdmin):
+    """No add, edit or delete: an instance deleted here would leave its cards allocated and its meter charging, an
+    edited state or rate would bypass the transition table and the locked price."""
+
+    list_display = ("id", "name", "organization", "kind", "state", "price_cny", "created_at", "ready_at")
     list_filter = ("state", "kind", "billing")
     search_fields = ("id", "name", "organization__name")
     list_select_related = ("organization",)
-    # State changes go through the services (the transition table), never through a form.
-    readonly_fields = [f.name for f in Instance._meta.fields]
+    readonly_fields = [f.name for f in Instance._meta.fields]  # the view page shows id and times too
     inlines = [NodeGroupInline, InstanceEventInline]
+
+    @admin.display(description="CNY / hour", ordering="price_per_hour")
+    def price_cny(self, obj):
+        return format_ucny(obj.price_per_hour)
 
 
 @admin.register(ReadinessReport)
-class ReadinessReportAdmin(admin.ModelAdmin):
+class ReadinessReportAdmin(ReadOnlyAdmin):
+    """The readiness evidence behind each handover and SLA decision: read-only."""
+
     list_display = ("instance", "node", "scope", "tool", "attempt", "busbw_largest_gbps", "floor_gbps", "passed")
     list_filter = ("passed", "scope", "tool")
-    list_select_related = ("node",)
+    list_select_related = ("instance", "node")
     readonly_fields = [f.name for f in ReadinessReport._meta.fields]
 
 
 @admin.register(SimulatedFault)
 class SimulatedFaultAdmin(admin.ModelAdmin):
     list_display = ("node", "operation", "faults", "remaining", "created_at")
+    list_select_related = ("node",)

@@ -1,11 +1,12 @@
 """Operators' admin for users, organizations (quota), tokens, SSH keys and the audit log."""
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 
 from core.admin import ReadOnlyAdmin
 
 from .audit import audit_record
+from .credentials import token_revoke
 from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, TrialClaim, User, normalize_email
 
 
@@ -64,12 +65,27 @@ class OrganizationAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Read-only, never the hash: tokens are created by their users (the secret shown once), and revoked here only
+    through token_revoke (audited). Editing revoked_at or scope in a form would revive a revoked token or widen a
+    read token, unaudited."""
+
     list_display = ["prefix", "name", "user", "organization", "scope", "created_at", "expires_at", "last_used_at",
                     "revoked_at"]
+    list_filter = ["scope", ("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["user", "organization"]
     search_fields = ["prefix", "name", "user__email", "organization__slug"]
-    readonly_fields = ["prefix", "token_hash", "user", "organization", "created_at", "last_used_at"]
+    fields = ["prefix", "name", "user", "organization", "scope", "created_at", "expires_at", "last_used_at",
+              "revoked_at"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke selected tokens (they stop authenticating at once)")
+    def revoke(self, request, queryset):
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True).select_related("organization").order_by("pk"):
+            token_revoke(token=token, actor=request.user, request=request)
+            revoked += 1
+        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
 
 
 @admin.register(SshKey)
@@ -81,8 +97,11 @@ class SshKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(TrialClaim)
-class TrialClaimAdmin(admin.ModelAdmin):
+class TrialClaimAdmin(ReadOnlyAdmin):
+    """One trial per verified email address, ever: read-only (deleting a claim would grant the trial again)."""
+
     list_display = ["email", "user", "organization", "claimed_at"]
+    list_select_related = ["user", "organization"]
     search_fields = ["email"]
 
 

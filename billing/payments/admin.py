@@ -32,7 +32,10 @@ class TopUpAdmin(admin.ModelAdmin):
     list_filter = ["state", "needs_review"]
     search_fields = ["=id", "=stripe_payment_intent_id", "=stripe_charge_id", "organization__name"]
     list_select_related = ["organization"]
-    readonly_fields = [f.name for f in TopUp._meta.fields if f.name not in ("needs_review", "review_reason")]
+    # The PaymentIntent's client secret is the customer's to confirm with, never shown here.
+    exclude = ["client_secret"]
+    readonly_fields = [f.name for f in TopUp._meta.fields
+                       if f.name not in ("needs_review", "review_reason", "client_secret")]
     actions = ["refund"]
 
     def has_add_permission(self, request):
@@ -85,6 +88,7 @@ class StripeEventAdmin(admin.ModelAdmin):
     list_display = ["id", "type", "outcome", "source", "topup", "received_at"]
     list_filter = ["type", "outcome", "source"]
     search_fields = ["=id", "=object_id"]
+    list_select_related = ["topup"]
     readonly_fields = [f.name for f in StripeEvent._meta.fields]
 
     def has_add_permission(self, request):
@@ -92,3 +96,6 @@ class StripeEventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # the record that each event was applied once

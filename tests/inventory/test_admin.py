@@ -103,3 +103,79 @@ def test_card_health_actions_ask_for_a_reason_then_audit(operator_client, catalo
     assert "2 card(s) changed" in operator_client.get("/admin/inventory/card/").content.decode()
     # The node list counts them as failed.
     assert "<b style='color:#b00'>2</b>" in operator_client.get("/admin/inventory/node/").content.decode()
+
+
+def _accelerator_post(acc, **new_price):
+    """The accelerator's change form as the admin posts it, with one new price row (prices-N-…)."""
+    existing = list(acc.prices.order_by("-effective_from"))
+    data = {"slug": acc.slug, "vendor": acc.vendor, "name": acc.name, "memory_gb": acc.memory_gb, "collective": acc.collective,
+            "readiness_floor_gbps": acc.readiness_floor_gbps or "", "orderable": "on" if acc.orderable else "",
+            "prices-TOTAL_FORMS": len(existing) + 1, "prices-INITIAL_FORMS": len(existing),
+            "prices-MIN_NUM_FORMS": 0, "prices-MAX_NUM_FORMS": 1000}
+    if acc.domestic:
+        data["domestic"] = "on"
+    for i, price in enumerate(existing):
+        data[f"prices-{i}-id"], data[f"prices-{i}-accelerator"] = price.pk, acc.pk
+    n = len(existing)
+    data[f"prices-{n}-accelerator"] = acc.pk
+    data.update({f"prices-{n}-{k}": v for k, v in new_price.items()})
+    return data
+
+
+def test_a_new_price_in_the_admin_is_validated_and_audited_like_price_create(operator_client, catalog):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from inventory.models import Price
+
+    acc = catalog["h100-sxm-80g"]
+    url = f"/admin/inventory/accelerator/{acc.pk}/change/"
+    before = acc.prices.count()
+    past = timezone.localtime() - timedelta(days=3)
+    for bad in ({"on_demand_per_card_hour": "2000000", "monthly_per_card_hour": "-5"},
+                {"on_demand_per_card_hour": "2000000", "monthly_per_card_hour": "0"},
+                {"on_demand_per_card_hour": "2000000", "effective_from_0": past.strftime("%Y-%m-%d"),
+                 "effective_from_1": past.strftime("%H:%M:%S")}):
+        fields = {"effective_from_0": (timezone.localtime() + timedelta(days=1)).strftime("%Y-%m-%d"),
+                  "effective_from_1": "00:00:00", **bad}
+        response = operator_client.post(url, _accelerator_post(acc, **fields))
+        assert response.status_code == 200, bad  # the form again, with the error
+        assert ("Must be a positive amount" in response.content.decode()
+                or "A price cannot start in the past" in response.content.decode()), bad
+    assert acc.prices.count() == before
+    tomorrow = timezone.localtime() + timedelta(days=1)
+    response = operator_client.post(url, _accelerator_post(acc, on_demand_per_card_hour="2100000",
+                                                           effective_from_0=tomorrow.strftime("%Y-%m-%d"),
+                                                           effective_from_1="08:00:00"))
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    price = Price.objects.get(accelerator=acc, on_demand_per_card_hour=2_100_000)
+    assert price.monthly_per_card_hour is None
+    assert AuditEvent.objects.filter(action="price.create", target_id=str(price.pk), actor=operator_client.user).exists()
+
+
+def test_accelerator_and_image_slugs_that_instances_name_stay_fixed_and_image_edits_are_audited(operator_client,
+                                                                                                 catalog):
+    from inventory.models import Accelerator, Image
+
+    acc = catalog["h100-sxm-80g"]
+    data = _accelerator_post(acc)
+    data.update({"slug": "h100-renamed", "vendor": "huawei", "name": "H100 (renamed)", "prices-TOTAL_FORMS":
+                 data["prices-INITIAL_FORMS"]})
+    response = operator_client.post(f"/admin/inventory/accelerator/{acc.pk}/change/", data)
+    assert response.status_code == 302
+    assert Accelerator.objects.filter(pk=acc.pk).values_list("slug", "vendor", "name").get() == (
+        "h100-sxm-80g", "nvidia", "H100 (renamed)")
+    image = Image.objects.get(slug="pytorch-2.3-cuda12.3")
+    response = operator_client.post(f"/admin/inventory/image/{image.pk}/change/", {
+        "slug": "pytorch-renamed", "name": image.name, "description": "new words", "vendors": '["nvidia"]',
+        "active": "on"})
+    assert response.status_code == 302
+    image.refresh_from_db()
+    assert (image.slug, image.description) == ("pytorch-2.3-cuda12.3", "new words")
+    assert AuditEvent.objects.filter(action="image.update", target_id=str(image.pk), actor=operator_client.user).exists()
+    assert operator_client.post(f"/admin/inventory/image/{image.pk}/delete/", {"post": "yes"}).status_code == 403
+    response = operator_client.post("/admin/inventory/image/add/", {"slug": "new-image-1.0", "name": "New",
+                                                                    "vendors": '["nvidia"]', "active": "on"})
+    assert response.status_code == 302
+    assert AuditEvent.objects.filter(action="image.create", actor=operator_client.user).exists()

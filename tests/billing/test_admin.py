@@ -1,0 +1,83 @@
+"""The operators' billing admin: no Stripe client secret shown, no 500 on a negative credit limit, audited
+write-off reviews, an undeletable Stripe event log, and list pages that do not query per row."""
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from billing.models import BillingProfile, WriteOff
+from billing.models_payments import StripeEvent, TopUp
+from tenancy.models import AuditEvent
+from tests.factories.billing import MeterFactory
+from tests.factories.tenancy import OrganizationFactory, UserFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+@pytest.fixture
+def operator_client():
+    client = Client()
+    client.user = UserFactory(is_staff=True, is_superuser=True)
+    client.force_login(client.user)
+    return client
+
+
+def _topup(org, n=0):
+    return TopUp.objects.create(organization=org, amount=100_000_000, amount_fen=10000,
+                                stripe_payment_intent_id=f"pi_admin_{org.pk}_{n}",
+                                client_secret=f"pi_admin_{n}_secret_doNotShow")
+
+
+def _write_off(org, n=0):
+    meter = MeterFactory(organization=org)
+    return WriteOff.objects.create(meter=meter, organization=org, key=f"meter:{meter.pk}:{n}", seconds=60, amount=31_666)
+
+
+def test_topup_admin_never_shows_the_client_secret(operator_client):
+    topup = _topup(OrganizationFactory())
+    page = operator_client.get(f"/admin/billing/topup/{topup.pk}/change/").content.decode()
+    assert topup.stripe_payment_intent_id in page and "_secret_" not in page
+
+
+def test_a_negative_credit_limit_is_a_form_error_not_a_500(operator_client):
+    org = OrganizationFactory()
+    BillingProfile.objects.get_or_create(organization=org)
+    url = f"/admin/billing/billingprofile/{org.pk}/change/"
+    response = operator_client.post(url, {"credit_limit": "-1"})
+    assert response.status_code == 200 and "cannot be negative" in response.content.decode()
+    assert operator_client.post(url, {"credit_limit": "5000000000"}).status_code == 302
+    assert BillingProfile.objects.get(pk=org.pk).credit_limit == 5_000_000_000
+    assert AuditEvent.objects.filter(action="billing.credit_limit_set", actor=operator_client.user).count() == 1
+
+
+def test_write_off_review_is_audited_and_stripe_events_cannot_be_deleted(operator_client):
+    org = OrganizationFactory()
+    write_off = _write_off(org)
+    response = operator_client.post("/admin/billing/writeoff/", {
+        "form-TOTAL_FORMS": "1", "form-INITIAL_FORMS": "1", "form-0-id": str(write_off.pk), "form-0-reviewed": "on",
+        "_save": "Save"})
+    assert response.status_code == 302
+    assert WriteOff.objects.get(pk=write_off.pk).reviewed
+    event = AuditEvent.objects.get(action="billing.write_off_review")
+    assert (event.actor_id, event.organization_id, event.details["reviewed"]) == (operator_client.user.pk, org.pk, True)
+    stripe_event = StripeEvent.objects.create(id="evt_admin_1", type="payment_intent.succeeded", topup=_topup(org))
+    assert operator_client.post(f"/admin/billing/stripeevent/{stripe_event.pk}/delete/",
+                                {"post": "yes"}).status_code == 403
+    assert StripeEvent.objects.filter(pk="evt_admin_1").exists()
+
+
+@pytest.mark.parametrize("url", ["/admin/billing/writeoff/", "/admin/billing/stripeevent/"])
+def test_billing_lists_do_not_query_per_row(operator_client, url):
+    def add_rows(start, n):
+        for i in range(start, start + n):
+            org = OrganizationFactory()
+            _write_off(org, i)
+            StripeEvent.objects.create(id=f"evt_list_{i}", type="payment_intent.succeeded", topup=_topup(org, i))
+
+    add_rows(0, 1)
+    with CaptureQueriesContext(connection) as few:
+        assert operator_client.get(url).status_code == 200
+    add_rows(1, 4)
+    with CaptureQueriesContext(connection) as many:
+        assert operator_client.get(url).status_code == 200
+    assert len(many) == len(few)

@@ -1,0 +1,53 @@
+"""The operators' hardware admin: agent tokens shown once, credentials and commands neither edited nor deleted,
+BMC passwords never rendered back."""
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from hardware.models import AgentCommand, NodeCredential
+from tenancy.models import AuditEvent
+from tests.factories.hardware import agent_node, bmc_credential
+from tests.factories.tenancy import UserFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+@pytest.fixture
+def operator_client():
+    client = Client()
+    client.user = UserFactory(is_staff=True, is_superuser=True)
+    client.force_login(client.user)
+    return client
+
+
+def test_agent_tokens_credentials_and_commands(operator_client, catalog):
+    node, old_secret = agent_node()
+    cred = NodeCredential.objects.get(node=node)
+    page = operator_client.post("/admin/hardware/agentnode/", {"action": "issue_agent_token",
+                                                               "_selected_action": [str(node.pk)]})
+    body = page.content.decode()
+    assert page.status_code == 200 and "no-store" in page["Cache-Control"]
+    secret = body[body.index("cmxn_"):].split("<")[0].split()[0].strip()
+    assert secret != old_secret and len(secret) > 20
+    assert AuditEvent.objects.filter(action="node.agent_token_rotate", actor=operator_client.user).exists()
+    for url in ("/admin/hardware/agentnode/", f"/admin/hardware/nodecredential/{cred.pk}/change/",
+                "/admin/hardware/nodecredential/"):
+        shown = operator_client.get(url).content.decode()
+        assert secret not in shown and NodeCredential.objects.get(pk=cred.pk).token_hash not in shown
+    # The credential keeps the node's saved state; it is rotated, never deleted or edited here.
+    assert operator_client.post(f"/admin/hardware/nodecredential/{cred.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert 'name="_save"' not in operator_client.get(f"/admin/hardware/nodecredential/{cred.pk}/change/").content.decode()
+    command = AgentCommand.objects.create(node=node, kind="prepare", deadline=timezone.now())
+    assert operator_client.post(f"/admin/hardware/agentcommand/{command.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert NodeCredential.objects.filter(pk=cred.pk).exists() and AgentCommand.objects.filter(pk=command.pk).exists()
+
+
+def test_bmc_password_is_never_rendered_back(operator_client):
+    credential = bmc_credential(password="s3cret-bmc-pw")
+    page = operator_client.get(f"/admin/hardware/bmccredential/{credential.pk}/change/").content.decode()
+    assert "s3cret-bmc-pw" not in page and bytes(credential.password_encrypted).decode() not in page
+    response = operator_client.post(f"/admin/hardware/bmccredential/{credential.pk}/change/",
+                                    {"name": credential.name, "username": "root", "password": ""})
+    assert response.status_code == 302
+    credential.refresh_from_db()
+    assert credential.username == "root" and credential.password_encrypted  # kept
