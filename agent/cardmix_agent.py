@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-VERSION = "1.1.0"
+VERSION = "1.2.0"
 OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
 NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
 # Ascend device nodes every NPU container needs besides its /dev/davinciN cards.
@@ -317,9 +317,12 @@ class Agent:
     # -- commands --------------------------------------------------------------------------------
 
     def command_loop(self) -> None:
+        """Claim one command at a time (`limit=1`) and poll again at once after it: the platform never hands a
+        command out twice (it may have started), so one claimed but not started when the agent restarts would
+        wait out its deadline. A platform before 1.2.0 ignores the limit: every command it hands out is run."""
         while not self.stop.is_set():
             try:
-                status, body = self.call("GET", "commands/")
+                status, body = self.call("GET", "commands/?limit=1")
                 commands = body.get("results", []) if status == 200 else []
             except Exception as exc:  # a malformed answer is as transient as a refused connection
                 if isinstance(exc, TRANSIENT_ERRORS):
@@ -328,12 +331,15 @@ class Agent:
                     log.exception("poll failed")
                 self.stop.wait(min(10.0, self.args.poll_interval * 5))
                 continue
-            for command in commands:
+            ran = False
+            for command in commands:  # claimed: run even when asked to stop, or it would wait out its deadline
                 try:
                     self.execute(command)
+                    ran = True
                 except Exception:
                     log.exception("command %s crashed", command.get("id") if isinstance(command, dict) else "?")
-            self.stop.wait(self.args.poll_interval)
+            if not ran:  # after a command the next may be queued already: no pause between them
+                self.stop.wait(self.args.poll_interval)
 
     def execute(self, command: dict) -> None:
         kind, payload = command["kind"], command.get("payload") or {}

@@ -29,6 +29,7 @@ UNREACHABLE_REASON = "agent heartbeat missed"
 # Only nodes in these states are marked unreachable (an operator's maintenance/quarantine stays as set).
 WATCHED_STATES = (NodeState.AVAILABLE, NodeState.DRAINING, NodeState.CLEANING)
 OUTPUT_LIMIT = 512 * 1024  # characters of agent output kept per command
+CLAIM_LIMIT = 10  # commands handed out per poll at most (an agent asks for fewer with `?limit=`)
 
 
 # -- agent tokens ------------------------------------------------------------------------------
@@ -187,8 +188,11 @@ def agent_command_enqueue(*, node_id, kind: str, payload: dict, timeout_s: float
     return AgentCommand.objects.create(node_id=node_id, kind=kind, payload=payload, deadline=deadline)
 
 
-def agent_commands_claim(*, credential: NodeCredential, limit: int = 10) -> list[AgentCommand]:
-    """Hand the node's queued, unexpired commands to its agent (each one once), oldest first."""
+def agent_commands_claim(*, credential: NodeCredential, limit: int = CLAIM_LIMIT) -> list[AgentCommand]:
+    """Hand the node's queued, unexpired commands to its agent (each one once), oldest first.
+
+    Each one handed out is `delivered` and never handed out again (it may have started), so an agent that
+    restarts loses those it held unstarted: the agent (1.2.0) asks for one at a time (`limit=1`)."""
     with transaction.atomic():
         rows = list(AgentCommand.objects.select_for_update(skip_locked=True)
                     .filter(node_id=credential.node_id, state=CommandState.QUEUED, deadline__gt=Now())

@@ -45,9 +45,19 @@ class HeartbeatView(AgentView):
         })
 
 
+def _claim_limit(request) -> int:
+    """`?limit=N` (1..CLAIM_LIMIT): a 1.2 agent asks for one command at a time, so none it holds unstarted is
+    lost when it restarts; an older agent sends none and gets CLAIM_LIMIT, as before. A bad value is ignored."""
+    try:
+        limit = int(request.query_params.get("limit", services.CLAIM_LIMIT))
+    except ValueError:
+        return services.CLAIM_LIMIT
+    return max(1, min(services.CLAIM_LIMIT, limit))
+
+
 class CommandsView(AgentView):
     def get(self, request):
-        rows = services.agent_commands_claim(credential=request.auth)
+        rows = services.agent_commands_claim(credential=request.auth, limit=_claim_limit(request))
         return Response({"results": CommandSerializer(rows, many=True).data})
 
 

@@ -114,3 +114,24 @@ def test_command_poll_query_count_does_not_grow(count):
     test_command_poll_query_count_does_not_grow.seen = getattr(test_command_poll_query_count_does_not_grow,
                                                                "seen", set()) | {len(queries)}
     assert len(test_command_poll_query_count_does_not_grow.seen) == 1
+
+
+def test_an_agent_may_claim_fewer_commands_and_the_rest_stay_queued():
+    node, secret = agent_node()
+    cmds = [agent_command_enqueue(node_id=node.pk, kind="topology", payload={}, timeout_s=60) for _ in range(12)]
+    client = node_client(secret)
+    first = client.get("/api/v1/agent/commands/?limit=1").json()["results"]
+    assert [c["id"] for c in first] == [str(cmds[0].pk)]  # before: all ten, each one then delivered
+    assert list(AgentCommand.objects.order_by("created_at").values_list("state", flat=True)) == (
+        ["delivered"] + ["queued"] * 11)
+    assert len(client.get("/api/v1/agent/commands/?limit=50").json()["results"]) == 10  # never more than ten
+    assert len(client.get("/api/v1/agent/commands/?limit=x").json()["results"]) == 1  # ignored: the default
+    assert AgentCommand.objects.filter(state="queued").count() == 0
+
+
+def test_an_agent_that_sends_no_limit_gets_up_to_ten_as_before():
+    node, secret = agent_node()
+    for _ in range(11):
+        agent_command_enqueue(node_id=node.pk, kind="topology", payload={}, timeout_s=60)
+    assert len(node_client(secret).get("/api/v1/agent/commands/").json()["results"]) == 10
+    assert node_client(secret).get("/api/v1/agent/commands/?limit=0").json()["results"] != []  # at least one

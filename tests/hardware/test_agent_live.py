@@ -1,5 +1,6 @@
 """The node agent as a separate OS process against the live test server (process runtime, fake device
 tools printing real formats, a recorded nccl-tests run as the readiness binary)."""
+import os
 import signal
 from datetime import timedelta
 
@@ -8,7 +9,7 @@ import pytest
 from core.dbclock import db_now
 from hardware.models import AgentCommand, NodeCredential
 from hardware.selectors import unreachable_instance_ids
-from hardware.services import heartbeats_check
+from hardware.services import agent_command_enqueue, heartbeats_check
 from inventory.choices import NodeState
 from inventory.models import Card, CardAllocation
 from inventory.services import node_set_state
@@ -125,3 +126,34 @@ def test_cleaning_failure_keeps_the_node_out_of_the_pool(live_server, start_agen
     assert cleaned.state_reason.startswith("cleaning failed: wipe failed (exit 127)")
     assert "nvidia-smi: command not found" in cleaned.state_reason
     assert registered(node).facts["health"] == "degraded"
+
+
+def test_an_agent_restarted_mid_queue_runs_what_it_had_not_started_and_nothing_twice(live_server, start_agent,
+                                                                                     tmp_path):
+    node, token = agent_node(hostname="gpu-agent-04.test")
+    runs = tmp_path / "runs"
+    slow = tmp_path / "all_reduce_perf"  # the first command: still running when the agent is killed
+    slow.write_text(f"#!/bin/sh\necho $$ >> {runs}\nsleep 60\n")
+    slow.chmod(0o755)
+    first = agent_command_enqueue(node_id=node.pk, kind="readiness", timeout_s=600,
+                                  payload={"command": "all_reduce_perf -b 8G", "cards": [0], "collective": "nccl"})
+    rest = [agent_command_enqueue(node_id=node.pk, kind="topology", payload={}, timeout_s=600) for _ in range(2)]
+    agent = start_agent(live_server.url, token, extra_args=("--readiness-bin", str(slow)))
+    try:
+        wait_for(runs.exists, timeout=30, what=f"the first command to start\n{agent.log_tail()}")
+        agent.kill(signal.SIGKILL)  # a crash, an upgrade, a reboot
+        # Before: the agent had claimed all three; the two it never started stayed delivered until their deadline.
+        assert set(AgentCommand.objects.filter(pk__in=[c.pk for c in rest]).values_list("state", flat=True)) == {
+            "queued"}
+        again = start_agent(live_server.url, token, name="again")
+        wait_for(lambda: AgentCommand.objects.filter(pk__in=[c.pk for c in rest], state="done").count() == 2,
+                 timeout=30, what=f"the commands it had not started\n{again.log_tail()}")
+        assert "GPU0" in AgentCommand.objects.get(pk=rest[1].pk).output
+        assert AgentCommand.objects.get(pk=first.pk).state == "delivered"  # it started: never run again
+        assert len(runs.read_text().split()) == 1
+    finally:
+        for pid in runs.read_text().split() if runs.exists() else []:
+            try:
+                os.killpg(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

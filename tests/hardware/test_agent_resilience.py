@@ -128,8 +128,8 @@ def test_command_polling_goes_on_after_malformed_answers(tmp_path, raw_server, s
     command = {"id": "c-1", "kind": "topology", "payload": {"collective": "nccl"}}
 
     def answer(method, path, body, hits):
-        if path.endswith("commands/"):
-            n = sum(p.endswith("commands/") for _, p in hits)
+        if path.endswith("commands/?limit=1"):
+            n = sum(p.endswith("commands/?limit=1") for _, p in hits)
             return {1: GARBAGE, 2: TRUNCATED, 3: http(200, [1, 2])}.get(
                 n, http(200, {"results": [command] if n == 4 else []}))
         return http(200, {})
@@ -139,6 +139,36 @@ def test_command_polling_goes_on_after_malformed_answers(tmp_path, raw_server, s
     result = server.bodies[[p for _, p in server.hits].index("/api/v1/agent/commands/c-1/result/")]
     assert result["exit_code"] == 0 and "GPU0" in result["output"]
     assert serve.is_alive()
+
+
+def test_commands_are_claimed_one_at_a_time_and_the_next_poll_follows_at_once(tmp_path, raw_server, serving):
+    queued = [{"id": f"c-{n}", "kind": "topology", "payload": {}} for n in range(3)]
+
+    def answer(method, path, body, hits):
+        if "/commands/" in path and "/result/" not in path:  # a platform that honours the limit
+            return http(200, {"results": queued[:1] if path.endswith("?limit=1") else queued})
+        if path.endswith("/result/"):
+            queued.pop(0)
+        return http(200, {})
+    server = raw_server(answer)
+    # Before: the agent claimed a batch (a restart lost what it held unstarted), then paused a poll interval.
+    serving(make_agent(tmp_path, server.url, "--poll-interval", "30"))
+    wait_for(lambda: server.count("c-2/result/") == 1, timeout=10, what="the three results, without a pause")
+    polls = [p for _, p in server.hits if "/commands/" in p and "/result/" not in p]
+    assert polls[:3] == ["/api/v1/agent/commands/?limit=1"] * 3
+    assert [p for _, p in server.hits if p.endswith("/result/")] == [
+        f"/api/v1/agent/commands/c-{n}/result/" for n in range(3)]
+
+
+def test_a_platform_that_ignores_the_limit_gets_every_command_it_hands_out_run(tmp_path, raw_server, serving):
+    batch = [{"id": f"c-{n}", "kind": "topology", "payload": {}} for n in range(3)]
+
+    def answer(method, path, body, hits):  # before 1.2.0: ten at a time, whatever the agent asks
+        first = sum("/commands/" in p and "/result/" not in p for _, p in hits) == 1
+        return http(200, {"results": batch if first else []}) if "/result/" not in path else http(200, {})
+    server = raw_server(answer)
+    serving(make_agent(tmp_path, server.url))
+    wait_for(lambda: all(server.count(f"c-{n}/result/") == 1 for n in range(3)), timeout=10, what="the results")
 
 
 def test_a_result_is_retried_through_malformed_answers_and_5xx_until_stored(tmp_path, raw_server):
