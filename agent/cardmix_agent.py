@@ -145,6 +145,17 @@ def run(argv: list[str], *, timeout: float, env: dict | None = None) -> tuple[st
     return text + note, code
 
 
+def process_identity(pid: int) -> str | None:
+    """What tells the process `pid` from a later one given the same pid: this boot and its start time (clock
+    ticks since boot, /proc/<pid>/stat field 22). None when there is no such process (or /proc cannot say)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return f"{boot} {stat[stat.rindex(')') + 2:].split()[19]}"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def disk_in_use(disk: str, mounts: str) -> str | None:
     """Why `blkdiscard -f` (which skips its own exclusive open) must not touch `disk`, else None.
 
@@ -480,6 +491,7 @@ class Agent:
             replaced += self.free_process_port(port, where)
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=where)
+        (where / "pid.start").write_text(process_identity(proc.pid) or "")  # before the pid: it vouches for it
         (where / "pid").write_text(str(proc.pid))
         if port:
             (where / "port").write_text(str(port))
@@ -617,10 +629,25 @@ class Agent:
         return "".join(lines)
 
     def stop_process(self, where: Path) -> str:
+        """Stop the process (group) a prepare started for `where`, if it still runs.
+
+        Never another process given the same pid (after a reboot, or once ours ended): the pid counts only
+        while its boot and start time are those recorded next to it (`pid.start`; for a pid file written before
+        1.2.0, while the process still runs in the instance's directory, where the prepare started it). An
+        empty or truncated pid file (a full disk) means nothing is known to run: said, not raised.
+        """
         pid_file = where / "pid"
         if not pid_file.exists():
             return f"no process for {where.name}\n"
-        pid = int(pid_file.read_text())
+        try:
+            pid = int(pid_file.read_text().strip())
+            if pid <= 0:
+                raise ValueError(f"pid {pid}")
+        except (OSError, ValueError) as exc:
+            return f"pid file of {where.name} unreadable ({type(exc).__name__}: {exc}): treated as no process\n"
+        stranger = self.not_ours(pid, where)
+        if stranger:
+            return f"process {pid} is not the one started for {where.name} ({stranger}): left alone\n"
         try:
             os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -637,6 +664,24 @@ class Agent:
             time.sleep(0.1)
         os.killpg(pid, signal.SIGKILL)
         return f"process {pid} killed\n"
+
+    @staticmethod
+    def not_ours(pid: int, where: Path) -> str | None:
+        """Why the running process `pid` is not the one started for `where`, else None. A pid no process has
+        is ours to signal: the kernel keeps it unused while our process group (its id) lives on."""
+        now = process_identity(pid)
+        if now is None:
+            return None
+        try:
+            recorded = (where / "pid.start").read_text().strip()
+        except OSError:
+            recorded = ""
+        if recorded:
+            return None if recorded == now else "it started later, or in another boot"
+        # None recorded (an agent before 1.2.0, a full disk): the prepare started its process in this directory.
+        if os.path.realpath(f"/proc/{pid}/cwd") == os.path.realpath(where):
+            return None
+        return "it does not run in the instance's directory"
 
     # -- tests -----------------------------------------------------------------------------------
 

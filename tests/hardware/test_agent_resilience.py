@@ -6,6 +6,7 @@ removes what the previous version started. Docker runs against the fake CLI test
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -323,6 +324,73 @@ def test_process_prepare_twice_leaves_one_process_and_release_stops_it(tmp_path)
     finally:
         for pid in (first, locals().get("second")):
             if pid and alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def stranger():
+    """An unrelated process in a session of its own (as the stand-ins are), e.g. one that got a stale pid."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("recorded", ["another boot", None])  # None: a pid file written before 1.2.0
+def test_process_release_and_wipe_never_signal_a_process_that_reused_the_pid(tmp_path, stranger, recorded):
+    agent = make_agent(tmp_path)
+    ours = agent.do_prepare(PAYLOAD)[2]["pid"]
+    where = agent.state_dir / "instances" / "cardmix-inst-1"
+    try:
+        assert alive(ours) and (where / "pid.start").read_text()  # its boot and start time, next to the pid
+        os.killpg(ours, signal.SIGKILL)  # then the node reboots: its pid is someone else's now
+        wait_for(lambda: not alive(ours), timeout=10, what="the stand-in to end")
+        (where / "pid").write_text(str(stranger))
+        if recorded:
+            (where / "pid.start").write_text(recorded)
+        else:
+            (where / "pid.start").unlink()
+        text, code, _ = agent.do_release(PAYLOAD)
+        assert code == 0 and f"process {stranger} is not the one started for cardmix-inst-1" in text, text
+        assert alive(stranger)  # before: SIGTERM to its process group
+        assert agent.instances() == []
+        agent.do_prepare(PAYLOAD)
+        (where / "pid").write_text(str(stranger))
+        assert "left alone" in agent.do_wipe({"collective": "nccl"})[0] and alive(stranger)
+    finally:
+        if alive(ours):
+            os.killpg(ours, signal.SIGKILL)
+
+
+def test_process_release_of_a_pid_file_written_before_the_start_time_was_recorded(tmp_path):
+    agent = make_agent(tmp_path)
+    pid = agent.do_prepare(PAYLOAD)[2]["pid"]
+    (agent.state_dir / "instances" / "cardmix-inst-1" / "pid.start").unlink()  # as an agent before 1.2.0 left it
+    try:
+        text, code, _ = agent.do_release(PAYLOAD)
+        assert code == 0 and f"process {pid} stopped" in text, text  # it runs in the instance's directory: ours
+        wait_for(lambda: not alive(pid), timeout=10, what="the process to end")
+    finally:
+        if alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("content", ["", "12"])  # a full disk: empty, or the first digits of the pid
+def test_process_release_and_wipe_survive_an_empty_or_truncated_pid_file(tmp_path, content):
+    agent = make_agent(tmp_path)
+    pids = [agent.do_prepare(PAYLOAD)[2]["pid"]]
+    try:
+        (agent.state_dir / "instances" / "cardmix-inst-1" / "pid").write_text(content)
+        text, code, _ = agent.do_release(PAYLOAD)  # before: ValueError on every release; "12" is not ours
+        assert code == 0 and re.search(r"pid file of cardmix-inst-1 unreadable|12 already gone|left alone", text)
+        assert agent.instances() == []
+        pids.append(agent.do_prepare(PAYLOAD)[2]["pid"])
+        (agent.state_dir / "instances" / "cardmix-inst-1" / "pid").write_text("")
+        text, code, _ = agent.do_wipe({"collective": "nccl"})
+        assert "pid file of cardmix-inst-1 unreadable" in text and agent.instances() == [], text
+    finally:
+        for pid in pids:
+            if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
 
 
