@@ -4,6 +4,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
+from inventory.models import Node
+from tenancy.admin import AuditedDeleteMixin
 from tenancy.audit import audit_record
 
 from . import services
@@ -104,10 +106,27 @@ class BmcCredentialForm(forms.ModelForm):
 
 
 @admin.register(BmcCredential)
-class BmcCredentialAdmin(admin.ModelAdmin):
+class BmcCredentialAdmin(AuditedDeleteMixin, admin.ModelAdmin):
+    """A credential a node names (Node.bmc_credentials_ref) is neither deleted nor renamed: the node's power and
+    boot calls would fail to find their login. Unused ones may be deleted, audited."""
+
     form = BmcCredentialForm
     list_display = ["name", "username", "verify_tls", "updated_at"]
     search_fields = ["name"]
+    delete_action = "bmc_credential.delete"
+
+    @staticmethod
+    def _in_use(obj) -> bool:
+        return obj is not None and Node.objects.filter(bmc_credentials_ref=obj.name).exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and not self._in_use(obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["name"] if self._in_use(obj) else []
+
+    def delete_details(self, obj) -> dict:
+        return {"name": obj.name}
 
     def save_model(self, request, obj, form, change):
         password = form.cleaned_data.get("password")

@@ -3,6 +3,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
+from django.db import transaction
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -14,6 +15,31 @@ from .audit import audit_record
 from .choices import Role
 from .credentials import token_revoke
 from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, TrialClaim, User, normalize_email
+
+
+class AuditedDeleteMixin:
+    """Deletes that stay allowed in the admin are audited (`<delete_action>`, the operator as actor), from the
+    change page's Delete and from the list's bulk delete alike."""
+
+    delete_action = ""
+
+    def delete_details(self, obj) -> dict:
+        return {"name": str(obj)}
+
+    def _audit_delete(self, request, obj):
+        audit_record(action=self.delete_action, actor=request.user, target=obj, request=request,
+                     details=self.delete_details(obj))
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            self._audit_delete(request, obj)
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for obj in queryset.order_by("pk"):
+                self._audit_delete(request, obj)
+            super().delete_queryset(request, queryset)
 
 
 class NormalisedEmailMixin:
@@ -48,6 +74,21 @@ class UserAdmin(BaseUserAdmin):
         ("Permissions", {"fields": ["groups", "user_permissions"]}),
     ]
     add_fieldsets = [(None, {"classes": ["wide"], "fields": ["email", "password1", "password2"]})]
+    AUDITED = ("email", "name", "is_active", "is_staff", "is_superuser", "email_verified_at")
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting cascaded the user's memberships (an organization could lose its last owner, unaudited) and
+        # emptied the actor of their audit events and instances; deactivate instead (is_active off: no login,
+        # their API tokens stop authenticating).
+        return False
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        changed = [name for name in form.changed_data if name in self.AUDITED or name in ("groups", "user_permissions")]
+        if change and changed:
+            audit_record(action="user.update", actor=request.user, target=obj, request=request,
+                         details={"email": obj.email, "changed": changed,
+                                  **{name: str(getattr(obj, name)) for name in changed if name in self.AUDITED}})
 
 
 REASON = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),

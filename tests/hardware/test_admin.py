@@ -51,3 +51,25 @@ def test_bmc_password_is_never_rendered_back(operator_client):
     assert response.status_code == 302
     credential.refresh_from_db()
     assert credential.username == "root" and credential.password_encrypted  # kept
+
+
+def test_a_bmc_credential_a_node_names_is_neither_deleted_nor_renamed(operator_client):
+    """Before: deleting (or renaming) the credential a node's bmc_credentials_ref names left its power and boot
+    calls without a login, and the delete was not audited."""
+    from hardware.models import BmcCredential
+    from tests.factories.inventory import NodeFactory
+
+    used, unused = bmc_credential(name="bmc-rack-1"), bmc_credential(name="bmc-spare")
+    NodeFactory(bmc_credentials_ref="bmc-rack-1")
+    assert operator_client.post(f"/admin/hardware/bmccredential/{used.pk}/delete/", {"post": "yes"}).status_code == 403
+    operator_client.post("/admin/hardware/bmccredential/", {"action": "delete_selected", "post": "yes",
+                                                            "_selected_action": [str(used.pk)]})
+    response = operator_client.post(f"/admin/hardware/bmccredential/{used.pk}/change/",
+                                    {"name": "bmc-renamed", "username": "admin", "password": ""})
+    assert response.status_code == 302
+    assert BmcCredential.objects.filter(pk=used.pk, name="bmc-rack-1").exists()
+    assert operator_client.post(f"/admin/hardware/bmccredential/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not BmcCredential.objects.filter(pk=unused.pk).exists()
+    event = AuditEvent.objects.get(action="bmc_credential.delete")
+    assert (event.actor_id, event.target_id, event.details) == (operator_client.user.pk, str(unused.pk),
+                                                                {"name": "bmc-spare"})

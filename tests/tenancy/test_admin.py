@@ -168,3 +168,23 @@ def test_quota_change_goes_through_organization_quota_set(operator_client):
     operator_client.post(f"/admin/tenancy/organization/{org.pk}/change/", _org_post(org, name="Renamed"))
     assert AuditEvent.objects.get(action="organization.update").details == {"name": {"old": org.name, "new": "Renamed"}}
     assert list(AuditEvent.objects.filter(action="organization.quota_set").values_list("details", flat=True)) == [{"old": 16, "new": 64}]
+
+
+def test_users_are_deactivated_not_deleted_and_status_changes_are_audited(operator_client):
+    """Before: deleting a user cascaded their memberships — an organization could lose its only owner, with no
+    member.remove audit — and emptied the actor of their audit events."""
+    owner = MembershipFactory(role="owner")
+    user = owner.user
+    assert operator_client.post(f"/admin/tenancy/user/{user.pk}/delete/", {"post": "yes"}).status_code == 403
+    operator_client.post("/admin/tenancy/user/", {"action": "delete_selected", "post": "yes",
+                                                  "_selected_action": [str(user.pk)]})
+    assert Membership.objects.filter(pk=owner.pk).exists()
+    response = operator_client.post(f"/admin/tenancy/user/{user.pk}/change/", {
+        "email": user.email, "name": user.name, "is_staff": "", "is_superuser": "", "is_active": "",
+        "email_verified_at_0": "", "email_verified_at_1": "", "date_joined_0": "2024-01-01",
+        "date_joined_1": "00:00:00", "initial-date_joined_0": "2024-01-01", "initial-date_joined_1": "00:00:00"})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    user.refresh_from_db()
+    assert not user.is_active
+    event = AuditEvent.objects.get(action="user.update")
+    assert event.actor_id == operator_client.user.pk and "is_active" in event.details["changed"]
