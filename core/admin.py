@@ -32,6 +32,41 @@ def cny_display(field: str, description: str):
     return show
 
 
+def cny_fields(model, money) -> list[str]:
+    """All of `model`'s fields for a read-only detail page, each µCNY one in `money` as its `<name>_cny` display
+    (the admin defines those with cny_display)."""
+    return [f"{f.name}_cny" if f.name in money else f.name for f in model._meta.fields]
+
+
+class CnyField(forms.CharField):
+    """A µCNY amount typed in CNY ("10000.50"): parsed exactly (at most 6 decimals) to integer µCNY; anything else
+    (junk, NaN, too many decimals, negative, too large) is a form error."""
+
+    def __init__(self, *, allow_negative: bool = False, **kwargs):
+        self.allow_negative = allow_negative
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return format_ucny(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    def to_python(self, value):
+        from core.money import MoneyError, parse_cny
+
+        text = super().to_python(value)
+        if text in self.empty_values:
+            return None
+        try:
+            return parse_cny(text, allow_negative=self.allow_negative)
+        except MoneyError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def has_changed(self, initial, data):
+        try:
+            return self.to_python(data) != (initial if isinstance(initial, int) else self.to_python(initial))
+        except forms.ValidationError:
+            return True
+
+
 class ActionForm(forms.Form):
     """The intermediate page of an admin action: which rows (carried over), then the action's own fields."""
 
