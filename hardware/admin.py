@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
+from core.admin import ActionForm, form_action
 from inventory.models import Node
 from tenancy.admin import AuditedDeleteMixin
 from tenancy.audit import audit_record
@@ -55,19 +56,32 @@ class AgentNodeAdmin(admin.ModelAdmin):
         cred = self._cred(obj)
         return cred.facts if cred else {}
 
-    @admin.action(description="Issue / rotate agent token (shown once)")
+    @admin.action(description="Issue / rotate agent token (shown once)…")
     def issue_agent_token(self, request, queryset):
+        """A confirmation page lists the nodes first (rotating cuts each one's running agent off until it is
+        restarted with the new token); then each new token is shown once."""
         if not request.user.is_superuser and not request.user.has_perm("hardware.change_nodecredential"):
             self.message_user(request, "You may not issue agent tokens.", messages.ERROR)
             return None
-        issued = [(node, services.node_token_issue(node=node, actor=request.user, request=request)[1])
-                  for node in queryset.order_by("hostname")]
-        # Rendered once in this response; nothing stores the secrets (no message cookie, no session).
-        response = TemplateResponse(request, "admin/hardware/agent_tokens.html",
-                                    {**self.admin_site.each_context(request), "issued": issued,
-                                     "title": "Agent tokens", "server": request.build_absolute_uri("/")[:-1]})
-        response["Cache-Control"] = "no-store"
-        return response
+        nodes = list(queryset.order_by("hostname"))
+        items = [(node.pk, f"{node.hostname} — " + (
+            f"rotate {cred.prefix}…: its agent is cut off until restarted with the new token"
+            if (cred := self._cred(node)) else "first token")) for node in nodes]
+
+        def apply(_data):
+            issued = [(node, services.node_token_issue(node=node, actor=request.user, request=request)[1])
+                      for node in nodes]
+            # Rendered once in this response; nothing stores the secrets (no message cookie, no session).
+            response = TemplateResponse(request, "admin/hardware/agent_tokens.html",
+                                        {**self.admin_site.each_context(request), "issued": issued,
+                                         "title": "Agent tokens", "server": request.build_absolute_uri("/")[:-1]})
+            response["Cache-Control"] = "no-store"
+            return response
+
+        rotating = sum(1 for node in nodes if self._cred(node))
+        return form_action(self, request, label="Issue / rotate agent tokens", form_class=ActionForm, items=items,
+                           apply=apply, note=f"{len(nodes)} node(s); {rotating} running agent(s) will be cut off "
+                                             "until restarted with the new token." if rotating else "")
 
 
 @admin.register(AgentCommand)
