@@ -2,7 +2,7 @@
 from django import forms
 from django.contrib import admin
 
-from core.admin import ReadOnlyAdmin
+from core.admin import CnyField, ReadOnlyAdmin, cny_display, cny_fields
 from core.money import format_ucny
 from tenancy.audit import audit_record
 
@@ -15,6 +15,7 @@ from .models import Account, BillingProfile, Meter, Transfer, WriteOff
 @admin.register(Account)
 class AccountAdmin(ReadOnlyAdmin):
     list_display = ["id", "organization", "kind", "balance_cny"]
+    fields = readonly_fields = cny_fields(Account, ["balance"])
     list_filter = ["kind"]
     list_select_related = ["organization"]
     search_fields = ["organization__slug", "organization__name"]
@@ -27,6 +28,7 @@ class AccountAdmin(ReadOnlyAdmin):
 @admin.register(Transfer)
 class TransferAdmin(ReadOnlyAdmin):
     list_display = ["id", "key", "code", "debit_account", "credit_account", "amount_cny", "created_at"]
+    fields = readonly_fields = cny_fields(Transfer, ["amount"])
     list_filter = ["code"]
     list_select_related = ["debit_account", "credit_account"]
     search_fields = ["key", "payment_ref", "grant_ref"]
@@ -38,19 +40,29 @@ class TransferAdmin(ReadOnlyAdmin):
 
 @admin.register(Meter)
 class MeterAdmin(ReadOnlyAdmin):
-    list_display = ["id", "organization", "instance_id", "item_index", "accelerator", "cards", "rate", "opened_at",
-                    "closed_at", "posted_through_seconds", "posted_amount", "written_off_amount"]
+    list_display = ["id", "organization", "instance_id", "item_index", "accelerator", "cards", "rate_cny", "opened_at",
+                    "closed_at", "posted_through_seconds", "posted_amount_cny", "written_off_amount_cny"]
     list_select_related = ["organization"]
     search_fields = ["instance_id", "organization__slug"]
+    fields = readonly_fields = cny_fields(Meter, ["rate", "posted_amount", "written_off_amount"])
+    rate_cny = cny_display("rate", "rate (CNY / card-hour)")
+    posted_amount_cny = cny_display("posted_amount", "posted (CNY)")
+    written_off_amount_cny = cny_display("written_off_amount", "written off (CNY)")
 
 
 class BillingProfileForm(forms.ModelForm):
+    # Typed in CNY, parsed exactly to µCNY (the model's unit); a negative limit is refused before the service.
+    credit_limit = CnyField(label="Credit limit (CNY)", allow_negative=True,
+                            help_text='In CNY, e.g. "10000" or "2500.50" (at most 6 decimals); 0: prepaid.')
+
     class Meta:
         model = BillingProfile
         fields = ["credit_limit"]
 
     def clean_credit_limit(self):
         limit = self.cleaned_data["credit_limit"]
+        if limit is None:
+            raise forms.ValidationError("Enter a credit limit (0: prepaid).")
         if limit < 0:
             raise forms.ValidationError("The credit limit cannot be negative (0: prepaid).")
         return limit
@@ -58,7 +70,7 @@ class BillingProfileForm(forms.ModelForm):
 
 @admin.register(BillingProfile)
 class BillingProfileAdmin(admin.ModelAdmin):
-    """Postpaid credit limits (µCNY); every change goes through credit_limit_set and is audited."""
+    """Postpaid credit limits (typed in CNY, kept in µCNY); every change goes through credit_limit_set, audited."""
 
     form = BillingProfileForm
     list_display = ["organization", "credit_limit_cny", "trial_expires_at", "trial_expired_at",
@@ -74,10 +86,6 @@ class BillingProfileAdmin(admin.ModelAdmin):
     def credit_limit_cny(self, obj):
         return format_ucny(obj.credit_limit)
 
-    def get_form(self, request, obj=None, **kwargs):
-        kwargs["help_texts"] = {"credit_limit": "In µCNY: 1 CNY = 1,000,000 (10,000 CNY = 10000000000)."}
-        return super().get_form(request, obj, **kwargs)
-
     def has_add_permission(self, request):
         return False  # profiles are created with the organization's first ledger use
 
@@ -92,11 +100,13 @@ class BillingProfileAdmin(admin.ModelAdmin):
 class WriteOffAdmin(admin.ModelAdmin):
     """Seconds that could not be charged; operators mark them reviewed."""
 
-    list_display = ["id", "organization", "meter", "seconds", "amount", "reviewed", "created_at"]
+    list_display = ["id", "organization", "meter", "seconds", "amount_cny", "reviewed", "created_at"]
     list_filter = ["reviewed"]
     list_select_related = ["organization", "meter"]
     list_editable = ["reviewed"]
-    readonly_fields = ["meter", "organization", "key", "seconds", "amount", "created_at"]
+    fields = ["meter", "organization", "key", "seconds", "amount_cny", "reviewed", "created_at"]
+    readonly_fields = ["meter", "organization", "key", "seconds", "amount_cny", "created_at"]
+    amount_cny = cny_display("amount", "amount (CNY)")
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)

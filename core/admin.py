@@ -1,5 +1,10 @@
 """Admin building blocks shared by every app."""
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from core.money import format_ucny
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -13,3 +18,82 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+def cny_display(field: str, description: str):
+    """A read-only admin column / detail row showing a µCNY field in CNY ("18.400000"), never the raw integer."""
+
+    @admin.display(description=description, ordering=field)
+    def show(self, obj):
+        value = getattr(obj, field)
+        return "—" if value is None else format_ucny(value)
+
+    show.__name__ = f"{field}_cny"
+    return show
+
+
+def cny_fields(model, money) -> list[str]:
+    """All of `model`'s fields for a read-only detail page, each µCNY one in `money` as its `<name>_cny` display
+    (the admin defines those with cny_display)."""
+    return [f"{f.name}_cny" if f.name in money else f.name for f in model._meta.fields]
+
+
+class CnyField(forms.CharField):
+    """A µCNY amount typed in CNY ("10000.50"): parsed exactly (at most 6 decimals) to integer µCNY; anything else
+    (junk, NaN, too many decimals, negative, too large) is a form error."""
+
+    def __init__(self, *, allow_negative: bool = False, **kwargs):
+        self.allow_negative = allow_negative
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return format_ucny(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    def to_python(self, value):
+        from core.money import MoneyError, parse_cny
+
+        text = super().to_python(value)
+        if text in self.empty_values:
+            return None
+        try:
+            return parse_cny(text, allow_negative=self.allow_negative)
+        except MoneyError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def has_changed(self, initial, data):
+        try:
+            return self.to_python(data) != (initial if isinstance(initial, int) else self.to_python(initial))
+        except forms.ValidationError:
+            return True
+
+
+class ActionForm(forms.Form):
+    """The intermediate page of an admin action: which rows (carried over), then the action's own fields."""
+
+    _selected_action = forms.CharField(widget=forms.MultipleHiddenInput)
+    action = forms.CharField(widget=forms.HiddenInput)
+
+
+def form_action(modeladmin, request, *, label, form_class, items, apply, title=None, note=""):
+    """An admin action with a confirmation page: the page lists `items` ((pk, text) rows) and shows `form_class`
+    (an ActionForm); once it is posted back with `apply` and valid, `apply(cleaned_data)` runs and returns
+    (message, [refusal lines]) or an HttpResponse of its own."""
+    if "apply" in request.POST:
+        form = form_class(request.POST)
+        if form.is_valid():
+            result = apply(form.cleaned_data)
+            if not isinstance(result, tuple):
+                return result
+            done, refused = result
+            modeladmin.message_user(request, done, messages.SUCCESS)
+            for line in refused:
+                modeladmin.message_user(request, line, messages.ERROR)
+            return None
+    else:
+        form = form_class(initial={"_selected_action": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+                                   "action": request.POST.get("action")})
+    opts = modeladmin.model._meta
+    context = {**modeladmin.admin_site.each_context(request), "title": title or label, "form": form, "items": items,
+               "opts": opts, "label": label, "note": note, "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+               "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")}
+    return TemplateResponse(request, "admin/core/form_action.html", context)

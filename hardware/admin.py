@@ -4,6 +4,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
+from core.admin import ActionForm, form_action
+from inventory.models import Node
+from tenancy.admin import AuditedDeleteMixin
 from tenancy.audit import audit_record
 
 from . import services
@@ -53,19 +56,32 @@ class AgentNodeAdmin(admin.ModelAdmin):
         cred = self._cred(obj)
         return cred.facts if cred else {}
 
-    @admin.action(description="Issue / rotate agent token (shown once)")
+    @admin.action(description="Issue / rotate agent token (shown once)…")
     def issue_agent_token(self, request, queryset):
+        """A confirmation page lists the nodes first (rotating cuts each one's running agent off until it is
+        restarted with the new token); then each new token is shown once."""
         if not request.user.is_superuser and not request.user.has_perm("hardware.change_nodecredential"):
             self.message_user(request, "You may not issue agent tokens.", messages.ERROR)
             return None
-        issued = [(node, services.node_token_issue(node=node, actor=request.user, request=request)[1])
-                  for node in queryset.order_by("hostname")]
-        # Rendered once in this response; nothing stores the secrets (no message cookie, no session).
-        response = TemplateResponse(request, "admin/hardware/agent_tokens.html",
-                                    {**self.admin_site.each_context(request), "issued": issued,
-                                     "title": "Agent tokens", "server": request.build_absolute_uri("/")[:-1]})
-        response["Cache-Control"] = "no-store"
-        return response
+        nodes = list(queryset.order_by("hostname"))
+        items = [(node.pk, f"{node.hostname} — " + (
+            f"rotate {cred.prefix}…: its agent is cut off until restarted with the new token"
+            if (cred := self._cred(node)) else "first token")) for node in nodes]
+
+        def apply(_data):
+            issued = [(node, services.node_token_issue(node=node, actor=request.user, request=request)[1])
+                      for node in nodes]
+            # Rendered once in this response; nothing stores the secrets (no message cookie, no session).
+            response = TemplateResponse(request, "admin/hardware/agent_tokens.html",
+                                        {**self.admin_site.each_context(request), "issued": issued,
+                                         "title": "Agent tokens", "server": request.build_absolute_uri("/")[:-1]})
+            response["Cache-Control"] = "no-store"
+            return response
+
+        rotating = sum(1 for node in nodes if self._cred(node))
+        return form_action(self, request, label="Issue / rotate agent tokens", form_class=ActionForm, items=items,
+                           apply=apply, note=f"{len(nodes)} node(s); {rotating} running agent(s) will be cut off "
+                                             "until restarted with the new token." if rotating else "")
 
 
 @admin.register(AgentCommand)
@@ -104,10 +120,27 @@ class BmcCredentialForm(forms.ModelForm):
 
 
 @admin.register(BmcCredential)
-class BmcCredentialAdmin(admin.ModelAdmin):
+class BmcCredentialAdmin(AuditedDeleteMixin, admin.ModelAdmin):
+    """A credential a node names (Node.bmc_credentials_ref) is neither deleted nor renamed: the node's power and
+    boot calls would fail to find their login. Unused ones may be deleted, audited."""
+
     form = BmcCredentialForm
     list_display = ["name", "username", "verify_tls", "updated_at"]
     search_fields = ["name"]
+    delete_action = "bmc_credential.delete"
+
+    @staticmethod
+    def _in_use(obj) -> bool:
+        return obj is not None and Node.objects.filter(bmc_credentials_ref=obj.name).exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and not self._in_use(obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["name"] if self._in_use(obj) else []
+
+    def delete_details(self, obj) -> dict:
+        return {"name": obj.name}
 
     def save_model(self, request, obj, form, change):
         password = form.cleaned_data.get("password")

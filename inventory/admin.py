@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from core.admin import ReadOnlyAdmin
 from core.errors import ServiceError
 from core.money import format_ucny
+from tenancy.admin import AuditedDeleteMixin
 
 from . import selectors, services
 from .forms import NodeCsvImportForm, ReasonForm
@@ -58,7 +59,11 @@ class PriceInline(admin.TabularInline):
 
 
 @admin.register(Accelerator)
-class AcceleratorAdmin(admin.ModelAdmin):
+class AcceleratorAdmin(AuditedDeleteMixin, admin.ModelAdmin):
+    """Deletable (audited) only while no price or node names it (both PROTECT): without a price it was never
+    orderable, so no instance, meter or package names its slug. Otherwise make it not orderable."""
+
+    delete_action = "accelerator.delete"
     list_display = ["slug", "name", "vendor", "domestic", "memory_gb", "collective", "readiness_floor_gbps",
                     "orderable", "price", "monthly"]
     list_filter = ["vendor", "domestic", "orderable"]
@@ -115,8 +120,11 @@ class ImageAdmin(admin.ModelAdmin):
 
 
 @admin.register(Zone)
-class ZoneAdmin(admin.ModelAdmin):
+class ZoneAdmin(AuditedDeleteMixin, admin.ModelAdmin):
+    """Deletable (audited) only while no node or instance names it (both PROTECT)."""
+
     list_display = ["slug", "name", "fabric_kind", "fabric_gbps", "inter_node_floor_gbps"]
+    delete_action = "zone.delete"
 
 
 def reason_action(modeladmin, request, queryset, label, items, apply):
@@ -187,6 +195,11 @@ class NodeAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return selectors.node_card_counts(super().get_queryset(request))
+
+    def has_delete_permission(self, request, obj=None):
+        # Nodes are retired, never deleted: deleting dropped its cards, agent credential (the saved state) and
+        # commands unaudited, and the audit log and reports would name a node that no longer exists.
+        return False
 
     def get_readonly_fields(self, request, obj=None):
         # Cards are created with the node; their number and type are fixed afterwards.

@@ -2,7 +2,7 @@
 and card holdings are the services' (the transition table, the ledger's locked rates), never a form's."""
 from django.contrib import admin
 
-from core.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin, cny_display, cny_fields
 from core.money import format_ucny
 
 from .models import Instance, InstanceEvent, NodeGroup, ReadinessReport, SimulatedFault
@@ -44,7 +44,9 @@ class InstanceAdmin(ReadOnlyAdmin):
     list_filter = ("state", "kind", "billing")
     search_fields = ("id", "name", "organization__name")
     list_select_related = ("organization",)
-    readonly_fields = [f.name for f in Instance._meta.fields]  # the view page shows id and times too
+    # The view page shows id and times too, and the hourly price in CNY (never the raw µCNY integer).
+    fields = readonly_fields = cny_fields(Instance, ["price_per_hour"])
+    price_per_hour_cny = cny_display("price_per_hour", "price per hour (CNY)")
     inlines = [NodeGroupInline, InstanceEventInline]
 
     @admin.display(description="CNY / hour", ordering="price_per_hour")

@@ -1,13 +1,45 @@
-"""Operators' admin for users, organizations (quota), tokens, SSH keys and the audit log."""
+"""Operators' admin for users, organizations (quota, members), tokens, SSH keys and the audit log."""
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
+from django.db import transaction
+from django.urls import reverse
+from django.utils.html import format_html
 
-from core.admin import ReadOnlyAdmin
+from core.admin import ActionForm, ReadOnlyAdmin, form_action
+from core.errors import ServiceError
 
+from . import services
 from .audit import audit_record
+from .choices import Role
 from .credentials import token_revoke
 from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, TrialClaim, User, normalize_email
+
+
+class AuditedDeleteMixin:
+    """Deletes that stay allowed in the admin are audited (`<delete_action>`, the operator as actor), from the
+    change page's Delete and from the list's bulk delete alike."""
+
+    delete_action = ""
+
+    def delete_details(self, obj) -> dict:
+        return {"name": str(obj)}
+
+    def _audit_delete(self, request, obj):
+        audit_record(action=self.delete_action, actor=request.user, target=obj, request=request,
+                     details=self.delete_details(obj))
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            self._audit_delete(request, obj)
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for obj in queryset.order_by("pk"):
+                self._audit_delete(request, obj)
+            super().delete_queryset(request, queryset)
 
 
 class NormalisedEmailMixin:
@@ -42,26 +74,174 @@ class UserAdmin(BaseUserAdmin):
         ("Permissions", {"fields": ["groups", "user_permissions"]}),
     ]
     add_fieldsets = [(None, {"classes": ["wide"], "fields": ["email", "password1", "password2"]})]
+    AUDITED = ("email", "name", "is_active", "is_staff", "is_superuser", "email_verified_at")
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting cascaded the user's memberships (an organization could lose its last owner, unaudited) and
+        # emptied the actor of their audit events and instances; deactivate instead (is_active off: no login,
+        # their API tokens stop authenticating).
+        return False
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        changed = [name for name in form.changed_data if name in self.AUDITED or name in ("groups", "user_permissions")]
+        if change and changed:
+            audit_record(action="user.update", actor=request.user, target=obj, request=request,
+                         details={"email": obj.email, "changed": changed,
+                                  **{name: str(getattr(obj, name)) for name in changed if name in self.AUDITED}})
+
+
+REASON = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+                         help_text="Kept in the organization's audit log.")
+
+
+def _may_manage_members(request) -> bool:
+    return request.user.is_superuser or request.user.has_perm("tenancy.change_membership")
+
+
+class MemberAddForm(ActionForm):
+    email = forms.EmailField(help_text="An existing Cardmix account.")
+    role = forms.ChoiceField(choices=Role.choices)
+    reason = REASON
+
+
+class MemberRoleForm(ActionForm):
+    role = forms.ChoiceField(choices=Role.choices)
+    reason = REASON
+
+
+class MemberRemoveForm(ActionForm):
+    reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+                             help_text="Their API tokens in the organization are revoked. Kept in the audit log.")
 
 
 class MembershipInline(admin.TabularInline):
+    """Shown, never edited here: members change through the Memberships actions (member_role_change,
+    member_remove: the last owner stays, a removed member's tokens are revoked, each change audited)."""
+
     model = Membership
     extra = 0
-    autocomplete_fields = ["user"]
+    can_delete = False
+    fields = ["user", "role", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Organization)
 class OrganizationAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "card_quota", "is_personal", "created_at"]
     search_fields = ["name", "slug"]
+    fields = ["name", "slug", "is_personal", "card_quota", "members_link", "created_at"]
+    readonly_fields = ["members_link", "created_at"]
     inlines = [MembershipInline]
+    actions = ["add_member"]
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # it owns instances, ledger accounts, invoices and the audit log
+
+    @admin.display(description="members")
+    def members_link(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        url = reverse("admin:tenancy_membership_changelist") + f"?organization__id__exact={obj.pk}"
+        return format_html('<a href="{}">Change roles or remove members</a> (add one: the organizations list\'s '
+                           '"Add a member" action)', url)
 
     def save_model(self, request, obj, form, change):
-        """Quota changes are staff-only (this admin) and audited."""
-        super().save_model(request, obj, form, change)
-        if change and "card_quota" in form.changed_data:
-            audit_record(action="organization.quota_set", org=obj, actor=request.user, target=obj, request=request,
-                         details={"old": form.initial.get("card_quota"), "new": obj.card_quota})
+        """The quota through organization_quota_set (row lock, audited); other fields saved and audited here."""
+        if not change:
+            super().save_model(request, obj, form, change)
+            audit_record(action="organization.create", org=obj, actor=request.user, target=obj, request=request,
+                         details={"name": obj.name, "slug": obj.slug, "card_quota": obj.card_quota})
+            return
+        others = [name for name in form.changed_data if name != "card_quota"]
+        if others:
+            obj.save(update_fields=others)
+            audit_record(action="organization.update", org=obj, actor=request.user, target=obj, request=request,
+                         details={name: {"old": form.initial.get(name), "new": getattr(obj, name)} for name in others})
+        if "card_quota" in form.changed_data:
+            services.organization_quota_set(org=obj, card_quota=obj.card_quota, actor=request.user, request=request)
+
+    @admin.action(description="Add a member to the selected organization…")
+    def add_member(self, request, queryset):
+        if not _may_manage_members(request):
+            self.message_user(request, "You may not manage members.", messages.ERROR)
+            return None
+        orgs = list(queryset.order_by("name")[:2])
+        if len(orgs) != 1:
+            self.message_user(request, "Select exactly one organization to add a member to.", messages.ERROR)
+            return None
+        org = orgs[0]
+
+        def apply(data):
+            try:
+                membership = services.member_invite(operator=request.user, org=org, email=data["email"],
+                                                    role=data["role"], reason=data["reason"], request=request)
+            except ServiceError as exc:
+                return "No member added.", [f"{org.slug}: {exc.message}"]
+            return f"{membership.user.email} added to {org.slug} as {membership.role}.", []
+
+        return form_action(self, request, label="Add a member", form_class=MemberAddForm,
+                           items=[(org.pk, f"{org.name} ({org.slug})")], apply=apply)
+
+
+@admin.register(Membership)
+class MembershipAdmin(ReadOnlyAdmin):
+    """Memberships are read here and changed only through the member services, as in the console: an operator's
+    role change or removal keeps the organization's last owner, revokes a removed member's API tokens and is
+    audited with the operator as actor and the reason given."""
+
+    list_display = ["user", "organization", "role", "created_at"]
+    list_filter = ["role"]
+    list_select_related = ["user", "organization"]
+    search_fields = ["user__email", "organization__slug", "organization__name"]
+    fields = ["user", "organization", "role", "created_at"]
+    actions = ["change_role", "remove_members"]
+
+    def _items(self, queryset):
+        return [(m.pk, f"{m.user.email} in {m.organization.slug} ({m.role})")
+                for m in queryset.select_related("user", "organization").order_by("organization__slug", "user__email")]
+
+    def _each(self, request, queryset, label, call):
+        def apply(data):
+            done, refused = 0, []
+            for membership in queryset.select_related("user", "organization").order_by("pk"):
+                try:
+                    call(membership, data)
+                    done += 1
+                except ServiceError as exc:
+                    refused.append(f"{membership.user.email} in {membership.organization.slug}: {exc.message}")
+            return f"{label}: {done} membership(s) changed.", refused
+
+        return apply
+
+    @admin.action(description="Change the role of selected members…")
+    def change_role(self, request, queryset):
+        if not _may_manage_members(request):
+            self.message_user(request, "You may not manage members.", messages.ERROR)
+            return None
+        apply = self._each(request, queryset, "Change role", lambda m, data: services.member_role_change(
+            operator=request.user, membership=m, role=data["role"], reason=data["reason"], request=request))
+        return form_action(self, request, label="Change role", form_class=MemberRoleForm,
+                           items=self._items(queryset), apply=apply)
+
+    @admin.action(description="Remove selected members…")
+    def remove_members(self, request, queryset):
+        if not _may_manage_members(request):
+            self.message_user(request, "You may not manage members.", messages.ERROR)
+            return None
+        apply = self._each(request, queryset, "Remove", lambda m, data: services.member_remove(
+            operator=request.user, membership=m, reason=data["reason"], request=request))
+        return form_action(self, request, label="Remove members", form_class=MemberRemoveForm,
+                           items=self._items(queryset), apply=apply)
 
 
 @admin.register(ApiToken)

@@ -156,6 +156,8 @@ def organization_quota_set(*, org: Organization, card_quota: int, actor=None, re
     with transaction.atomic():
         org = organization_lock(org.pk)
         old = org.card_quota
+        if old == card_quota:
+            return org  # nothing changed, nothing to audit (a form re-posting the same quota)
         org.card_quota = card_quota
         org.save(update_fields=["card_quota"])
         audit_record(action="organization.quota_set", org=org, actor=actor, target=org, request=request,
@@ -177,6 +179,22 @@ def _check_manager(actor_membership: Membership, *, target_role: str | None = No
         raise PermissionDeniedError("Only owners may manage owners.")
 
 
+def _check_actor(actor_membership: Membership | None, operator, **roles) -> None:
+    """A member managing their own organization (the role matrix), or an operator (staff) in the admin."""
+    if operator is not None:
+        if not (operator.is_active and operator.is_staff):
+            raise PermissionDeniedError("Only operators manage members from the admin.")
+        return
+    _check_manager(actor_membership, **roles)
+
+
+def _actor_details(actor_membership: Membership | None, operator, reason: str, details: dict):
+    """(actor, audit details): an operator's change names them and carries the reason they gave."""
+    if operator is not None:
+        return operator, {**details, "operator": True, "reason": reason}
+    return actor_membership.user, details
+
+
 def _lock_org(org_id) -> Organization:
     # Serialises member changes in one organization, so two owners cannot demote each other at once.
     return organization_lock(org_id)
@@ -186,11 +204,12 @@ def _owner_count(org_id) -> int:
     return Membership.objects.filter(organization_id=org_id, role=Role.OWNER).count()
 
 
-def member_invite(*, actor_membership: Membership, email: str, role: str, request=None) -> Membership:
-    """Add an existing user to the actor's organization with a role."""
+def member_invite(*, actor_membership: Membership | None = None, email: str, role: str, request=None,
+                  operator=None, org: Organization | None = None, reason: str = "") -> Membership:
+    """Add an existing user to the actor's organization with a role (an operator names the organization)."""
     _check_role(role)
-    _check_manager(actor_membership, new_role=role)
-    org = actor_membership.organization
+    _check_actor(actor_membership, operator, new_role=role)
+    org = org if operator is not None else actor_membership.organization
     user = User.objects.filter(email=normalize_email(email), is_active=True).first()
     if user is None:
         raise ValidationFailed("No Cardmix account uses this email address; ask them to sign up first.",
@@ -200,45 +219,49 @@ def member_invite(*, actor_membership: Membership, email: str, role: str, reques
         if Membership.objects.filter(organization=org, user=user).exists():
             raise ValidationFailed("This user is already a member.", details={"email": ["Already a member."]})
         membership = Membership.objects.create(organization=org, user=user, role=role)
-        audit_record(action="member.invite", org=org, actor=actor_membership.user, target=membership,
-                     request=request, details={"email": user.email, "role": role})
+        actor, details = _actor_details(actor_membership, operator, reason, {"email": user.email, "role": role})
+        audit_record(action="member.invite", org=org, actor=actor, target=membership, request=request,
+                     details=details)
     return membership
 
 
-def member_role_change(*, actor_membership: Membership, membership: Membership, role: str,
-                       request=None) -> Membership:
+def member_role_change(*, actor_membership: Membership | None = None, membership: Membership, role: str,
+                       request=None, operator=None, reason: str = "") -> Membership:
     """Change a member's role; the last owner cannot be demoted (409), admins cannot touch owners (403)."""
     _check_role(role)
-    _check_manager(actor_membership, target_role=membership.role, new_role=role)
+    _check_actor(actor_membership, operator, target_role=membership.role, new_role=role)
     with transaction.atomic():
         _lock_org(membership.organization_id)
-        membership = Membership.objects.select_related("user").get(pk=membership.pk)
-        _check_manager(actor_membership, target_role=membership.role, new_role=role)
+        membership = Membership.objects.select_related("user", "organization").get(pk=membership.pk)
+        _check_actor(actor_membership, operator, target_role=membership.role, new_role=role)
         old = membership.role
         if old == Role.OWNER and role != Role.OWNER and _owner_count(membership.organization_id) <= 1:
             raise InvalidState("The organization's last owner cannot be demoted.")
         membership.role = role
         membership.save(update_fields=["role"])
-        audit_record(action="member.role_change", org=actor_membership.organization,
-                     actor=actor_membership.user, target=membership, request=request,
-                     details={"email": membership.user.email, "old": old, "new": role})
+        actor, details = _actor_details(actor_membership, operator, reason,
+                                        {"email": membership.user.email, "old": old, "new": role})
+        audit_record(action="member.role_change", org=membership.organization, actor=actor, target=membership,
+                     request=request, details=details)
     return membership
 
 
-def member_remove(*, actor_membership: Membership, membership: Membership, request=None) -> None:
+def member_remove(*, actor_membership: Membership | None = None, membership: Membership, request=None,
+                  operator=None, reason: str = "") -> None:
     """Remove a member; their API tokens in this organization are revoked (and fail anyway without membership)."""
-    _check_manager(actor_membership, target_role=membership.role)
+    _check_actor(actor_membership, operator, target_role=membership.role)
     with transaction.atomic():
         _lock_org(membership.organization_id)
-        membership = Membership.objects.select_related("user").filter(pk=membership.pk).first()
+        membership = Membership.objects.select_related("user", "organization").filter(pk=membership.pk).first()
         if membership is None:
             return
-        _check_manager(actor_membership, target_role=membership.role)
+        _check_actor(actor_membership, operator, target_role=membership.role)
         if membership.role == Role.OWNER and _owner_count(membership.organization_id) <= 1:
             raise InvalidState("The organization's last owner cannot be removed.")
         ApiToken.objects.filter(organization_id=membership.organization_id, user_id=membership.user_id,
                                 revoked_at__isnull=True).update(revoked_at=timezone.now())
-        audit_record(action="member.remove", org=actor_membership.organization, actor=actor_membership.user,
-                     target=membership, request=request, details={"email": membership.user.email,
-                                                                  "role": membership.role})
+        actor, details = _actor_details(actor_membership, operator, reason,
+                                        {"email": membership.user.email, "role": membership.role})
+        audit_record(action="member.remove", org=membership.organization, actor=actor, target=membership,
+                     request=request, details=details)
         membership.delete()

@@ -45,9 +45,40 @@ def test_a_negative_credit_limit_is_a_form_error_not_a_500(operator_client):
     url = f"/admin/billing/billingprofile/{org.pk}/change/"
     response = operator_client.post(url, {"credit_limit": "-1"})
     assert response.status_code == 200 and "cannot be negative" in response.content.decode()
-    assert operator_client.post(url, {"credit_limit": "5000000000"}).status_code == 302
+    assert operator_client.post(url, {"credit_limit": "5000"}).status_code == 302  # CNY
     assert BillingProfile.objects.get(pk=org.pk).credit_limit == 5_000_000_000
     assert AuditEvent.objects.filter(action="billing.credit_limit_set", actor=operator_client.user).count() == 1
+
+
+def test_the_credit_limit_is_shown_and_typed_in_cny(operator_client):
+    """Before: the page showed and took raw µCNY ("10000000000" for 10,000 CNY), one digit off from a tenfold limit."""
+    org = OrganizationFactory()
+    BillingProfile.objects.update_or_create(organization=org, defaults={"credit_limit": 10_000_000_000})
+    url = f"/admin/billing/billingprofile/{org.pk}/change/"
+    page = operator_client.get(url).content.decode()
+    assert 'value="10000.000000"' in page and "10000000000" not in page and "Credit limit (CNY)" in page
+    for bad in ("abc", "1.1234567", "NaN", "Infinity", "1e999999", "", "9" * 30):
+        response = operator_client.post(url, {"credit_limit": bad})
+        assert response.status_code == 200 and 'class="errorlist' in response.content.decode(), bad
+    assert BillingProfile.objects.get(pk=org.pk).credit_limit == 10_000_000_000
+    assert operator_client.post(url, {"credit_limit": " 2500.000001 "}).status_code == 302
+    assert BillingProfile.objects.get(pk=org.pk).credit_limit == 2_500_000_001
+    event = AuditEvent.objects.get(action="billing.credit_limit_set")
+    assert event.details == {"old": 10_000_000_000, "new": 2_500_000_001}
+    # Saving the page unchanged changes nothing.
+    assert operator_client.post(url, {"credit_limit": "2500.000001"}).status_code == 302
+    assert AuditEvent.objects.filter(action="billing.credit_limit_set").count() == 1
+
+
+def test_meter_and_write_off_pages_show_cny(operator_client):
+    org = OrganizationFactory()
+    write_off = _write_off(org)
+    meter = write_off.meter
+    page = operator_client.get(f"/admin/billing/meter/{meter.pk}/change/").content.decode()
+    from core.money import format_ucny
+    assert f'<div class="readonly">{format_ucny(meter.rate)}</div>' in page and f">{meter.rate}<" not in page
+    page = operator_client.get(f"/admin/billing/writeoff/{write_off.pk}/change/").content.decode()
+    assert '<div class="readonly">0.031666</div>' in page and ">31666<" not in page
 
 
 def test_write_off_review_is_audited_and_stripe_events_cannot_be_deleted(operator_client):

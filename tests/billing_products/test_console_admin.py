@@ -150,4 +150,4 @@ def test_pages_link_a_served_favicon_and_the_credit_limit_field_says_its_unit(ad
 
     BillingProfile.objects.get_or_create(organization=org)
     form = admin_client.get(f"/admin/billing/billingprofile/{org.pk}/change/").content.decode()
-    assert "1 CNY = 1,000,000" in form
+    assert "Credit limit (CNY)" in form and 'value="0.000000"' in form  # typed in CNY now, not µCNY

@@ -23,7 +23,7 @@ def operator_client():
 def test_agent_tokens_credentials_and_commands(operator_client, catalog):
     node, old_secret = agent_node()
     cred = NodeCredential.objects.get(node=node)
-    page = operator_client.post("/admin/hardware/agentnode/", {"action": "issue_agent_token",
+    page = operator_client.post("/admin/hardware/agentnode/", {"action": "issue_agent_token", "apply": "1",
                                                                "_selected_action": [str(node.pk)]})
     body = page.content.decode()
     assert page.status_code == 200 and "no-store" in page["Cache-Control"]
@@ -51,3 +51,46 @@ def test_bmc_password_is_never_rendered_back(operator_client):
     assert response.status_code == 302
     credential.refresh_from_db()
     assert credential.username == "root" and credential.password_encrypted  # kept
+
+
+def test_a_bmc_credential_a_node_names_is_neither_deleted_nor_renamed(operator_client):
+    """Before: deleting (or renaming) the credential a node's bmc_credentials_ref names left its power and boot
+    calls without a login, and the delete was not audited."""
+    from hardware.models import BmcCredential
+    from tests.factories.inventory import NodeFactory
+
+    used, unused = bmc_credential(name="bmc-rack-1"), bmc_credential(name="bmc-spare")
+    NodeFactory(bmc_credentials_ref="bmc-rack-1")
+    assert operator_client.post(f"/admin/hardware/bmccredential/{used.pk}/delete/", {"post": "yes"}).status_code == 403
+    operator_client.post("/admin/hardware/bmccredential/", {"action": "delete_selected", "post": "yes",
+                                                            "_selected_action": [str(used.pk)]})
+    response = operator_client.post(f"/admin/hardware/bmccredential/{used.pk}/change/",
+                                    {"name": "bmc-renamed", "username": "admin", "password": ""})
+    assert response.status_code == 302
+    assert BmcCredential.objects.filter(pk=used.pk, name="bmc-rack-1").exists()
+    assert operator_client.post(f"/admin/hardware/bmccredential/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not BmcCredential.objects.filter(pk=unused.pk).exists()
+    event = AuditEvent.objects.get(action="bmc_credential.delete")
+    assert (event.actor_id, event.target_id, event.details) == (operator_client.user.pk, str(unused.pk),
+                                                                {"name": "bmc-spare"})
+
+
+def test_rotating_agent_tokens_asks_first_listing_the_nodes(operator_client, catalog):
+    """Before: the bulk action rotated at once — selecting many nodes cut all their agents off with no question."""
+    (node_a, _), (node_b, _) = agent_node(), agent_node()
+    hashes = dict(NodeCredential.objects.values_list("node_id", "token_hash"))
+    ids = [str(node_a.pk), str(node_b.pk)]
+    page = operator_client.post("/admin/hardware/agentnode/", {"action": "issue_agent_token", "_selected_action": ids})
+    body = page.content.decode()
+    assert page.status_code == 200 and node_a.hostname in body and node_b.hostname in body
+    assert "cut off" in body and 'name="apply"' in body and "<code>cmxn_" not in body
+    assert dict(NodeCredential.objects.values_list("node_id", "token_hash")) == hashes  # nothing rotated yet
+    assert not AuditEvent.objects.filter(action="node.agent_token_rotate").exists()
+    done = operator_client.post("/admin/hardware/agentnode/", {"action": "issue_agent_token", "apply": "1",
+                                                               "_selected_action": ids})
+    shown = done.content.decode()
+    assert done.status_code == 200 and "no-store" in done["Cache-Control"]
+    secrets = {s.split("<")[0] for s in shown.split("<code>cmxn_")[1:]}
+    assert len(secrets) == 2  # one new token per node (each also in its start command)
+    assert all(h != hashes[n] for n, h in NodeCredential.objects.values_list("node_id", "token_hash"))
+    assert AuditEvent.objects.filter(action="node.agent_token_rotate", actor=operator_client.user).count() == 2

@@ -179,3 +179,31 @@ def test_accelerator_and_image_slugs_that_instances_name_stay_fixed_and_image_ed
                                                                     "vendors": '["nvidia"]', "active": "on"})
     assert response.status_code == 302
     assert AuditEvent.objects.filter(action="image.create", actor=operator_client.user).exists()
+
+
+def test_nodes_are_retired_not_deleted_and_unused_zones_and_accelerators_delete_audited(operator_client, catalog):
+    """Before: a never-used node was deleted with its cards, agent credential and commands, unaudited; zone and
+    accelerator deletes wrote no audit."""
+    from inventory.models import Accelerator, Zone
+    from tests.factories.inventory import AcceleratorFactory
+
+    node = NodeFactory()
+    assert operator_client.post(f"/admin/inventory/node/{node.pk}/delete/", {"post": "yes"}).status_code == 403
+    operator_client.post("/admin/inventory/node/", {"action": "delete_selected", "_selected_action": [str(node.pk)],
+                                                    "post": "yes"})
+    assert Node.objects.filter(pk=node.pk).exists() and node.cards.count() == node.card_count
+    # A zone or accelerator that a node (or a price) names stays; unused ones go, audited.
+    assert operator_client.post(f"/admin/inventory/zone/{node.zone_id}/delete/", {"post": "yes"}).status_code != 302
+    assert operator_client.post(f"/admin/inventory/accelerator/{node.accelerator_id}/delete/",
+                                {"post": "yes"}).status_code != 302
+    assert Zone.objects.filter(pk=node.zone_id).exists() and Accelerator.objects.filter(pk=node.accelerator_id).exists()
+    zone, spare = ZoneFactory(slug="zone-unused"), ZoneFactory(slug="zone-unused-2")
+    acc = AcceleratorFactory(slug="typo-accel")
+    assert operator_client.post(f"/admin/inventory/zone/{zone.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert operator_client.post("/admin/inventory/zone/", {"action": "delete_selected", "post": "yes",
+                                                           "_selected_action": [str(spare.pk)]}).status_code == 302
+    assert operator_client.post(f"/admin/inventory/accelerator/{acc.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not Zone.objects.filter(slug__startswith="zone-unused").exists()
+    events = AuditEvent.objects.filter(actor=operator_client.user, action__in=["zone.delete", "accelerator.delete"])
+    assert sorted(events.values_list("action", "target_id")) == sorted([
+        ("accelerator.delete", str(acc.pk)), ("zone.delete", str(zone.pk)), ("zone.delete", str(spare.pk))])

@@ -48,6 +48,8 @@ def test_instance_admin_cannot_add_edit_or_delete_instances_or_their_rows(operat
     assert 'name="groups-0-driver_seconds"' not in body
     assert 'name="groups-MAX_NUM_FORMS" value="0"' in body and 'name="events-MAX_NUM_FORMS" value="0"' in body
     assert "1.900000" in operator_client.get("/admin/provisioning/instance/").content.decode()  # CNY, not µCNY
+    assert '<div class="readonly">1.900000</div>' in body and ">1900000<" not in body  # the page too
+    assert "Price per hour (CNY)" in body
     assert operator_client.get("/admin/provisioning/instance/add/").status_code == 403
     # Deleting would leave the card allocated to nothing and the meter charging a deleted instance.
     assert operator_client.post(f"/admin/provisioning/instance/{instance.pk}/delete/", {"post": "yes"}).status_code == 403

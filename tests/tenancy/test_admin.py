@@ -6,7 +6,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tenancy.models import ApiToken, AuditEvent, TrialClaim
+from tenancy.models import ApiToken, AuditEvent, Membership, TrialClaim
 from tests.factories.tenancy import MembershipFactory, UserFactory, make_token
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
@@ -74,3 +74,117 @@ def test_tenancy_lists_do_not_query_per_row(operator_client, url):
     with CaptureQueriesContext(connection) as many:
         assert operator_client.get(url).status_code == 200
     assert len(many) == len(few)
+
+
+def _org_post(org, **fields):
+    """The organization's change form as the admin posts it (the read-only membership inline sends no rows)."""
+    data = {"name": org.name, "slug": org.slug, "card_quota": org.card_quota,
+            "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0", "memberships-MIN_NUM_FORMS": "0",
+            "memberships-MAX_NUM_FORMS": "1000"}
+    if org.is_personal:
+        data["is_personal"] = "on"
+    data.update(fields)
+    return data
+
+
+def test_organization_page_cannot_edit_memberships_directly(operator_client):
+    """Before: the inline edited memberships as plain rows — the last owner could be demoted or removed, a
+    removed member kept live API tokens, and nothing was audited."""
+    owner = MembershipFactory(role="owner")
+    org = owner.organization
+    member = MembershipFactory(organization=org, role="member")
+    token, _ = make_token(member)
+    url = f"/admin/tenancy/organization/{org.pk}/change/"
+    page = operator_client.get(url).content.decode()
+    assert owner.user.email in page and 'name="memberships-0-role"' not in page
+    assert 'name="memberships-0-DELETE"' not in page
+    operator_client.post(url, _org_post(org, **{
+        "memberships-TOTAL_FORMS": "2", "memberships-INITIAL_FORMS": "2",
+        "memberships-0-id": str(owner.pk), "memberships-0-organization": str(org.pk),
+        "memberships-0-user": str(owner.user.pk), "memberships-0-role": "viewer",
+        "memberships-1-id": str(member.pk), "memberships-1-organization": str(org.pk),
+        "memberships-1-user": str(member.user.pk), "memberships-1-role": "member", "memberships-1-DELETE": "on"}))
+    assert Membership.objects.get(pk=owner.pk).role == "owner"
+    assert Membership.objects.filter(pk=member.pk).exists()
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is None
+
+
+def test_operator_member_changes_go_through_the_member_services(operator_client):
+    owner = MembershipFactory(role="owner")
+    org = owner.organization
+    member = MembershipFactory(organization=org, role="member")
+    token, _ = make_token(member)
+    ids = [str(owner.pk), str(member.pk)]
+    # Removing asks for a reason first; the last owner stays, the member goes and their token is revoked.
+    page = operator_client.post("/admin/tenancy/membership/", {"action": "remove_members", "_selected_action": ids})
+    assert page.status_code == 200 and owner.user.email in page.content.decode()
+    assert Membership.objects.filter(organization=org).count() == 2
+    done = operator_client.post("/admin/tenancy/membership/", {"action": "remove_members", "_selected_action": ids,
+                                                               "apply": "1", "reason": "support ticket 42"},
+                                follow=True)
+    body = done.content.decode()
+    assert "last owner cannot be removed" in body and "1 membership(s) changed" in body
+    assert list(Membership.objects.filter(organization=org).values_list("pk", flat=True)) == [owner.pk]
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+    event = AuditEvent.objects.get(action="member.remove")
+    assert (event.actor_id, event.organization_id, event.details["reason"]) == (
+        operator_client.user.pk, org.pk, "support ticket 42")
+    # The last owner cannot be demoted either.
+    operator_client.post("/admin/tenancy/membership/", {"action": "change_role", "_selected_action": [str(owner.pk)],
+                                                        "apply": "1", "role": "viewer", "reason": "x"})
+    assert Membership.objects.get(pk=owner.pk).role == "owner"
+    # Adding one names the organization; then the first owner may be demoted, audited.
+    newcomer = UserFactory()
+    response = operator_client.post("/admin/tenancy/organization/", {
+        "action": "add_member", "_selected_action": [str(org.pk)], "apply": "1", "email": newcomer.email.upper(),
+        "role": "owner", "reason": "ownership transfer"})
+    assert response.status_code == 302
+    assert Membership.objects.get(organization=org, user=newcomer).role == "owner"
+    operator_client.post("/admin/tenancy/membership/", {"action": "change_role", "_selected_action": [str(owner.pk)],
+                                                        "apply": "1", "role": "viewer", "reason": "transfer done"})
+    assert Membership.objects.get(pk=owner.pk).role == "viewer"
+    assert set(AuditEvent.objects.filter(actor=operator_client.user, organization=org).values_list(
+        "action", "details__reason")) == {("member.remove", "support ticket 42"),
+                                          ("member.invite", "ownership transfer"),
+                                          ("member.role_change", "transfer done")}
+    # Nothing is added, edited or deleted as a plain row.
+    assert operator_client.get("/admin/tenancy/membership/add/").status_code == 403
+    assert operator_client.post(f"/admin/tenancy/membership/{owner.pk}/delete/", {"post": "yes"}).status_code == 403
+
+
+def test_quota_change_goes_through_organization_quota_set(operator_client):
+    """Before: the admin saved the quota itself, past organization_quota_set and its row lock."""
+    org = MembershipFactory().organization
+    with CaptureQueriesContext(connection) as queries:
+        response = operator_client.post(f"/admin/tenancy/organization/{org.pk}/change/", _org_post(org, card_quota="64"))
+    assert response.status_code == 302
+    locks = [q["sql"] for q in queries if "FOR NO KEY UPDATE" in q["sql"] and "tenancy_organization" in q["sql"]]
+    assert locks, "the quota was saved without organization_quota_set's row lock"
+    org.refresh_from_db()
+    assert org.card_quota == 64
+    event = AuditEvent.objects.get(action="organization.quota_set")
+    assert (event.actor_id, event.details) == (operator_client.user.pk, {"old": 16, "new": 64})
+    # A rename is audited too, and the quota is untouched by it.
+    operator_client.post(f"/admin/tenancy/organization/{org.pk}/change/", _org_post(org, name="Renamed"))
+    assert AuditEvent.objects.get(action="organization.update").details == {"name": {"old": org.name, "new": "Renamed"}}
+    assert list(AuditEvent.objects.filter(action="organization.quota_set").values_list("details", flat=True)) == [{"old": 16, "new": 64}]
+
+
+def test_users_are_deactivated_not_deleted_and_status_changes_are_audited(operator_client):
+    """Before: deleting a user cascaded their memberships — an organization could lose its only owner, with no
+    member.remove audit — and emptied the actor of their audit events."""
+    owner = MembershipFactory(role="owner")
+    user = owner.user
+    assert operator_client.post(f"/admin/tenancy/user/{user.pk}/delete/", {"post": "yes"}).status_code == 403
+    operator_client.post("/admin/tenancy/user/", {"action": "delete_selected", "post": "yes",
+                                                  "_selected_action": [str(user.pk)]})
+    assert Membership.objects.filter(pk=owner.pk).exists()
+    response = operator_client.post(f"/admin/tenancy/user/{user.pk}/change/", {
+        "email": user.email, "name": user.name, "is_staff": "", "is_superuser": "", "is_active": "",
+        "email_verified_at_0": "", "email_verified_at_1": "", "date_joined_0": "2024-01-01",
+        "date_joined_1": "00:00:00", "initial-date_joined_0": "2024-01-01", "initial-date_joined_1": "00:00:00"})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    user.refresh_from_db()
+    assert not user.is_active
+    event = AuditEvent.objects.get(action="user.update")
+    assert event.actor_id == operator_client.user.pk and "is_active" in event.details["changed"]
