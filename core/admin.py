@@ -7,8 +7,8 @@ from django.urls import reverse
 from core.money import format_ucny
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows operators read but never add, edit or delete here (ledgers, logs, histories)."""
+class ReadOnlyMixin:
+    """Never added, edited or deleted through the admin."""
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -18,6 +18,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Rows operators read but never add, edit or delete here (ledgers, logs, histories)."""
+
+
+class ReadOnlyInline(ReadOnlyMixin, admin.TabularInline):
+    """Rows the services write, shown on their parent's page."""
+
+    extra = 0
+    can_delete = False
 
 
 def cny_display(field: str, description: str):

@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from core.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin, form_action
 from core.errors import ServiceError
 from core.money import format_ucny
 from tenancy.admin import AuditedDeleteMixin
@@ -130,22 +130,8 @@ class ZoneAdmin(AuditedDeleteMixin, admin.ModelAdmin):
 def reason_action(modeladmin, request, queryset, label, items, apply):
     """An admin action that asks for a reason first: the form page, then `apply(queryset, reason)` →
     (success message, [refusal lines]). `items` are the (pk, description) rows the page lists."""
-    if "apply" in request.POST:
-        form = ReasonForm(request.POST)
-        if form.is_valid():
-            done, refused = apply(queryset, form.cleaned_data["reason"])
-            modeladmin.message_user(request, done, messages.SUCCESS)
-            for line in refused:
-                modeladmin.message_user(request, line, messages.ERROR)
-            return None
-    else:
-        form = ReasonForm(initial={"_selected_action": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
-                                   "action": request.POST.get("action")})
-    opts = modeladmin.model._meta
-    context = {**modeladmin.admin_site.each_context(request), "title": f"{label}: give a reason", "form": form,
-               "items": items, "opts": opts, "label": label, "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
-               "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")}
-    return TemplateResponse(request, "admin/inventory/reason_action.html", context)
+    return form_action(modeladmin, request, label=label, form_class=ReasonForm, items=items,
+                       apply=lambda data: apply(queryset, data["reason"]), title=f"{label}: give a reason")
 
 
 class CardInline(admin.TabularInline):

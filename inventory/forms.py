@@ -2,12 +2,12 @@
 from django import forms
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 
+from core.admin import ActionForm
 
-class ReasonForm(forms.Form):
+
+class ReasonForm(ActionForm):
     """The intermediate page of a node or card action: which rows, and why."""
 
-    _selected_action = forms.CharField(widget=forms.MultipleHiddenInput)
-    action = forms.CharField(widget=forms.HiddenInput)
     reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
                              help_text="Shown to other operators and kept in the audit log.")
 

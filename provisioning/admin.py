@@ -2,26 +2,10 @@
 and card holdings are the services' (the transition table, the ledger's locked rates), never a form's."""
 from django.contrib import admin
 
-from core.admin import ReadOnlyAdmin, cny_display, cny_fields
+from core.admin import ReadOnlyAdmin, ReadOnlyInline, cny_display, cny_fields
 from core.money import format_ucny
 
 from .models import Instance, InstanceEvent, NodeGroup, ReadinessReport, SimulatedFault
-
-
-class ReadOnlyInline(admin.TabularInline):
-    """Rows of an instance the services write: shown, never added, edited or deleted here."""
-
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class InstanceEventInline(ReadOnlyInline):

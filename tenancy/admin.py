@@ -7,7 +7,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils.html import format_html
 
-from core.admin import ActionForm, ReadOnlyAdmin, form_action
+from core.admin import ActionForm, ReadOnlyAdmin, ReadOnlyInline, form_action
 from core.errors import ServiceError
 
 from . import services
@@ -115,24 +115,13 @@ class MemberRemoveForm(ActionForm):
                              help_text="Their API tokens in the organization are revoked. Kept in the audit log.")
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(ReadOnlyInline):
     """Shown, never edited here: members change through the Memberships actions (member_role_change,
     member_remove: the last owner stays, a removed member's tokens are revoked, each change audited)."""
 
     model = Membership
-    extra = 0
-    can_delete = False
     fields = ["user", "role", "created_at"]
     readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Organization)

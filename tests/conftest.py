@@ -124,6 +124,19 @@ def api_client():
 
 
 @pytest.fixture
+def operator_client(db):
+    """The Django test client logged in as a superuser (the admin); `.user` is that operator."""
+    from django.test import Client
+
+    from tests.factories.tenancy import UserFactory
+
+    client = Client()
+    client.user = UserFactory(is_staff=True, is_superuser=True)
+    client.force_login(client.user)
+    return client
+
+
+@pytest.fixture
 def member_factory(db):
     """make(role=..., org=None) → a Membership (user + organization)."""
     from tests.factories.tenancy import MembershipFactory

@@ -2,24 +2,15 @@
 write-off reviews, an undeletable Stripe event log, and list pages that do not query per row."""
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from billing.models import BillingProfile, WriteOff
 from billing.models_payments import StripeEvent, TopUp
 from tenancy.models import AuditEvent
 from tests.factories.billing import MeterFactory
-from tests.factories.tenancy import OrganizationFactory, UserFactory
+from tests.factories.tenancy import OrganizationFactory
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
-
-
-@pytest.fixture
-def operator_client():
-    client = Client()
-    client.user = UserFactory(is_staff=True, is_superuser=True)
-    client.force_login(client.user)
-    return client
 
 
 def _topup(org, n=0):

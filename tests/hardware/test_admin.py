@@ -1,23 +1,13 @@
 """The operators' hardware admin: agent tokens shown once, credentials and commands neither edited nor deleted,
 BMC passwords never rendered back."""
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from hardware.models import AgentCommand, NodeCredential
 from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node, bmc_credential
-from tests.factories.tenancy import UserFactory
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
-
-
-@pytest.fixture
-def operator_client():
-    client = Client()
-    client.user = UserFactory(is_staff=True, is_superuser=True)
-    client.force_login(client.user)
-    return client
 
 
 def test_agent_tokens_credentials_and_commands(operator_client, catalog):

@@ -1,24 +1,13 @@
 """The operators' admin: node actions ask for a reason and are audited, CSV import, read-only cards."""
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 
 from inventory.choices import NodeState
 from inventory.models import Node
 from tenancy.models import AuditEvent
 from tests.factories.inventory import CardAllocationFactory, NodeFactory, ZoneFactory
-from tests.factories.tenancy import UserFactory
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
-
-
-@pytest.fixture
-def operator_client():
-    user = UserFactory(is_staff=True, is_superuser=True)
-    client = Client()
-    client.force_login(user)
-    client.user = user
-    return client
 
 
 def test_admin_pages_render_without_secrets(operator_client, catalog):

@@ -1,7 +1,6 @@
 """The operators' instance admin is read-only: state, rates, placement and card holdings belong to the services."""
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -9,16 +8,8 @@ from inventory.models import CardAllocation
 from provisioning.models import Instance, InstanceEvent, NodeGroup, ReadinessReport
 from tests.factories.inventory import CardAllocationFactory, NodeFactory
 from tests.factories.provisioning import InstanceFactory
-from tests.factories.tenancy import UserFactory
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
-
-
-@pytest.fixture
-def operator_client():
-    client = Client()
-    client.force_login(UserFactory(is_staff=True, is_superuser=True))
-    return client
 
 
 def _running_instance():

@@ -2,7 +2,6 @@
 trial claims are read-only; list pages do not query per row."""
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -10,14 +9,6 @@ from tenancy.models import ApiToken, AuditEvent, Membership, TrialClaim
 from tests.factories.tenancy import MembershipFactory, UserFactory, make_token
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
-
-
-@pytest.fixture
-def operator_client():
-    client = Client()
-    client.user = UserFactory(is_staff=True, is_superuser=True)
-    client.force_login(client.user)
-    return client
 
 
 def test_api_token_admin_hides_the_hash_and_revokes_only_through_the_service(operator_client):
