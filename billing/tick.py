@@ -149,6 +149,8 @@ def _lock_accounts(org_ids, meter_ids, revenue):
                 cur.execute(LOCK_SQL, [meter_ids, last, LOCK_CHUNK])
                 rows = cur.fetchall()
                 take(rows)
+                # A row waited for that no longer matches (a credit emptied meanwhile) is rechecked and left out
+                # before LIMIT counts, so only the last chunk comes back short (tests/billing/test_tick_chunks.py).
                 if len(rows) < LOCK_CHUNK:
                     break
                 last = rows[-1][0]

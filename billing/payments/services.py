@@ -39,21 +39,32 @@ def payment_method_types() -> list[str]:
 
 def topup_create(*, org, actor=None, amount: int, request=None) -> TopUp:
     """Create a TopUp row and its Stripe PaymentIntent in CNY fen; returns the TopUp."""
+    return topup_intent_create(topup_row_create(org=org, actor=actor, amount=amount, request=request))
+
+
+def topup_row_create(*, org, actor=None, amount: int, request=None) -> TopUp:
+    """The TopUp row of a new top-up (audited), without its PaymentIntent yet: topup_intent_create, once the row
+    has committed."""
     amount_fen = topup_amount_validate(amount)
     with transaction.atomic():
         topup = TopUp.objects.create(organization=org, created_by=actor if getattr(actor, "pk", None) else None,
                                      amount=amount, amount_fen=amount_fen)
         audit_record(action="topup.create", org=org, actor=topup.created_by, target=topup, request=request,
                      details={"amount": format_ucny(amount)})
+    return topup
+
+
+def topup_intent_create(topup: TopUp) -> TopUp:
+    """Create the committed top-up's Stripe PaymentIntent and store its id and client secret; returns the TopUp."""
     # The PaymentIntent is created after the row commits (no transaction open across the network).
     # Its Stripe idempotency key is our row id: a retry after a lost response returns the same intent.
     stripe = stripe_api()
     try:
         intent = stripe.PaymentIntent.create(
-            amount=amount_fen,
+            amount=topup.amount_fen,
             currency="cny",
             payment_method_types=payment_method_types(),
-            metadata={"organization_id": str(org.pk), "topup_id": str(topup.pk)},
+            metadata={"organization_id": str(topup.organization_id), "topup_id": str(topup.pk)},
             idempotency_key=f"cardmix-topup-{topup.pk}",
         )
     except stripe.StripeError as exc:

@@ -7,10 +7,11 @@ one invoice is open, and open invoices never ask for more than is owed. Payments
 first: what is left to pay on an invoice is its amount due less the cash paid in since its month ended
 (selectors.cash_paid_since), whether through the invoice, an ordinary top-up or a superseded invoice's payment.
 """
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
@@ -120,39 +121,49 @@ def invoices_issue_due() -> int:
 
 
 PAYABLE = (TopUpState.CREATED, TopUpState.FAILED)  # the customer can still confirm it (a failed one with another card)
+# How long a top-up row without its PaymentIntent yet is taken as still being started by the request that made it
+# (waiting on Stripe: 3 tries of stripe-python's 80 s timeout): after that the request died, nobody got the client
+# secret, and the next Pay starts a new payment.
+INVOICE_PAY_STARTING_SECONDS = 300
 
 
 def invoice_pay(*, org, invoice_id, actor=None, request=None) -> TopUp:
     """Start paying an open invoice: a top-up of invoice_pay_amount (a Stripe PaymentIntent).
 
     The invoice's pending top-up of that amount is returned again rather than a second one created, so two
-    clicks never make two payments the customer could both complete."""
-    from ..payments.services import topup_create
+    clicks never make two payments the customer could both complete. Which request makes the top-up is decided
+    under the invoice's row lock, and its row is committed as the invoice's before Stripe is called (no lock is
+    held across the network): a simultaneous Pay finds it and answers 409 until its PaymentIntent is there."""
+    from ..payments.services import topup_intent_create, topup_row_create
 
     invoice = invoice_get(org=org, id=invoice_id)
-    if invoice.state == InvoiceState.SUPERSEDED:
-        raise InvalidState("This invoice is included in a later month's invoice; pay that one.")
-    if invoice.state != InvoiceState.OPEN:
-        raise InvalidState("This invoice is already paid.")
-    amount = invoice_pay_amount(invoice)
-    if amount > settings.TOPUP_MAX_UCNY:
-        raise ValidationFailed(
-            "This invoice is above the largest card payment; pay it by bank transfer (an operator records it).",
-            details={"amount_due": [f"Card payments go up to {format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
-    current = (TopUp.objects.filter(pk=invoice.topup_id, organization_id=invoice.organization_id,
-                                    credited_at__isnull=True).first() if invoice.topup_id else None)
-    if current is not None and current.state == TopUpState.PROCESSING:
-        raise InvalidState("A payment of this invoice is being processed.")
-    if (current is not None and current.state in PAYABLE and current.amount == amount
-            and current.stripe_payment_intent_id and current.client_secret):
-        return current
-    topup = topup_create(org=org, actor=actor, amount=amount, request=request)
     with transaction.atomic():
-        updated = Invoice.objects.filter(pk=invoice.pk, state=InvoiceState.OPEN).update(topup_id=topup.pk)
-        if updated:
-            audit_record(action="invoice.pay", org=org, actor=actor, target=invoice, request=request,
-                         details={"topup": str(topup.pk), "amount": amount})
-    return topup
+        invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
+        if invoice.state == InvoiceState.SUPERSEDED:
+            raise InvalidState("This invoice is included in a later month's invoice; pay that one.")
+        if invoice.state != InvoiceState.OPEN:
+            raise InvalidState("This invoice is already paid.")
+        amount = invoice_pay_amount(invoice)
+        if amount > settings.TOPUP_MAX_UCNY:
+            raise ValidationFailed(
+                "This invoice is above the largest card payment; pay it by bank transfer (an operator records it).",
+                details={"amount_due": [f"Card payments go up to {format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
+        current = (TopUp.objects.filter(pk=invoice.topup_id, organization_id=invoice.organization_id,
+                                        credited_at__isnull=True).first() if invoice.topup_id else None)
+        if current is not None and current.state == TopUpState.PROCESSING:
+            raise InvalidState("A payment of this invoice is being processed.")
+        if (current is not None and current.state == TopUpState.CREATED and not current.stripe_payment_intent_id
+                and current.created_at > timezone.now() - timedelta(seconds=INVOICE_PAY_STARTING_SECONDS)):
+            raise InvalidState("A payment of this invoice is being started; retry in a moment.")
+        if (current is not None and current.state in PAYABLE and current.amount == amount
+                and current.stripe_payment_intent_id and current.client_secret):
+            return current
+        topup = topup_row_create(org=org, actor=actor, amount=amount, request=request)
+        invoice.topup_id = topup.pk
+        invoice.save(update_fields=["topup_id"])
+        audit_record(action="invoice.pay", org=org, actor=actor, target=invoice, request=request,
+                     details={"topup": str(topup.pk), "amount": amount})
+    return topup_intent_create(topup)
 
 
 def _settle_locked(invoice: Invoice) -> bool:

@@ -1,6 +1,7 @@
 """Paying an invoice: a top-up of the amount rounded up to the fen at localstripe; settling posts the
 sub-fen difference once between cash and `rounding`."""
-from datetime import date, datetime
+import threading
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,6 +20,7 @@ from tests.core.test_api_conventions import assert_error
 from tests.factories.billing import fund, set_credit_limit
 from tests.factories.billing_products import posted_at
 from tests.payments.conftest import localstripe_url, pay, stripe_env  # noqa: F401  (fixtures)
+from tests.races import Aside
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
@@ -150,3 +152,68 @@ def test_a_superseded_invoice_cannot_be_paid_and_lists_nothing_to_pay(stripe_env
     error = assert_error(client.post(f"/api/v1/billing/invoices/{july.pk}/pay/"), 409, "invalid_state")
     assert "later month" in error["message"]
     assert client.post(f"/api/v1/billing/invoices/{august.pk}/pay/").json()["amount"] == "12.000000"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_simultaneous_pays_make_one_payable_topup(stripe_env, member_factory, session_client_for,  # noqa: F811
+                                                      monkeypatch):
+    """The second Pay arrives while the first waits for Stripe: the invoice's row lock has already given the
+    invoice its top-up, so the second makes none (409 while the first is being started), and once it is started
+    every Pay returns that one top-up: one PaymentIntent, never two the customer could both complete."""
+    membership = member_factory(role="owner")
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=12_345_678)
+    clients = [session_client_for(membership) for _ in range(3)]
+    create, calls = stripe.PaymentIntent.create, []
+    first_in, second_done = threading.Event(), threading.Event()
+
+    def paused_create(**kwargs):  # the first request waits inside its Stripe call until the second has answered
+        calls.append(kwargs["metadata"]["topup_id"])
+        if not first_in.is_set():
+            first_in.set()
+            second_done.wait(10)
+        return create(**kwargs)
+
+    monkeypatch.setattr(stripe.PaymentIntent, "create", paused_create)
+    url = f"/api/v1/billing/invoices/{invoice.pk}/pay/"
+    first = Aside(lambda: clients[0].post(url))
+    assert first_in.wait(10)
+    second = Aside(lambda: clients[1].post(url))
+    second_response = second.result(20)
+    second_done.set()
+    first_response = first.result(20)
+    assert TopUp.objects.filter(organization=org).count() == 1, second_response.content  # was: two payable
+    assert first_response.status_code == 201, first_response.content
+    assert "being started" in assert_error(second_response, 409, "invalid_state")["message"]
+    topup = TopUp.objects.get(organization=org)
+    assert calls == [str(topup.pk)] and first_response.json()["id"] == str(topup.pk)
+    invoice.refresh_from_db()
+    assert invoice.topup_id == topup.pk
+    again = clients[2].post(url)
+    assert again.status_code == 201 and again.json()["id"] == str(topup.pk)
+    assert again.json()["client_secret"] == first_response.json()["client_secret"] == topup.client_secret
+    assert calls == [str(topup.pk)]
+
+
+def test_a_payment_whose_request_died_before_stripe_answered_gives_way_to_a_new_one(  # noqa: F811
+        stripe_env, member_factory, session_client_for):  # noqa: F811
+    """A request killed between the top-up row and its PaymentIntent left nobody the client secret: after
+    INVOICE_PAY_STARTING_SECONDS the next Pay starts a new payment instead of answering 409 for ever."""
+    from billing.products.postpaid import INVOICE_PAY_STARTING_SECONDS
+
+    membership = member_factory(role="owner")
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=12_345_678)
+    dead = TopUp.objects.create(organization=org, amount=12_350_000, amount_fen=1235)
+    Invoice.objects.filter(pk=invoice.pk).update(topup_id=dead.pk)
+    client = session_client_for(membership)
+    url = f"/api/v1/billing/invoices/{invoice.pk}/pay/"
+    assert_error(client.post(url), 409, "invalid_state")
+    TopUp.objects.filter(pk=dead.pk).update(
+        created_at=timezone.now() - timedelta(seconds=INVOICE_PAY_STARTING_SECONDS + 1))
+    response = client.post(url)
+    assert response.status_code == 201 and response.json()["id"] != str(dead.pk) and response.json()["client_secret"]
+    invoice.refresh_from_db()
+    assert str(invoice.topup_id) == response.json()["id"]
