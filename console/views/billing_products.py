@@ -2,7 +2,6 @@
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 
@@ -16,11 +15,7 @@ from provisioning.selectors import instance_names
 from tenancy.permissions import request_can
 
 from ..catalog_names import accelerator_names
-
-
-def _require(request, capability: str) -> None:
-    if request.org is None or not request_can(request, capability):
-        raise PermissionDenied("Your role does not allow this.")
+from .access import require_capability, require_write
 
 
 def _statement_or_404(request, month: str):
@@ -33,14 +28,14 @@ def _statement_or_404(request, month: str):
 @login_required
 def statements(request):
     """Months with ledger activity, newest first."""
-    _require(request, "read_billing")
+    require_capability(request, "read_billing")
     return render(request, "console/billing/statements.html", {"months": statement_months(org=request.org)})
 
 
 @login_required
 def statement_detail(request, month):
     """One month's statement; amounts rounded to the fen for display only."""
-    _require(request, "read_billing")
+    require_capability(request, "read_billing")
     st = _statement_or_404(request, month)
     names = accelerator_names(u["accelerator"] for u in st.usage) if st.usage else {}
     instances = instance_names(org=request.org, ids=[r["instance_id"] for r in st.usage + st.packages])
@@ -55,7 +50,7 @@ def statement_detail(request, month):
 @login_required
 def statement_csv_download(request, month):
     """The same statement as the API's CSV (exact µCNY as 6-decimal CNY)."""
-    _require(request, "read_billing")
+    require_capability(request, "read_billing")
     response = HttpResponse(statement_csv(_statement_or_404(request, month)), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="cardmix-statement-{month}.csv"'
     return response
@@ -81,12 +76,11 @@ class SponsorshipForm(forms.Form):
 @login_required
 def sponsorships(request):
     """The organization's proposals and, for owners, admins and billing members, the form to submit one."""
-    _require(request, "read_billing")
+    require_capability(request, "read_billing")
     can_submit = request_can(request, "billing")
     form = SponsorshipForm(request.POST or None)
     if request.method == "POST":
-        if not can_submit:
-            raise PermissionDenied("Your role does not allow submitting proposals.")
+        require_write(request, "billing")
         if form.is_valid():
             try:
                 sponsorship_submit(org=request.org, user=request.user, request=request, **form.cleaned_data)
@@ -108,7 +102,7 @@ def sponsorships(request):
 @login_required
 def invoices(request):
     """Monthly invoices of a postpaid organization."""
-    _require(request, "read_billing")
+    require_capability(request, "read_billing")
     rows = [(inv, invoice_pay_amount(inv)) for inv in selectors.invoice_list(org=request.org)[:200]]
     return render(request, "console/billing/invoices.html",
                   {"rows": rows, "can_pay": request_can(request, "billing")})

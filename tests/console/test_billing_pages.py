@@ -125,3 +125,35 @@ def test_statement_names_accounts_and_movements_as_people_read_them(web, owner):
     assert "<td>Trial credit</td>" in balances and "<td>trial</td>" not in balances
     topups = page.split("<h2>Top-ups</h2>")[1].split("</table>")[0]
     assert "<th>Reference</th>" in topups
+
+
+@pytest.mark.parametrize("role", ["owner", "admin", "member", "billing", "viewer"])
+def test_every_billing_page_answers_by_the_role_and_the_nav_links_only_what_opens(owner, member_factory, role):
+    # A viewer got 404 on /billing/ and /billing/topup/ but 403 on statements, sponsorships and invoices. SPEC §5:
+    # a viewer reads no billing at all (404 everywhere, as for another tenant's page); a member reads it but
+    # cannot top up or submit (403 on those writes only).
+    from billing.models_payments import TopUp
+    from billing.products.statements import statement_months
+    from tenancy.permissions import role_can
+
+    org = owner.organization
+    month = statement_months(org=org)[0]
+    topup = TopUp.objects.create(organization=org, amount=10_000_000, amount_fen=1000)
+    client = login_client(owner if role == "owner" else member_factory(role=role, org=org))
+    reads = role_can(role, "read_billing")
+    pages = ["/billing/", "/billing/?page=1", "/billing/topup/", f"/billing/topup/{topup.pk}/status/",
+             "/billing/statements/", f"/billing/statements/{month}/", f"/billing/statements/{month}/csv/",
+             "/billing/sponsorships/", "/billing/invoices/"]
+    for url in pages:
+        assert client.get(url).status_code == (200 if reads else 404), url
+    proposal = {"title": "t", "abstract": "a", "accelerator": "h100-sxm-80g", "card_hours": 1}
+    submitted = client.post("/billing/sponsorships/", proposal).status_code
+    assert submitted == (302 if role_can(role, "billing") else 403 if reads else 404)
+    # What the role's pages link to under /billing/ opens for it; a viewer is shown no billing link at all.
+    seen = {"/dashboard/"} | ({"/billing/", "/billing/invoices/"} if reads else set())
+    links = set()
+    for url in seen:
+        links |= set(re.findall(r'href="(/billing/[^"?#]*)', client.get(url).content.decode()))
+    assert bool(links) is reads
+    for url in links:
+        assert client.get(url).status_code == 200, url
