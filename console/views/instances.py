@@ -114,7 +114,7 @@ def quota_note(org, cards: int) -> str:
 
 def _quote_context(form, org=None) -> dict:
     """The quote the service computes for a valid form, or why there is none."""
-    ctx = {"quote": None, "quote_error": "", "waitlist_checked": bool(form.data.get("waitlist"))}
+    ctx = {"quote": None, "quote_error": ""}
     if not form.is_valid():
         ctx["quote_error"] = "Complete the card mix to see a price."
         return ctx

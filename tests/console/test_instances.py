@@ -67,6 +67,27 @@ def test_sold_out_offers_the_waitlist_and_joining_shows_the_position(web, owner)
                                                               detail)
 
 
+def test_a_ticked_waitlist_stays_ticked_whatever_the_quote_shows_without_javascript(web, owner):
+    # The checkbox lived in the sold-out banner of the quote: over the card quota, or with a count the quote cannot
+    # price, the banner (and the checkbox) gave way to another note, so the next "Update price" or Create posted
+    # no waitlist and the customer's choice was lost. It is now part of the form, outside the quote.
+    _sell_out("ascend-910b")
+    owner.organization.card_quota = 1
+    owner.organization.save(update_fields=["card_quota"])
+    body = {**H100_2, "accelerator": "ascend-910b", "count": "1", "name": "npu", "waitlist": "on"}
+    ticked = re.compile(r'<input type="checkbox" name="waitlist" id="id_waitlist" checked>')
+    for count, note in (("1", 'id="quote-soldout"'), ("2", 'id="quote-quota"'), ("0", 'id="quote-error"')):
+        page = web.post("/instances/new/", {**body, "count": count, "preview": "1"}).content.decode()
+        assert note in page and len(ticked.findall(page)) == 1, count
+    unticked = web.post("/instances/new/", {**body, "waitlist": "", "preview": "1"}).content.decode()
+    assert 'id="id_waitlist"' in unticked and not ticked.search(unticked)
+    # What htmx swaps (the quote partial) never holds it, whatever it shows.
+    for count in ("1", "2", "0"):
+        assert 'name="waitlist"' not in web.post("/instances/quote/", {**body, "count": count}).content.decode()
+    r = web.post("/instances/new/", body)
+    assert r.status_code == 302 and Instance.objects.get(organization=owner.organization).state == "waitlisted"
+
+
 def test_quote_partial_prices_the_mix_and_names_the_topology(web):
     r = web.post("/instances/quote/", H100_2, HTTP_HX_REQUEST="true")
     page = r.content.decode()
@@ -89,10 +110,10 @@ def test_quote_partial_prices_the_mix_and_names_the_topology(web):
     # Monthly: the rate is shown exactly (1.235, not 1.24), so its row adds up (4 × 1.235 = 4.94).
     monthly = web.post("/instances/quote/", {**H100_2, "count": "4", "billing": "monthly"}).content.decode()
     assert "¥1.235/card-h" in monthly and "¥4.94/h" in monthly and "¥1.24/card-h" not in monthly
-    # Sold out: the waitlist checkbox instead of a dead end.
+    # Sold out: it says so and points to the waitlist (the checkbox is the form's, outside the quote).
     _sell_out("h100-sxm-80g")
     page = web.post("/instances/quote/", H100_2).content.decode()
-    assert 'id="quote-soldout"' in page and 'name="waitlist"' in page
+    assert 'id="quote-soldout"' in page and "waitlist" in page
 
 
 def test_sold_out_policy_quote_shows_the_shortfall_not_a_zero_price(web):

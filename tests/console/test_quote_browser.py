@@ -41,3 +41,40 @@ def _assert_quote_fits(page):
     card = page.locator(".create-side .card").bounding_box()
     mix = page.locator("#quote-mix").bounding_box()
     assert mix["x"] + mix["width"] <= card["x"] + card["width"], "the quote's mix runs out of its card"
+
+
+def test_a_ticked_waitlist_survives_the_quota_banner_and_the_validation_note(e2e_env, live_server, chromium,
+                                                                             member_factory):
+    # The checkbox sat in the quote's sold-out banner: the over-quota banner and console.js's "fix it" note replaced
+    # the quote and the checkbox with it, and the quote came back unticked, so Create failed as sold out.
+    from inventory.models import Card
+    from provisioning.models import Instance
+    from tests.factories.inventory import CardAllocationFactory
+
+    make_fleet(h100=1, ascend=1)
+    for card in Card.objects.filter(node__accelerator__slug="ascend-910b"):
+        CardAllocationFactory(card=card)
+    owner = funded(member_factory(role="owner"))
+    owner.organization.card_quota = 2
+    owner.organization.save(update_fields=["card_quota"])
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([session_cookie(owner, live_server)])
+    page = context.new_page()
+    shot = Shots(page, "quote-waitlist")
+    page.goto(f"{live_server.url}/instances/new/")
+    page.select_option("#id_accelerator", "ascend-910b")
+    page.wait_for_selector("#quote-soldout")
+    page.check("#id_waitlist")
+    page.fill("#id_count", "3")  # over the quota of 2: the quota banner in place of the sold-out one
+    page.wait_for_selector("#quote-quota")
+    assert page.is_checked("#id_waitlist")
+    page.fill("#id_count", "-3")  # invalid: console.js's note replaces the quote
+    page.wait_for_selector("#quote-error")
+    assert page.is_checked("#id_waitlist")
+    page.fill("#id_count", "1")
+    page.wait_for_selector("#quote-soldout")
+    assert page.is_checked("#id_waitlist")
+    shot("still-ticked")
+    page.click("#create-submit")
+    page.wait_for_selector("#instance-live[data-state=waitlisted]")
+    assert Instance.objects.get(organization=owner.organization).waitlist
