@@ -38,12 +38,17 @@ def _money(m) -> str:
     return f"{rate(ucny)}/h" if m.group(2) else format_fen(ucny)
 
 
+def money_for_people(text: str) -> str:
+    """The API's money in a message as the console writes it: "¥506.51", "¥35.36/h", "(10 min at …)"."""
+    text = CNY_AMOUNT.sub(_money, NOT_COVERED.sub(_not_covered, str(text)))
+    return FRACTION_HOURS.sub(lambda m: f"({round(float(m.group(1)) * 60)} min at ", text)
+
+
 def for_people(text, *, items: int = 1) -> str:
     """One service message as a sentence: "Item 2: Bare metal Huawei Ascend 910B takes whole nodes: …." with
     `items` > 1 (1-based, as the form counts), no prefix for a single item; names for slugs; money as "¥506.51";
     a capital and a stop."""
-    text = CNY_AMOUNT.sub(_money, NOT_COVERED.sub(_not_covered, REQUEST_SYNTAX.sub("", str(text))))
-    text = FRACTION_HOURS.sub(lambda m: f"({round(float(m.group(1)) * 60)} min at ", text)
+    text = money_for_people(REQUEST_SYNTAX.sub("", str(text)))
     prefix = ""
     if m := ITEM_PREFIX.match(text):
         text = text[m.end():]

@@ -69,6 +69,15 @@ def transfer_label(code):
 
 
 @register.filter
+def reason(text):
+    """An instance's state reason, or an event's, as a sentence: "create: placed" → "Cards placed; the machine is
+    being prepared." (display only; the API keeps the reason)."""
+    from ..state_reasons import reason_for_people  # it imports service_text, which imports this module
+
+    return reason_for_people(text)
+
+
+@register.filter
 def duration(seconds):
     """Seconds → "2 h 05 min" / "42 s"."""
     if seconds in (None, ""):

@@ -10,6 +10,7 @@ from provisioning.choices import InstanceState as S
 from provisioning.services import billing_port
 
 from ..catalog_names import accelerator_names
+from ..state_reasons import reason_for_people
 
 # Polling: fast while something is changing, slow while running (only the cost moves), none when settled.
 POLL_FAST, POLL_RUNNING = "every 2s", "every 10s"
@@ -82,7 +83,8 @@ def progress(instance, events) -> list[Step]:
         else:
             steps.append(Step(label, "todo"))
     if instance.state == S.FAILED:
-        steps.append(Step(f"Failed: {instance.state_reason}", "failed", reached.get(S.FAILED)))
+        why = reason_for_people(instance.state_reason)
+        steps.append(Step(f"Failed: {why}" if why else "Failed", "failed", reached.get(S.FAILED)))
     return steps
 
 

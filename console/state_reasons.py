@@ -1,0 +1,92 @@
+"""Instance state reasons as the console shows them: short sentences for people.
+
+Provisioning writes an instance's `state_reason` and its events' reasons for operators and API callers, who match
+them: "create: placed", "readiness passed", "reconciler: stuck in provisioning past its step deadline",
+"insufficient_funds: … 1778.400000 CNY …", "waitlist_expired", a quarantined node's hostname. The console rewords
+them here, on display only (no query: a history of any length reads the same); the API's `state_reason` and events
+stay as they are. A reason not known here passes through with a capital, money as the console writes it."""
+import re
+
+from provisioning.choices import FUNDS_FAILURE, InstanceState
+
+from .service_text import money_for_people
+
+PREPARING = "Cards placed; the machine is being prepared."
+SOLD_OUT = "Sold out when requested: waiting on the waitlist for cards to free up."
+REASONS = {
+    "create": "Request accepted.",
+    "create: placed": PREPARING,
+    "create: sold out": SOLD_OUT,
+    "start requested": "Start requested.",
+    "start: placed": PREPARING,
+    "start: sold out": SOLD_OUT,
+    "woken: capacity freed": "Cards freed up for it on the waitlist; the machine is being prepared.",
+    "provisioned": "Machine prepared; its interconnect readiness test is running.",
+    "readiness passed": "Readiness test passed: handed over, billed per second while it runs.",
+    "stop requested": "Stop requested.",
+    "stopped": "Stopped: its cards are released and its data disk is kept.",
+    "terminate requested": "Termination requested.",
+    "terminated": "Terminated.",
+    "waitlist_expired": "No cards freed up within the waitlist's time limit, so the request was ended.",
+    "retention_expired": "Stopped for longer than the retention period, so it was terminated and its data disk freed.",
+    "inter-node readiness failed twice": "The readiness test across its nodes failed twice, so it was not handed over.",
+    "monthly package ended (renewal: stop)": "The monthly package ended and was not renewed, so it is stopped.",
+    "monthly package ended (renewal: on_demand): billed on demand":
+        "The monthly package ended; it is billed on demand from now on.",
+}
+AUTO_STOPS = {"funds_exhausted": "the balance ran out."}
+TOOK_TOO_LONG = {
+    InstanceState.PROVISIONING: "Preparing the machine took too long, so it was not handed over.",
+    InstanceState.CHECKING: "The readiness test took too long, so it was not handed over.",
+    InstanceState.STOPPING: "Stopping took too long; its cards were released.",
+    InstanceState.TERMINATING: "Terminating took too long; everything it held was released.",
+}
+# The node's hostname is for operators: a customer knows no host, only that a machine failed.
+NODE_PREPARE_FAILED = re.compile(r"^\S+: provisioning failed \(exit [^)]*\)$")
+NODE_READINESS_FAILED = re.compile(r"^\S+: readiness failed twice$")
+REPLACED = re.compile(r"^re-placed: \S+ quarantined$")
+STUCK = re.compile(r"^reconciler: stuck in (\w+) past its step deadline(?: \(released\))?$")
+AUTO_STOP = re.compile(r"^auto-stop: (.+)$")
+FUNDS = re.compile(rf"^{re.escape(FUNDS_FAILURE)}: (.+)$", re.S)
+
+
+def _sentence(text: str) -> str:
+    """Money as the console writes it, a capital and a stop."""
+    text = money_for_people(text).strip()
+    text = text[:1].upper() + text[1:]
+    return text + "." if text[-1:].isalnum() else text
+
+
+def _lower_first(text: str) -> str:
+    """"Available funds …" → "available funds …" after a colon (not "NVIDIA …")."""
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
+def _stuck(state: str) -> str:
+    if state in TOOK_TOO_LONG:
+        return TOOK_TOO_LONG[state]
+    label = InstanceState(state).label if state in InstanceState.values else state
+    return f"{label[:1].upper()}{label[1:]} took too long."
+
+
+def reason_for_people(reason) -> str:
+    """One state reason as a short sentence ("" stays "")."""
+    reason = str(reason or "").strip()
+    if not reason:
+        return ""
+    if reason in REASONS:
+        return REASONS[reason]
+    if NODE_PREPARE_FAILED.match(reason):
+        return "The machine could not be prepared, so it was not handed over."
+    if NODE_READINESS_FAILED.match(reason):
+        return "The machine failed its readiness test twice, so it was not handed over."
+    if REPLACED.match(reason):
+        return "A machine failed its readiness test twice; its cards were placed on another machine."
+    if m := STUCK.match(reason):
+        return _stuck(m.group(1))
+    if m := AUTO_STOP.match(reason):
+        why = m.group(1)
+        return "Stopped automatically: " + AUTO_STOPS.get(why, _lower_first(_sentence(why.replace("_", " "))))
+    if m := FUNDS.match(reason):
+        return "Ready, but not handed over: " + _lower_first(_sentence(m.group(1)))
+    return _sentence(reason)

@@ -1,0 +1,83 @@
+"""Instance state reasons read as sentences for people on the instance page (console/state_reasons.py): the reasons
+provisioning writes are for machines ("create: placed", a quarantined node's hostname, "1778.400000 CNY"); the
+API's `state_reason` and events keep them as they are."""
+import html
+
+import pytest
+from django.utils import timezone
+
+from console.state_reasons import reason_for_people
+from provisioning.models import InstanceEvent
+from tests.console.conftest import login_client
+from tests.factories.provisioning import InstanceFactory
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+FUNDS = "insufficient_funds: Available funds do not cover the monthly package of 1778.400000 CNY. Top up first."
+# Every reason provisioning/services writes (instances, steps, waitlist, quarantine, reconciler, retention, packages,
+# the billing auto-stop), as the console says it.
+SAID = {
+    "create": "Request accepted.",
+    "create: placed": "Cards placed; the machine is being prepared.",
+    "create: sold out": "Sold out when requested: waiting on the waitlist for cards to free up.",
+    "start requested": "Start requested.",
+    "start: placed": "Cards placed; the machine is being prepared.",
+    "start: sold out": "Sold out when requested: waiting on the waitlist for cards to free up.",
+    "woken: capacity freed": "Cards freed up for it on the waitlist; the machine is being prepared.",
+    "provisioned": "Machine prepared; its interconnect readiness test is running.",
+    "readiness passed": "Readiness test passed: handed over, billed per second while it runs.",
+    "stop requested": "Stop requested.",
+    "stopped": "Stopped: its cards are released and its data disk is kept.",
+    "terminate requested": "Termination requested.",
+    "terminated": "Terminated.",
+    "auto-stop: funds_exhausted": "Stopped automatically: the balance ran out.",
+    "re-placed: gpu-sh-07 quarantined":
+        "A machine failed its readiness test twice; its cards were placed on another machine.",
+    "gpu-sh-07: provisioning failed (exit 125)": "The machine could not be prepared, so it was not handed over.",
+    "gpu-sh-07: readiness failed twice": "The machine failed its readiness test twice, so it was not handed over.",
+    "inter-node readiness failed twice": "The readiness test across its nodes failed twice, so it was not handed over.",
+    "reconciler: stuck in provisioning past its step deadline":
+        "Preparing the machine took too long, so it was not handed over.",
+    "reconciler: stuck in checking past its step deadline": "The readiness test took too long, so it was not handed over.",
+    "reconciler: stuck in stopping past its step deadline (released)": "Stopping took too long; its cards were released.",
+    "reconciler: stuck in terminating past its step deadline (released)":
+        "Terminating took too long; everything it held was released.",
+    FUNDS: "Ready, but not handed over: available funds do not cover the monthly package of ¥1,778.40. Top up first.",
+    "insufficient_funds: Available funds 5.000000 CNY do not cover 1778.400000 CNY (720 h at 2.470000 CNY/h). "
+    "Top up first.": "Ready, but not handed over: available funds ¥5.00 do not cover ¥1,778.40 (720 h at ¥2.47/h). "
+                     "Top up first.",
+    "waitlist_expired": "No cards freed up within the waitlist's time limit, so the request was ended.",
+    "retention_expired": "Stopped for longer than the retention period, so it was terminated and its data disk freed.",
+    "monthly package ended (renewal: stop)": "The monthly package ended and was not renewed, so it is stopped.",
+    "monthly package ended (renewal: on_demand): billed on demand":
+        "The monthly package ended; it is billed on demand from now on.",
+    # Not known here: passes through, capitalised, money as the console writes it.
+    "operator note: moved to 12.500000 CNY/h": "Operator note: moved to ¥12.50/h.",
+    "": "",
+}
+
+
+@pytest.mark.parametrize("reason", list(SAID))
+def test_each_reason_reads_as_a_sentence(reason):
+    assert reason_for_people(reason) == SAID[reason]
+
+
+def test_instance_page_says_reasons_for_people_and_the_api_keeps_them(owner, session_client_for):
+    org = owner.organization
+    inst = InstanceFactory(organization=org, state="failed", state_reason=FUNDS, billing="monthly")
+    now = timezone.now()
+    raw = ["create", "create: placed", "re-placed: gpu-sh-07 quarantined", "provisioned", FUNDS]
+    for reason, to in zip(raw, ["pending", "provisioning", "provisioning", "checking", "failed"], strict=True):
+        InstanceEvent.objects.create(instance=inst, from_state="", to_state=to, reason=reason, created_at=now)
+    page = html.unescape(login_client(owner).get(f"/instances/{inst.pk}/").content.decode())
+    said = SAID[FUNDS]
+    assert f'id="state-reason">{said}</div>' in page
+    assert f"Failed: {said}" in page  # the progress step
+    for reason in raw:
+        assert f'<td class="small muted">{SAID[reason]}</td>' in page
+    for machine_words in ("insufficient_funds", "1778.400000", "CNY", "gpu-sh-07", "create: placed", "provisioned"):
+        assert machine_words not in page, machine_words
+    api = session_client_for(owner)
+    assert api.get(f"/api/v1/instances/{inst.pk}/").json()["state_reason"] == FUNDS
+    events = api.get(f"/api/v1/instances/{inst.pk}/events/").json()["results"]
+    assert sorted(e["reason"] for e in events) == sorted(raw)
