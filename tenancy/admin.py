@@ -250,6 +250,11 @@ class ApiTokenAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Revoke selected tokens (they stop authenticating at once)")
     def revoke(self, request, queryset):
+        # ReadOnlyAdmin: has_change_permission is False for everyone, so the admin offers this action to any
+        # staff who may view tokens; revoking cuts a customer's API access off, so it needs the change permission.
+        if not request.user.has_perm("tenancy.change_apitoken"):
+            self.message_user(request, "You may not revoke API tokens.", messages.ERROR)
+            return None
         revoked = 0
         for token in queryset.filter(revoked_at__isnull=True).select_related("organization").order_by("pk"):
             token_revoke(token=token, actor=request.user, request=request)
