@@ -85,10 +85,17 @@ class ActionForm(forms.Form):
     action = forms.CharField(widget=forms.HiddenInput)
 
 
-def form_action(modeladmin, request, *, label, form_class, items, apply, title=None, note=""):
+def form_action(modeladmin, request, *, label, form_class, items, apply, permission, title=None, note=""):
     """An admin action with a confirmation page: the page lists `items` ((pk, text) rows) and shows `form_class`
     (an ActionForm); once it is posted back with `apply` and valid, `apply(cleaned_data)` runs and returns
-    (message, [refusal lines]) or an HttpResponse of its own."""
+    (message, [refusal lines]) or an HttpResponse of its own.
+
+    `permission` ("app.change_model") is required of the operator: Django offers an action without
+    allowed_permissions to anyone who may view the list, and a read-only admin's has_change_permission is False
+    for everyone, so the action itself checks."""
+    if not request.user.has_perm(permission):
+        modeladmin.message_user(request, f"You may not {label[:1].lower()}{label[1:]}.", messages.ERROR)
+        return None
     if "apply" in request.POST:
         form = form_class(request.POST)
         if form.is_valid():

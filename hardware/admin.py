@@ -80,8 +80,9 @@ class AgentNodeAdmin(admin.ModelAdmin):
 
         rotating = sum(1 for node in nodes if self._cred(node))
         return form_action(self, request, label="Issue / rotate agent tokens", form_class=ActionForm, items=items,
-                           apply=apply, note=f"{len(nodes)} node(s); {rotating} running agent(s) will be cut off "
-                                             "until restarted with the new token." if rotating else "")
+                           apply=apply, permission="hardware.change_nodecredential",
+                           note=f"{len(nodes)} node(s); {rotating} running agent(s) will be cut off "
+                                "until restarted with the new token." if rotating else "")
 
 
 @admin.register(AgentCommand)

@@ -129,9 +129,12 @@ class ZoneAdmin(AuditedDeleteMixin, admin.ModelAdmin):
 
 def reason_action(modeladmin, request, queryset, label, items, apply):
     """An admin action that asks for a reason first: the form page, then `apply(queryset, reason)` →
-    (success message, [refusal lines]). `items` are the (pk, description) rows the page lists."""
+    (success message, [refusal lines]). `items` are the (pk, description) rows the page lists; the operator needs
+    the change permission of the rows' model."""
+    opts = modeladmin.model._meta
     return form_action(modeladmin, request, label=label, form_class=ReasonForm, items=items,
-                       apply=lambda data: apply(queryset, data["reason"]), title=f"{label}: give a reason")
+                       apply=lambda data: apply(queryset, data["reason"]), title=f"{label}: give a reason",
+                       permission=f"{opts.app_label}.change_{opts.model_name}")
 
 
 class CardInline(admin.TabularInline):

@@ -179,7 +179,8 @@ class OrganizationAdmin(admin.ModelAdmin):
             return f"{membership.user.email} added to {org.slug} as {membership.role}.", []
 
         return form_action(self, request, label="Add a member", form_class=MemberAddForm,
-                           items=[(org.pk, f"{org.name} ({org.slug})")], apply=apply)
+                           items=[(org.pk, f"{org.name} ({org.slug})")], apply=apply,
+                           permission="tenancy.change_membership")
 
 
 @admin.register(Membership)
@@ -220,7 +221,8 @@ class MembershipAdmin(ReadOnlyAdmin):
         apply = self._each(request, queryset, "Change role", lambda m, data: services.member_role_change(
             operator=request.user, membership=m, role=data["role"], reason=data["reason"], request=request))
         return form_action(self, request, label="Change role", form_class=MemberRoleForm,
-                           items=self._items(queryset), apply=apply)
+                           items=self._items(queryset), apply=apply,
+                           permission="tenancy.change_membership")
 
     @admin.action(description="Remove selected members…")
     def remove_members(self, request, queryset):
@@ -230,7 +232,8 @@ class MembershipAdmin(ReadOnlyAdmin):
         apply = self._each(request, queryset, "Remove", lambda m, data: services.member_remove(
             operator=request.user, membership=m, reason=data["reason"], request=request))
         return form_action(self, request, label="Remove members", form_class=MemberRemoveForm,
-                           items=self._items(queryset), apply=apply)
+                           items=self._items(queryset), apply=apply,
+                           permission="tenancy.change_membership")
 
 
 @admin.register(ApiToken)
@@ -250,6 +253,11 @@ class ApiTokenAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Revoke selected tokens (they stop authenticating at once)")
     def revoke(self, request, queryset):
+        # ReadOnlyAdmin: has_change_permission is False for everyone, so the admin offers this action to any
+        # staff who may view tokens; revoking cuts a customer's API access off, so it needs the change permission.
+        if not request.user.has_perm("tenancy.change_apitoken"):
+            self.message_user(request, "You may not revoke API tokens.", messages.ERROR)
+            return None
         revoked = 0
         for token in queryset.filter(revoked_at__isnull=True).select_related("organization").order_by("pk"):
             token_revoke(token=token, actor=request.user, request=request)

@@ -54,6 +54,10 @@ class TopUpAdmin(admin.ModelAdmin):
 
     @admin.action(description="Refund part or all of the selected top-up…")
     def refund(self, request, queryset):
+        # Django offers an action without allowed_permissions to anyone who may view the list; a refund moves money.
+        if not request.user.has_perm("billing.change_topup"):
+            self.message_user(request, "You may not refund top-ups.", messages.ERROR)
+            return None
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one top-up to refund.", messages.ERROR)
             return None

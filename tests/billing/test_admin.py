@@ -103,3 +103,25 @@ def test_billing_lists_do_not_query_per_row(operator_client, url):
     with CaptureQueriesContext(connection) as many:
         assert operator_client.get(url).status_code == 200
     assert len(many) == len(few)
+
+
+def test_a_view_only_operator_cannot_refund_a_top_up(monkeypatch):
+    """Before: the top-up list's Refund action ran for staff who could only view top-ups (Django offers an action
+    without allowed_permissions to anyone who can open the list) and sent the refund to Stripe."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    from billing.payments import admin as payments_admin
+    from tests.factories.tenancy import UserFactory
+
+    calls = []
+    monkeypatch.setattr(payments_admin, "topup_refund", lambda **kwargs: calls.append(kwargs))
+    topup = _topup(OrganizationFactory())
+    viewer = UserFactory(is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(content_type__app_label="billing", codename="view_topup"))
+    client = Client()
+    client.force_login(viewer)
+    assert client.get("/admin/billing/topup/").status_code == 200
+    client.post("/admin/billing/topup/", {"action": "refund", "_selected_action": [str(topup.pk)], "apply": "1",
+                                          "amount": "10.00"})
+    assert calls == []

@@ -196,3 +196,29 @@ def test_nodes_are_retired_not_deleted_and_unused_zones_and_accelerators_delete_
     events = AuditEvent.objects.filter(actor=operator_client.user, action__in=["zone.delete", "accelerator.delete"])
     assert sorted(events.values_list("action", "target_id")) == sorted([
         ("accelerator.delete", str(acc.pk)), ("zone.delete", str(zone.pk)), ("zone.delete", str(spare.pk))])
+
+
+def test_a_view_only_operator_cannot_change_nodes_or_cards_through_the_actions(catalog):
+    """Django offers an action without allowed_permissions to anyone who can open the list: before, staff who
+    could only view nodes and cards drained or retired nodes and marked cards failed (a reason was all it took)."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    from inventory.models import Card
+    from tests.factories.tenancy import UserFactory
+
+    node = NodeFactory()
+    card = node.cards.get(index=0)
+    viewer = UserFactory(is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(content_type__app_label="inventory",
+                                                          codename__in=["view_node", "view_card"]))
+    client = Client()
+    client.force_login(viewer)
+    assert client.get("/admin/inventory/node/").status_code == 200
+    client.post("/admin/inventory/node/", {"action": "action_retire", "_selected_action": [str(node.pk)],
+                                           "apply": "1", "reason": "x"})
+    client.post("/admin/inventory/card/", {"action": "action_health_failed", "_selected_action": [str(card.pk)],
+                                           "apply": "1", "reason": "x"})
+    assert Node.objects.get(pk=node.pk).state == NodeState.AVAILABLE
+    assert Card.objects.get(pk=card.pk).health == "ok"
+    assert not AuditEvent.objects.filter(actor=viewer).exists()

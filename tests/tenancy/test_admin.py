@@ -179,3 +179,29 @@ def test_users_are_deactivated_not_deleted_and_status_changes_are_audited(operat
     assert not user.is_active
     event = AuditEvent.objects.get(action="user.update")
     assert event.actor_id == operator_client.user.pk and "is_active" in event.details["changed"]
+
+
+def test_a_view_only_operator_cannot_revoke_tokens_or_change_members(db):
+    """Staff who may only view tokens and memberships see the lists but change nothing through their actions
+    (the admin offers an action without allowed_permissions to anyone who can open the list). Before: the token
+    list's Revoke action ran for a view-only operator and cut a customer's API token off."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    membership = MembershipFactory(role="member")
+    MembershipFactory(organization=membership.organization, role="owner")
+    token, _ = make_token(membership)
+    viewer = UserFactory(is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(
+        content_type__app_label="tenancy", codename__in=["view_apitoken", "view_membership", "view_organization"]))
+    client = Client()
+    client.force_login(viewer)
+    assert client.get("/admin/tenancy/apitoken/").status_code == 200
+    client.post("/admin/tenancy/apitoken/", {"action": "revoke", "_selected_action": [str(token.pk)]})
+    client.post("/admin/tenancy/membership/", {"action": "remove_members", "_selected_action": [str(membership.pk)],
+                                               "apply": "1", "reason": "x"})
+    client.post("/admin/tenancy/membership/", {"action": "change_role", "_selected_action": [str(membership.pk)],
+                                               "apply": "1", "role": "owner", "reason": "x"})
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is None
+    assert Membership.objects.get(pk=membership.pk).role == "member"
+    assert not AuditEvent.objects.filter(action__in=["token.revoke", "member.remove", "member.role_change"]).exists()
