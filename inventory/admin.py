@@ -130,10 +130,20 @@ class ImageAdmin(admin.ModelAdmin):
 
 @admin.register(Zone)
 class ZoneAdmin(AuditedDeleteMixin, admin.ModelAdmin):
-    """Deletable (audited) only while no node or instance names it (both PROTECT)."""
+    """Created and edited through zone_save (audited), slug fixed once created; deletable (audited) only while no
+    node or instance names it (both PROTECT)."""
 
     list_display = ["slug", "name", "fabric_kind", "fabric_gbps", "inter_node_floor_gbps"]
     delete_action = "zone.delete"
+
+    def get_readonly_fields(self, request, obj=None):
+        # Nodes, instances (their zone pin), waitlisted shapes and placement name the zone by slug.
+        return ["slug"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        fields = form.changed_data if change else form.cleaned_data
+        services.zone_save(zone=obj, actor=request.user, request=request,
+                           **{k: form.cleaned_data[k] for k in fields if k in form.cleaned_data})
 
 
 def reason_action(modeladmin, request, queryset, label, items, apply):

@@ -269,3 +269,42 @@ def image_save(*, image, actor=None, request=None, **fields):
         audit_record(action="image.create" if creating else "image.update", actor=actor, request=request,
                      target=image, details={"slug": image.slug, "fields": sorted(fields)})
     return image
+
+
+def zone_save(*, zone, actor=None, request=None, **fields):
+    """Create (zone unsaved) or update a zone; audited (an update with each changed field's old and new value, as
+    stored: the admin's form has already written the new values onto `zone`).
+
+    The slug is fixed once created: nodes, instances (their zone pin), waitlisted shapes and placement name it.
+    """
+    from .models import Zone
+
+    with transaction.atomic():
+        if zone._state.adding:
+            for key, value in fields.items():
+                setattr(zone, key, value)
+            try:
+                with transaction.atomic():
+                    zone.save()
+            except IntegrityError as exc:
+                raise ValidationFailed("The zone is invalid.",
+                                       details={"slug": ["A zone with this slug exists."]}) from exc
+            audit_record(action="zone.create", actor=actor, request=request, target=zone,
+                         details={"slug": zone.slug, "name": zone.name, "fabric_kind": zone.fabric_kind,
+                                  "fabric_gbps": zone.fabric_gbps,
+                                  "inter_node_floor_gbps": str(zone.inter_node_floor_gbps)})
+            return zone
+        stored = Zone.objects.select_for_update().get(pk=zone.pk)
+        if fields.get("slug", stored.slug) != stored.slug:
+            raise ValidationFailed("The zone is invalid.", details={"slug": ["A zone's slug cannot change."]})
+        changed = {k: {"old": str(getattr(stored, k)), "new": str(v)} for k, v in fields.items()
+                   if getattr(stored, k) != v}
+        for key in changed:
+            setattr(stored, key, fields[key])
+        if changed:
+            stored.save(update_fields=list(changed))
+            audit_record(action="zone.update", actor=actor, request=request, target=stored,
+                         details={"slug": stored.slug, "fields": changed})
+    for key in fields:
+        setattr(zone, key, getattr(stored, key))
+    return stored

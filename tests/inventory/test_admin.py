@@ -212,3 +212,30 @@ def test_nodes_are_retired_not_deleted_and_unused_zones_and_accelerators_delete_
     events = AuditEvent.objects.filter(actor=operator_client.user, action__in=["zone.delete", "accelerator.delete"])
     assert sorted(events.values_list("action", "target_id")) == sorted([
         ("accelerator.delete", str(acc.pk)), ("zone.delete", str(zone.pk)), ("zone.delete", str(spare.pk))])
+
+
+def test_zone_slugs_stay_fixed_and_zone_creates_and_edits_are_audited(operator_client, catalog):
+    """Before: a zone's slug could be renamed (nodes, instances' zone pin, waitlisted shapes and placement name it)
+    and creating or editing a zone (its fabric and inter-node floor) wrote no audit."""
+    from inventory.models import Zone
+
+    form = {"name": "Shanghai 9", "fabric_kind": "roce", "fabric_gbps": 400, "inter_node_floor_gbps": "25.50"}
+    response = operator_client.post("/admin/inventory/zone/add/", {"slug": "cn-sh-9", **form})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    zone = Zone.objects.get(slug="cn-sh-9")
+    created = AuditEvent.objects.get(action="zone.create", target_id=str(zone.pk))
+    assert created.actor == operator_client.user and created.details["slug"] == "cn-sh-9"
+    node = NodeFactory(zone=zone)
+    response = operator_client.post(f"/admin/inventory/zone/{zone.pk}/change/",
+                                    {**form, "slug": "cn-sh-renamed", "inter_node_floor_gbps": "30.00"})
+    assert response.status_code == 302
+    zone.refresh_from_db()
+    assert (zone.slug, str(zone.inter_node_floor_gbps)) == ("cn-sh-9", "30.00")
+    assert Node.objects.get(pk=node.pk).zone.slug == "cn-sh-9"
+    updated = AuditEvent.objects.get(action="zone.update", target_id=str(zone.pk))
+    assert updated.actor == operator_client.user
+    assert updated.details["fields"] == {"inter_node_floor_gbps": {"old": "25.50", "new": "30.00"}}
+    # Saving it unchanged audits nothing.
+    assert operator_client.post(f"/admin/inventory/zone/{zone.pk}/change/",
+                                {**form, "inter_node_floor_gbps": "30.00"}).status_code == 302
+    assert AuditEvent.objects.filter(action="zone.update").count() == 1
