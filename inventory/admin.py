@@ -184,6 +184,22 @@ def _state_action(verb: str, label: str):
     return run
 
 
+class NodeForm(forms.ModelForm):
+    """A new or changed bmc_credentials_ref must name an existing BMC credential (a typo would only fail when the
+    node is powered or booted)."""
+
+    class Meta:
+        model = Node
+        fields = ["hostname", "zone", "accelerator", "card_count", "driver", "ssh_host", "ssh_port", "bmc_address",
+                  "bmc_credentials_ref"]
+
+    def clean_bmc_credentials_ref(self):
+        ref = self.cleaned_data.get("bmc_credentials_ref", "")
+        if "bmc_credentials_ref" in self.changed_data and (errors := services.bmc_credentials_ref_errors(ref)):
+            raise forms.ValidationError(errors)
+        return ref
+
+
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
     list_display = ["hostname", "zone", "accelerator", "state", "card_count", "cards_free", "cards_allocated",
@@ -192,6 +208,7 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ["hostname", "ssh_host", "bmc_address"]
     list_select_related = ["zone", "accelerator"]
     readonly_fields = ["state", "state_reason", "state_changed_at", "created_at"]
+    form = NodeForm
     inlines = [CardInline]
     actions = [_state_action("drain", "Drain"), _state_action("undrain", "Undrain (make available)"),
                _state_action("maintenance", "Maintenance"), _state_action("quarantine", "Quarantine"),

@@ -103,12 +103,20 @@ def _node_insert(*, hostname, zone, accelerator, card_count=8, driver="simulated
     return node
 
 
-def node_validate(*, hostname, zone, accelerator, card_count, driver="simulated", ssh_port=22) -> dict:
+def node_validate(*, hostname, zone, accelerator, card_count, driver="simulated", ssh_port=22,
+                  bmc_credentials_ref="") -> dict:
     """Field errors ({field: [messages]}) of a node about to be created; empty when it is fine."""
     from .node_import import validate_node_fields
 
     return validate_node_fields(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
-                                driver=driver, ssh_port=ssh_port)
+                                driver=driver, ssh_port=ssh_port, bmc_credentials_ref=bmc_credentials_ref)
+
+
+def bmc_credentials_ref_errors(ref) -> list[str]:
+    """Why `ref` cannot be a node's bmc_credentials_ref: it must name an existing BMC credential (or be empty)."""
+    from .node_import import bmc_credentials_ref_errors as errors
+
+    return errors(ref)
 
 
 def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated", ssh_host="", ssh_port=22,
@@ -116,7 +124,7 @@ def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated"
                 request=None) -> Node:
     """Add a node and its `card_count` healthy cards; announces capacity when it is available."""
     errors = node_validate(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
-                           driver=driver, ssh_port=ssh_port)
+                           driver=driver, ssh_port=ssh_port, bmc_credentials_ref=bmc_credentials_ref)
     if errors:
         raise ValidationFailed("The node is invalid.", details=errors)
     try:
@@ -132,13 +140,17 @@ def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated"
 
 
 def node_update(*, node, actor=None, request=None, **fields) -> Node:
-    """Change a node's connection details (driver, SSH, BMC); state changes go through node_set_state."""
+    """Change a node's connection details (driver, SSH, BMC); state changes go through node_set_state.
+
+    A new bmc_credentials_ref must name an existing BMC credential (or be empty)."""
     unknown = set(fields) - set(NODE_EDITABLE_FIELDS)
     if unknown:
         raise ValidationFailed("These fields cannot be changed.", details={f: ["Read-only."] for f in sorted(unknown)})
     with transaction.atomic():
         locked = node_lock(node.pk)
         changed = {k: v for k, v in fields.items() if getattr(locked, k) != v}
+        if "bmc_credentials_ref" in changed and (bmc_errors := bmc_credentials_ref_errors(changed["bmc_credentials_ref"])):
+            raise ValidationFailed("The node is invalid.", details={"bmc_credentials_ref": bmc_errors})
         for key, value in changed.items():
             setattr(locked, key, value)
         if changed:
