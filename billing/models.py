@@ -8,6 +8,8 @@ is always zero.
 from django.db import models
 from django.db.models import F, Q
 
+from core.money import format_ucny
+
 from .choices import NON_NEGATIVE_KINDS, AccountKind
 
 
@@ -66,7 +68,7 @@ class Transfer(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.key}: {self.amount} µCNY {self.debit_account_id}→{self.credit_account_id}"
+        return f"{self.key}: {format_ucny(self.amount)} CNY {self.debit_account_id}→{self.credit_account_id}"
 
     def save(self, *args, **kwargs):
         if not self._state.adding:
@@ -157,7 +159,7 @@ class WriteOff(models.Model):
                                               name="writeoff_positive")]
 
     def __str__(self):
-        return f"write-off {self.amount} µCNY ({self.seconds} s) on meter {self.meter_id}"
+        return f"write-off {format_ucny(self.amount)} CNY ({self.seconds} s) on meter {self.meter_id}"
 
 
 from .models_payments import *  # noqa: E402,F401,F403  (payments)

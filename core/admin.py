@@ -31,13 +31,14 @@ class ReadOnlyInline(ReadOnlyMixin, admin.TabularInline):
     can_delete = False
 
 
-def cny_display(field: str, description: str):
-    """A read-only admin column / detail row showing a µCNY field in CNY ("18.400000"), never the raw integer."""
+def cny_display(field: str, description: str, *, ucny_per_unit: int = 1):
+    """A read-only admin column / detail row showing a µCNY field in CNY ("18.400000"), never the raw integer
+    (`ucny_per_unit`: the field counts another unit, e.g. 10,000 for fen)."""
 
     @admin.display(description=description, ordering=field)
     def show(self, obj):
         value = getattr(obj, field)
-        return "—" if value is None else format_ucny(value)
+        return "—" if value is None else format_ucny(value * ucny_per_unit)
 
     show.__name__ = f"{field}_cny"
     return show

@@ -6,3 +6,11 @@ class HardwareConfig(AppConfig):
 
     name = "hardware"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from inventory import hooks
+
+        from .selectors import bmc_credentials_missing
+
+        # inventory checks Node.bmc_credentials_ref through this (it never imports hardware).
+        hooks.register_bmc_credential_lookup(bmc_credentials_missing)

@@ -29,6 +29,12 @@ class BmcLogin:
         return f"BmcLogin(address={self.address!r}, username={self.username!r}, password='***')"
 
 
+def bmc_credentials_missing(names) -> set:
+    """Those of `names` that no BMC credential has (inventory's lookup hook: node refs are checked when written)."""
+    names = set(names)
+    return names - set(BmcCredential.objects.filter(name__in=names).values_list("name", flat=True))
+
+
 def bmc_login_for_node(node) -> BmcLogin:
     """The node's BMC address and decrypted login (Node.bmc_credentials_ref = BmcCredential.name).
 

@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from core.admin import ReadOnlyAdmin, form_action
+from core.admin import CnyField, ReadOnlyAdmin, cny_display, form_action
 from core.errors import ServiceError
 from core.money import format_ucny
 from tenancy.admin import AuditedDeleteMixin
@@ -19,22 +19,28 @@ from .models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
 
 
 class PriceForm(forms.ModelForm):
-    """A new price row, checked as price_create checks it (positive amounts, not starting in the past)."""
+    """A new price row, typed in CNY (parsed exactly to µCNY: junk, NaN or more than 6 decimals are form errors) and
+    checked as price_create checks it (positive amounts, not starting in the past)."""
 
-    FIELDS = {"price_per_card_hour": "on_demand_per_card_hour", "monthly_price_per_card_hour": "monthly_per_card_hour",
-              "effective_from": "effective_from"}
+    # The API's field names (price_errors) → this form's.
+    FIELDS = {"price_per_card_hour": "on_demand_per_card_hour_cny",
+              "monthly_price_per_card_hour": "monthly_per_card_hour_cny", "effective_from": "effective_from"}
+
+    # Negative amounts pass the parse so that price_errors says what is wrong ("Must be a positive amount").
+    on_demand_per_card_hour_cny = CnyField(label="CNY / card-hour", allow_negative=True,
+                                           help_text='In CNY, e.g. "1.90" (at most 6 decimals).')
+    monthly_per_card_hour_cny = CnyField(label="monthly CNY / card-hour", allow_negative=True, required=False,
+                                         help_text="In CNY; empty: the on-demand price × 0.65.")
 
     class Meta:
         model = Price
-        fields = ["effective_from", "on_demand_per_card_hour", "monthly_per_card_hour"]
-        help_texts = {"on_demand_per_card_hour": "µCNY: 1 CNY = 1,000,000.",
-                      "monthly_per_card_hour": "µCNY; empty: the on-demand price × 0.65."}
+        fields = ["effective_from"]
 
     def clean(self):
         data = super().clean()
         if self.instance._state.adding and not self.errors:
-            errors = services.price_errors(on_demand_per_card_hour=data.get("on_demand_per_card_hour"),
-                                           monthly_per_card_hour=data.get("monthly_per_card_hour"),
+            errors = services.price_errors(on_demand_per_card_hour=data.get("on_demand_per_card_hour_cny"),
+                                           monthly_per_card_hour=data.get("monthly_per_card_hour_cny"),
                                            effective_from=data.get("effective_from"))
             for name, lines in errors.items():
                 self.add_error(self.FIELDS[name], lines)
@@ -42,14 +48,17 @@ class PriceForm(forms.ModelForm):
 
 
 class PriceInline(admin.TabularInline):
-    """Price history; existing rows are read-only (rates are locked by instances, changes are new rows, made by
-    price_create: validated and audited)."""
+    """Price history in CNY; existing rows are read-only (rates are locked by instances, changes are new rows, made
+    by price_create: validated and audited)."""
 
     model = Price
     form = PriceForm
     extra = 0
-    fields = ["effective_from", "on_demand_per_card_hour", "monthly_per_card_hour"]
+    # Existing rows show these through the displays below (view-only rows list every field read-only).
+    fields = ["effective_from", "on_demand_per_card_hour_cny", "monthly_per_card_hour_cny"]
     ordering = ["-effective_from"]
+    on_demand_per_card_hour_cny = cny_display("on_demand_per_card_hour", "CNY / card-hour")
+    monthly_per_card_hour_cny = cny_display("monthly_per_card_hour", "monthly CNY / card-hour")
 
     def has_change_permission(self, request, obj=None):
         return False
@@ -86,9 +95,9 @@ class AcceleratorAdmin(AuditedDeleteMixin, admin.ModelAdmin):
             if price_form.has_changed() and not formset._should_delete_form(price_form):
                 data = price_form.cleaned_data
                 formset.new_objects.append(services.price_create(
-                    accelerator=form.instance, on_demand_per_card_hour=data["on_demand_per_card_hour"],
-                    monthly_per_card_hour=data.get("monthly_per_card_hour"), effective_from=data["effective_from"],
-                    actor=request.user, request=request))
+                    accelerator=form.instance, on_demand_per_card_hour=data["on_demand_per_card_hour_cny"],
+                    monthly_per_card_hour=data.get("monthly_per_card_hour_cny"),
+                    effective_from=data["effective_from"], actor=request.user, request=request))
 
     @admin.display(description="CNY / card-hour")
     def price(self, obj):
@@ -121,10 +130,20 @@ class ImageAdmin(admin.ModelAdmin):
 
 @admin.register(Zone)
 class ZoneAdmin(AuditedDeleteMixin, admin.ModelAdmin):
-    """Deletable (audited) only while no node or instance names it (both PROTECT)."""
+    """Created and edited through zone_save (audited), slug fixed once created; deletable (audited) only while no
+    node or instance names it (both PROTECT)."""
 
     list_display = ["slug", "name", "fabric_kind", "fabric_gbps", "inter_node_floor_gbps"]
     delete_action = "zone.delete"
+
+    def get_readonly_fields(self, request, obj=None):
+        # Nodes, instances (their zone pin), waitlisted shapes and placement name the zone by slug.
+        return ["slug"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        fields = form.changed_data if change else form.cleaned_data
+        services.zone_save(zone=obj, actor=request.user, request=request,
+                           **{k: form.cleaned_data[k] for k in fields if k in form.cleaned_data})
 
 
 def reason_action(modeladmin, request, queryset, label, items, apply):
@@ -168,6 +187,22 @@ def _state_action(verb: str, label: str):
     return run
 
 
+class NodeForm(forms.ModelForm):
+    """A new or changed bmc_credentials_ref must name an existing BMC credential (a typo would only fail when the
+    node is powered or booted)."""
+
+    class Meta:
+        model = Node
+        fields = ["hostname", "zone", "accelerator", "card_count", "driver", "ssh_host", "ssh_port", "bmc_address",
+                  "bmc_credentials_ref"]
+
+    def clean_bmc_credentials_ref(self):
+        ref = self.cleaned_data.get("bmc_credentials_ref", "")
+        if "bmc_credentials_ref" in self.changed_data and (errors := services.bmc_credentials_ref_errors(ref)):
+            raise forms.ValidationError(errors)
+        return ref
+
+
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
     list_display = ["hostname", "zone", "accelerator", "state", "card_count", "cards_free", "cards_allocated",
@@ -176,6 +211,7 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ["hostname", "ssh_host", "bmc_address"]
     list_select_related = ["zone", "accelerator"]
     readonly_fields = ["state", "state_reason", "state_changed_at", "created_at"]
+    form = NodeForm
     inlines = [CardInline]
     actions = [_state_action("drain", "Drain"), _state_action("undrain", "Undrain (make available)"),
                _state_action("maintenance", "Maintenance"), _state_action("quarantine", "Quarantine"),

@@ -41,3 +41,23 @@ def capacity_changed(*, accelerator_ids=None, zone_ids=None) -> None:
                 logger.exception("capacity listener failed", extra={"listener": repr(fn)})
 
     transaction.on_commit(notify)
+
+
+# BMC credentials live in hardware (above inventory): it registers how to tell which names exist.
+_bmc_credential_lookup = None
+
+
+def register_bmc_credential_lookup(fn):
+    """`fn(names) -> set` of those names that no BMC credential has; hardware registers it in AppConfig.ready()."""
+    global _bmc_credential_lookup
+    _bmc_credential_lookup = fn
+    return fn
+
+
+def bmc_credentials_missing(names) -> set:
+    """The names (Node.bmc_credentials_ref values) that name no BMC credential; empty ones are never missing.
+    Without a registered lookup (hardware not installed) nothing can be checked, and nothing is missing."""
+    names = {n for n in names if n}
+    if not names or _bmc_credential_lookup is None:
+        return set()
+    return set(_bmc_credential_lookup(names))

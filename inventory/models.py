@@ -5,6 +5,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from core.money import format_ucny
+
 from .choices import CardHealth, Collective, FabricKind, HolderKind, NodeState, Vendor
 
 
@@ -47,7 +49,7 @@ class Price(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.on_demand_per_card_hour} µCNY/card-hour from {self.effective_from:%Y-%m-%d %H:%M}"
+        return f"{format_ucny(self.on_demand_per_card_hour)} CNY/card-hour from {self.effective_from:%Y-%m-%d %H:%M}"
 
 
 class Image(models.Model):

@@ -5,6 +5,7 @@ import re
 
 from core.errors import ValidationFailed
 
+from . import hooks
 from .choices import NodeState
 from .models import Accelerator, Node, Zone
 
@@ -30,8 +31,18 @@ def _int(value, field, errors, *, lo, hi):
     return number
 
 
+def bmc_credentials_ref_errors(ref, *, missing=None) -> list[str]:
+    """Why `ref` cannot be a node's bmc_credentials_ref (empty: it names a BMC credential, or is empty);
+    `missing`: the already looked-up names that name none."""
+    missing = hooks.bmc_credentials_missing([ref]) if missing is None else missing
+    if ref and ref in missing:
+        return [f"No BMC credential named {ref!r}; add it under Hardware → BMC credentials first "
+                "(the node's power and boot calls log in with it)."]
+    return []
+
+
 def validate_node_fields(*, hostname, zone, accelerator, card_count, driver="simulated", ssh_port=22,
-                         taken_hostnames=None) -> dict:
+                         bmc_credentials_ref="", taken_hostnames=None, missing_bmc_refs=None) -> dict:
     """{field: [messages]} for a node about to be created (zone/accelerator None = unknown)."""
     errors: dict[str, list[str]] = {}
     if not hostname or not _HOSTNAME.match(hostname):
@@ -46,6 +57,8 @@ def validate_node_fields(*, hostname, zone, accelerator, card_count, driver="sim
     if driver not in DRIVERS:
         errors["driver"] = [f"Choose one of {', '.join(DRIVERS)}."]
     _int(ssh_port, "ssh_port", errors, lo=1, hi=65535)
+    if bmc_errors := bmc_credentials_ref_errors(bmc_credentials_ref, missing=missing_bmc_refs):
+        errors["bmc_credentials_ref"] = bmc_errors
     return errors
 
 
@@ -72,8 +85,12 @@ def parse_nodes_csv(file) -> list[dict]:
     zones = {z.slug: z for z in Zone.objects.all()}
     accelerators = {a.slug: a for a in Accelerator.objects.all()}
     taken = set(Node.objects.values_list("hostname", flat=True))
+    raws = list(reader)
+    # One lookup for the file's BMC credential names (they must exist before the nodes that log in with them).
+    missing_bmc = hooks.bmc_credentials_missing({(raw.get("bmc_credentials_ref") or "").strip()
+                                                 for raw in raws[:MAX_ROWS]})
     rows, errors = [], {}
-    for number, raw in enumerate(reader, start=2):  # spreadsheet numbering: the header is row 1
+    for number, raw in enumerate(raws, start=2):  # spreadsheet numbering: the header is row 1
         if number - 1 > MAX_ROWS:
             raise ValidationFailed(f"At most {MAX_ROWS} rows per file.", details={"file": [f"At most {MAX_ROWS} rows."]})
         if None in raw:
@@ -94,8 +111,8 @@ def parse_nodes_csv(file) -> list[dict]:
             "bmc_credentials_ref": cell.get("bmc_credentials_ref", ""),
             "state": cell.get("state") or NodeState.AVAILABLE,
         }
-        field_errors = validate_node_fields(taken_hostnames=taken, **{k: row[k] for k in (
-            "hostname", "zone", "accelerator", "card_count", "driver", "ssh_port")})
+        field_errors = validate_node_fields(taken_hostnames=taken, missing_bmc_refs=missing_bmc, **{k: row[k] for k in (
+            "hostname", "zone", "accelerator", "card_count", "driver", "ssh_port", "bmc_credentials_ref")})
         if row["zone"] is None and cell["zone"]:
             field_errors["zone"] = [f"Unknown zone {cell['zone']!r}."]
         if row["accelerator"] is None and cell["accelerator"]:

@@ -103,12 +103,20 @@ def _node_insert(*, hostname, zone, accelerator, card_count=8, driver="simulated
     return node
 
 
-def node_validate(*, hostname, zone, accelerator, card_count, driver="simulated", ssh_port=22) -> dict:
+def node_validate(*, hostname, zone, accelerator, card_count, driver="simulated", ssh_port=22,
+                  bmc_credentials_ref="") -> dict:
     """Field errors ({field: [messages]}) of a node about to be created; empty when it is fine."""
     from .node_import import validate_node_fields
 
     return validate_node_fields(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
-                                driver=driver, ssh_port=ssh_port)
+                                driver=driver, ssh_port=ssh_port, bmc_credentials_ref=bmc_credentials_ref)
+
+
+def bmc_credentials_ref_errors(ref) -> list[str]:
+    """Why `ref` cannot be a node's bmc_credentials_ref: it must name an existing BMC credential (or be empty)."""
+    from .node_import import bmc_credentials_ref_errors as errors
+
+    return errors(ref)
 
 
 def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated", ssh_host="", ssh_port=22,
@@ -116,7 +124,7 @@ def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated"
                 request=None) -> Node:
     """Add a node and its `card_count` healthy cards; announces capacity when it is available."""
     errors = node_validate(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
-                           driver=driver, ssh_port=ssh_port)
+                           driver=driver, ssh_port=ssh_port, bmc_credentials_ref=bmc_credentials_ref)
     if errors:
         raise ValidationFailed("The node is invalid.", details=errors)
     try:
@@ -132,13 +140,17 @@ def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated"
 
 
 def node_update(*, node, actor=None, request=None, **fields) -> Node:
-    """Change a node's connection details (driver, SSH, BMC); state changes go through node_set_state."""
+    """Change a node's connection details (driver, SSH, BMC); state changes go through node_set_state.
+
+    A new bmc_credentials_ref must name an existing BMC credential (or be empty)."""
     unknown = set(fields) - set(NODE_EDITABLE_FIELDS)
     if unknown:
         raise ValidationFailed("These fields cannot be changed.", details={f: ["Read-only."] for f in sorted(unknown)})
     with transaction.atomic():
         locked = node_lock(node.pk)
         changed = {k: v for k, v in fields.items() if getattr(locked, k) != v}
+        if "bmc_credentials_ref" in changed and (bmc_errors := bmc_credentials_ref_errors(changed["bmc_credentials_ref"])):
+            raise ValidationFailed("The node is invalid.", details={"bmc_credentials_ref": bmc_errors})
         for key, value in changed.items():
             setattr(locked, key, value)
         if changed:
@@ -269,3 +281,42 @@ def image_save(*, image, actor=None, request=None, **fields):
         audit_record(action="image.create" if creating else "image.update", actor=actor, request=request,
                      target=image, details={"slug": image.slug, "fields": sorted(fields)})
     return image
+
+
+def zone_save(*, zone, actor=None, request=None, **fields):
+    """Create (zone unsaved) or update a zone; audited (an update with each changed field's old and new value, as
+    stored: the admin's form has already written the new values onto `zone`).
+
+    The slug is fixed once created: nodes, instances (their zone pin), waitlisted shapes and placement name it.
+    """
+    from .models import Zone
+
+    with transaction.atomic():
+        if zone._state.adding:
+            for key, value in fields.items():
+                setattr(zone, key, value)
+            try:
+                with transaction.atomic():
+                    zone.save()
+            except IntegrityError as exc:
+                raise ValidationFailed("The zone is invalid.",
+                                       details={"slug": ["A zone with this slug exists."]}) from exc
+            audit_record(action="zone.create", actor=actor, request=request, target=zone,
+                         details={"slug": zone.slug, "name": zone.name, "fabric_kind": zone.fabric_kind,
+                                  "fabric_gbps": zone.fabric_gbps,
+                                  "inter_node_floor_gbps": str(zone.inter_node_floor_gbps)})
+            return zone
+        stored = Zone.objects.select_for_update().get(pk=zone.pk)
+        if fields.get("slug", stored.slug) != stored.slug:
+            raise ValidationFailed("The zone is invalid.", details={"slug": ["A zone's slug cannot change."]})
+        changed = {k: {"old": str(getattr(stored, k)), "new": str(v)} for k, v in fields.items()
+                   if getattr(stored, k) != v}
+        for key in changed:
+            setattr(stored, key, fields[key])
+        if changed:
+            stored.save(update_fields=list(changed))
+            audit_record(action="zone.update", actor=actor, request=request, target=stored,
+                         details={"slug": stored.slug, "fields": changed})
+    for key in fields:
+        setattr(zone, key, getattr(stored, key))
+    return stored

@@ -115,6 +115,22 @@ class MemberRemoveForm(ActionForm):
                              help_text="Their API tokens in the organization are revoked. Kept in the audit log.")
 
 
+class OrganizationAddForm(forms.ModelForm):
+    """A new organization needs its first owner (an existing account); without one nobody could manage it."""
+
+    owner_email = forms.EmailField(label="Owner email", help_text="An existing Cardmix account; they become its owner.")
+
+    class Meta:
+        model = Organization
+        fields = ["name", "slug", "is_personal", "card_quota"]
+
+    def clean_owner_email(self):
+        email = normalize_email(self.cleaned_data.get("owner_email"))
+        if not User.objects.filter(email=email, is_active=True).exists():
+            raise forms.ValidationError("No active Cardmix account uses this email address; ask them to sign up first.")
+        return email
+
+
 class MembershipInline(ReadOnlyInline):
     """Shown, never edited here: members change through the Memberships actions (member_role_change,
     member_remove: the last owner stays, a removed member's tokens are revoked, each change audited)."""
@@ -136,6 +152,14 @@ class OrganizationAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # it owns instances, ledger accounts, invoices and the audit log
 
+    def get_fields(self, request, obj=None):
+        return ["name", "slug", "is_personal", "card_quota", "owner_email"] if obj is None else self.fields
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = OrganizationAddForm
+        return super().get_form(request, obj, **kwargs)
+
     @admin.display(description="members")
     def members_link(self, obj):
         if obj is None or obj.pk is None:
@@ -145,11 +169,14 @@ class OrganizationAdmin(admin.ModelAdmin):
                            '"Add a member" action)', url)
 
     def save_model(self, request, obj, form, change):
-        """The quota through organization_quota_set (row lock, audited); other fields saved and audited here."""
+        """Created with its first owner through organization_create (audited); the quota through
+        organization_quota_set (row lock, audited); other fields saved and audited here."""
         if not change:
-            super().save_model(request, obj, form, change)
-            audit_record(action="organization.create", org=obj, actor=request.user, target=obj, request=request,
-                         details={"name": obj.name, "slug": obj.slug, "card_quota": obj.card_quota})
+            data = form.cleaned_data
+            org = services.organization_create(operator=request.user, name=obj.name, slug=obj.slug,
+                                               is_personal=obj.is_personal, card_quota=obj.card_quota,
+                                               owner_email=data["owner_email"], request=request)
+            obj.pk, obj.created_at, obj._state.adding, obj._state.db = org.pk, org.created_at, False, org._state.db
             return
         others = [name for name in form.changed_data if name != "card_quota"]
         if others:

@@ -167,6 +167,31 @@ def organization_quota_set(*, org: Organization, card_quota: int, actor=None, re
 
 # --- Members -----------------------------------------------------------------------------------
 
+def organization_create(*, operator, name: str, slug: str, owner_email: str, is_personal: bool = False,
+                        card_quota: int | None = None, request=None) -> Organization:
+    """An operator creates an organization with its first owner (an existing, active account), never ownerless:
+    organization.create and the owner's member.invite are audited with the operator as actor, in one transaction."""
+    _check_actor(None, operator)
+    email = normalize_email(owner_email)
+    if not User.objects.filter(email=email, is_active=True).exists():
+        raise ValidationFailed("No Cardmix account uses this email address; ask them to sign up first.",
+                               details={"owner_email": ["No account with this email address."]})
+    fields = {"name": name, "slug": slug, "is_personal": is_personal}
+    if card_quota is not None:
+        fields["card_quota"] = card_quota
+    try:
+        with transaction.atomic():
+            org = Organization.objects.create(**fields)
+            audit_record(action="organization.create", org=org, actor=operator, target=org, request=request,
+                         details={"name": org.name, "slug": org.slug, "card_quota": org.card_quota, "owner": email})
+            member_invite(operator=operator, org=org, email=email, role=Role.OWNER, request=request,
+                          reason="first owner of an organization created in the admin")
+    except IntegrityError:  # a concurrent create with the same slug won the unique index
+        raise ValidationFailed("The organization is invalid.",
+                               details={"slug": ["An organization with this slug exists."]}) from None
+    return org
+
+
 def _check_role(role: str) -> None:
     if role not in Role.values:
         raise ValidationFailed("Unknown role.", details={"role": [f"Choose one of {', '.join(Role.values)}."]})

@@ -5,6 +5,7 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
 from billing.models_payments import UCNY_PER_FEN, StripeEvent, TopUp
+from core.admin import cny_display
 from core.errors import ServiceError
 from core.money import MoneyError, format_ucny, parse_cny
 
@@ -32,25 +33,23 @@ class TopUpAdmin(admin.ModelAdmin):
     list_filter = ["state", "needs_review"]
     search_fields = ["=id", "=stripe_payment_intent_id", "=stripe_charge_id", "organization__name"]
     list_select_related = ["organization"]
-    # The PaymentIntent's client secret is the customer's to confirm with, never shown here.
-    exclude = ["client_secret"]
-    readonly_fields = [f.name for f in TopUp._meta.fields
-                       if f.name not in ("needs_review", "review_reason", "client_secret")]
+    # The PaymentIntent's client secret is the customer's to confirm with, never shown here. Money is shown in CNY:
+    # `amount` is µCNY (amount_fen the same in fen), the received and refunded counters are fen.
+    fields = ["id", "organization", "created_by", "amount_cny", "state", "stripe_payment_intent_id",
+              "stripe_charge_id", "received_cny", "refunded_cny", "refund_requested_cny", "credited_at",
+              "failure_message", "needs_review", "review_reason", "created_at", "updated_at"]
+    readonly_fields = [name for name in fields if name not in ("needs_review", "review_reason")]
     actions = ["refund"]
+    amount_cny = cny_display("amount", "amount (CNY)")
+    received_cny = cny_display("amount_received_fen", "received (CNY)", ucny_per_unit=UCNY_PER_FEN)
+    refunded_cny = cny_display("refunded_fen", "refunded (CNY)", ucny_per_unit=UCNY_PER_FEN)
+    refund_requested_cny = cny_display("refund_requested_fen", "refund requested (CNY)", ucny_per_unit=UCNY_PER_FEN)
 
     def has_add_permission(self, request):
         return False  # top-ups start from the customer's payment, never from the admin
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-    @admin.display(description="amount (CNY)")
-    def amount_cny(self, obj):
-        return format_ucny(obj.amount)
-
-    @admin.display(description="refunded (CNY)")
-    def refunded_cny(self, obj):
-        return format_ucny(obj.refunded_fen * UCNY_PER_FEN)
 
     @admin.action(description="Refund part or all of the selected top-up…")
     def refund(self, request, queryset):

@@ -5,7 +5,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
-from core.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin, cny_display, cny_fields
 from core.errors import ServiceError
 from core.money import format_ucny
 
@@ -45,13 +45,10 @@ class SponsorshipProposalAdmin(admin.ModelAdmin):
     list_filter = ["state", "accelerator"]
     list_select_related = ["organization"]
     search_fields = ["title", "organization__slug", "organization__name"]
-    readonly_fields = ["organization", "submitted_by", "title", "abstract", "accelerator", "card_hours", "state",
-                       "staff_note", "decided_by", "decided_at", "granted_amount", "created_at"]
+    # Decided through the actions only; the grant shown in CNY.
+    fields = readonly_fields = cny_fields(SponsorshipProposal, ["granted_amount"])
     actions = ["approve", "reject"]
-
-    @admin.display(description="granted (CNY)")
-    def granted_cny(self, obj):
-        return format_ucny(obj.granted_amount) if obj.granted_amount is not None else "—"
+    granted_cny = granted_amount_cny = cny_display("granted_amount", "granted (CNY)")
 
     def has_add_permission(self, request):
         return False  # customers submit proposals
@@ -77,18 +74,31 @@ class SponsorshipProposalAdmin(admin.ModelAdmin):
 class PackageAdmin(ReadOnlyAdmin):
     """Monthly package periods (charged in full; ended by the renewal task)."""
 
-    list_display = ["id", "organization", "instance_id", "period", "amount", "renewal", "state", "outcome",
+    list_display = ["id", "organization", "instance_id", "period", "amount_cny", "renewal", "state", "outcome",
                     "starts_at", "ends_at"]
     list_filter = ["state", "renewal", "outcome"]
     list_select_related = ["organization"]
     search_fields = ["instance_id", "organization__slug"]
+    fields = readonly_fields = ["items_cny" if name == "items" else name
+                                for name in cny_fields(Package, ["amount", "rate_per_hour"])]
+    amount_cny = cny_display("amount", "amount (CNY)")
+    rate_per_hour_cny = cny_display("rate_per_hour", "rate (CNY / hour)")
+
+    @admin.display(description="items")
+    def items_cny(self, obj):
+        """Each item's locked monthly rate in CNY per card-hour (the JSON keeps µCNY)."""
+        return "; ".join(f"{item.get('cards')} × {item.get('accelerator')} at "
+                         f"{format_ucny(item['rate']) if isinstance(item.get('rate'), int) else item.get('rate')} "
+                         "CNY / card-hour" for item in obj.items or []) or "—"
 
 
 @admin.register(Invoice)
 class InvoiceAdmin(ReadOnlyAdmin):
     """Monthly invoices of postpaid organizations."""
 
-    list_display = ["organization", "period", "amount_due", "state", "topup_id", "paid_at"]
+    list_display = ["organization", "period", "amount_due_cny", "state", "topup_id", "paid_at"]
     list_filter = ["state"]
     list_select_related = ["organization"]
     search_fields = ["organization__slug", "organization__name"]
+    fields = readonly_fields = cny_fields(Invoice, ["amount_due"])
+    amount_due_cny = cny_display("amount_due", "amount due (CNY)")

@@ -125,3 +125,44 @@ def test_a_view_only_operator_cannot_refund_a_top_up(monkeypatch):
     client.post("/admin/billing/topup/", {"action": "refund", "_selected_action": [str(topup.pk)], "apply": "1",
                                           "amount": "10.00"})
     assert calls == []
+
+
+def test_topup_package_invoice_and_sponsorship_pages_show_cny(operator_client):
+    """Before: their detail pages showed raw µCNY (a 100 CNY top-up's amount as 100000000, its fen as 10000), a
+    package's amount and rate, an invoice's amount due and a sponsorship's grant likewise; the write-off page's
+    title read "write-off 31666 µCNY"."""
+    import uuid
+    from datetime import date, timedelta
+
+    from django.utils import timezone
+
+    from billing.models_products import Invoice, Package, SponsorshipProposal
+
+    org = OrganizationFactory()
+    topup = _topup(org)
+    TopUp.objects.filter(pk=topup.pk).update(amount_received_fen=10000, refunded_fen=2550)
+    page = operator_client.get(f"/admin/billing/topup/{topup.pk}/change/").content.decode()
+    assert '<div class="readonly">100.000000</div>' in page and '<div class="readonly">25.500000</div>' in page
+    assert ">100000000<" not in page and ">10000<" not in page and ">2550<" not in page
+    assert "_secret_" not in page
+    now = timezone.now()
+    package = Package.objects.create(organization=org, instance_id=uuid.uuid4(), rate_per_hour=2_470_000,
+                                     amount=720 * 2_470_000, items=[{"accelerator": "h100-sxm-80g", "cards": 2,
+                                                                     "rate": 1_235_000}],
+                                     starts_at=now, ends_at=now + timedelta(days=30))
+    page = operator_client.get(f"/admin/billing/package/{package.pk}/change/").content.decode()
+    assert '<div class="readonly">1778.400000</div>' in page and '<div class="readonly">2.470000</div>' in page
+    assert "1.235000" in page and "1235000" not in page and "1778400000" not in page and ">2470000<" not in page
+    assert "1778.400000" in operator_client.get("/admin/billing/package/").content.decode()
+    invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=382_160_001)
+    page = operator_client.get(f"/admin/billing/invoice/{invoice.pk}/change/").content.decode()
+    assert '<div class="readonly">382.160001</div>' in page and "382160001" not in page
+    assert "382.160001" in operator_client.get("/admin/billing/invoice/").content.decode()
+    proposal = SponsorshipProposal.objects.create(organization=org, title="Climate", abstract="Models",
+                                                  accelerator="h100-sxm-80g", card_hours=5, state="approved",
+                                                  granted_amount=9_500_000)
+    page = operator_client.get(f"/admin/billing/sponsorshipproposal/{proposal.pk}/change/").content.decode()
+    assert '<div class="readonly">9.500000</div>' in page and "9500000" not in page
+    write_off = _write_off(org)
+    page = operator_client.get(f"/admin/billing/writeoff/{write_off.pk}/change/").content.decode()
+    assert "write-off 0.031666 CNY" in page and "31666 µCNY" not in page

@@ -84,3 +84,52 @@ def test_rotating_agent_tokens_asks_first_listing_the_nodes(operator_client, cat
     assert len(secrets) == 2  # one new token per node (each also in its start command)
     assert all(h != hashes[n] for n, h in NodeCredential.objects.values_list("node_id", "token_hash"))
     assert AuditEvent.objects.filter(action="node.agent_token_rotate", actor=operator_client.user).count() == 2
+
+
+def test_a_node_bmc_credentials_ref_must_name_an_existing_bmc_credential(operator_client, catalog):
+    """Before: node_update, node_create and the CSV import took any bmc_credentials_ref — a typo only surfaced at
+    provisioning ("BMC credential 'bmc-rack-9' not found" when the node was powered). Now it is a validation error
+    naming the field, on the node page, the add page and the CSV import (row and field)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from core.errors import ValidationFailed
+    from inventory import services
+    from inventory.models import Node
+    from tests.factories.inventory import NodeFactory, ZoneFactory
+
+    bmc_credential(name="bmc-rack-1")
+    node = NodeFactory(driver="redfish", bmc_address="https://10.0.0.9")
+    url = f"/admin/inventory/node/{node.pk}/change/"
+    form = {"driver": "redfish", "ssh_host": node.ssh_host, "ssh_port": "22", "bmc_address": "https://10.0.0.9",
+            "cards-TOTAL_FORMS": "0", "cards-INITIAL_FORMS": "0", "cards-MIN_NUM_FORMS": "0",
+            "cards-MAX_NUM_FORMS": "1000"}
+    response = operator_client.post(url, {**form, "bmc_credentials_ref": "bmc-rack-9"})
+    assert response.status_code == 200 and "No BMC credential named &#x27;bmc-rack-9&#x27;" in response.content.decode()
+    assert Node.objects.get(pk=node.pk).bmc_credentials_ref == ""
+    assert operator_client.post(url, {**form, "bmc_credentials_ref": "bmc-rack-1"}).status_code == 302
+    assert Node.objects.get(pk=node.pk).bmc_credentials_ref == "bmc-rack-1"
+    with pytest.raises(ValidationFailed) as err:
+        services.node_update(node=node, bmc_credentials_ref="bmc-rack-9")
+    assert list(err.value.details) == ["bmc_credentials_ref"]
+    assert services.node_update(node=node, bmc_credentials_ref="").bmc_credentials_ref == ""  # none is fine
+
+    zone = ZoneFactory(slug="zone-bmc")
+    add = {"hostname": "bmc-new.test", "zone": zone.pk, "accelerator": catalog["h100-sxm-80g"].pk, "card_count": 8,
+           "driver": "redfish", "ssh_host": "", "ssh_port": 22, "bmc_address": "https://10.0.0.10",
+           "bmc_credentials_ref": "bmc-typo"}
+    response = operator_client.post("/admin/inventory/node/add/", add)
+    assert response.status_code == 200 and "No BMC credential named" in response.content.decode()
+    assert not Node.objects.filter(hostname="bmc-new.test").exists()
+
+    csv = (b"hostname,zone,accelerator,driver,bmc_address,bmc_credentials_ref\n"
+           b"bmc-1.test,zone-bmc,h100-sxm-80g,redfish,https://10.0.0.11,bmc-rack-1\n"
+           b"bmc-2.test,zone-bmc,h100-sxm-80g,redfish,https://10.0.0.12,vault:bmc/rack-2\n")
+    response = operator_client.post("/admin/inventory/node/import-csv/",
+                                    {"file": SimpleUploadedFile("nodes.csv", csv, content_type="text/csv")})
+    assert response.status_code == 200 and "row 3: bmc_credentials_ref" in response.content.decode()
+    assert not Node.objects.filter(hostname__startswith="bmc-").exists()
+    response = operator_client.post("/admin/inventory/node/import-csv/", {"file": SimpleUploadedFile(
+        "nodes.csv", csv.replace(b"vault:bmc/rack-2", b"bmc-rack-1"), content_type="text/csv")})
+    assert response.status_code == 302
+    assert set(Node.objects.filter(hostname__startswith="bmc-").values_list("bmc_credentials_ref", flat=True)) == {
+        "bmc-rack-1"}

@@ -112,6 +112,7 @@ def _accelerator_post(acc, **new_price):
 
 
 def test_a_new_price_in_the_admin_is_validated_and_audited_like_price_create(operator_client, catalog):
+    """Prices are shown and typed in CNY (before: raw µCNY, "2000000" for 2 CNY); junk is a form error, not a 500."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -120,27 +121,42 @@ def test_a_new_price_in_the_admin_is_validated_and_audited_like_price_create(ope
 
     acc = catalog["h100-sxm-80g"]
     url = f"/admin/inventory/accelerator/{acc.pk}/change/"
+    page = operator_client.get(url).content.decode()
+    assert "1.900000" in page and ">1900000<" not in page and "1900000 µCNY" not in page  # the existing row
     before = acc.prices.count()
     past = timezone.localtime() - timedelta(days=3)
-    for bad in ({"on_demand_per_card_hour": "2000000", "monthly_per_card_hour": "-5"},
-                {"on_demand_per_card_hour": "2000000", "monthly_per_card_hour": "0"},
-                {"on_demand_per_card_hour": "2000000", "effective_from_0": past.strftime("%Y-%m-%d"),
-                 "effective_from_1": past.strftime("%H:%M:%S")}):
+    for bad, error in (({"on_demand_per_card_hour_cny": "2", "monthly_per_card_hour_cny": "-5"},
+                        "Must be a positive amount"),
+                       ({"on_demand_per_card_hour_cny": "2", "monthly_per_card_hour_cny": "0"},
+                        "Must be a positive amount"),
+                       ({"on_demand_per_card_hour_cny": "0"}, "Must be a positive amount"),
+                       ({"on_demand_per_card_hour_cny": "2", "effective_from_0": past.strftime("%Y-%m-%d"),
+                         "effective_from_1": past.strftime("%H:%M:%S")}, "A price cannot start in the past"),
+                       ({"on_demand_per_card_hour_cny": "abc"}, "Not a decimal amount"),
+                       ({"on_demand_per_card_hour_cny": "NaN"}, "Not a finite amount"),
+                       ({"on_demand_per_card_hour_cny": "2.0000001"}, "At most 6 decimal places"),
+                       ({"on_demand_per_card_hour_cny": "1e999999"}, "too large")):
         fields = {"effective_from_0": (timezone.localtime() + timedelta(days=1)).strftime("%Y-%m-%d"),
                   "effective_from_1": "00:00:00", **bad}
         response = operator_client.post(url, _accelerator_post(acc, **fields))
         assert response.status_code == 200, bad  # the form again, with the error
-        assert ("Must be a positive amount" in response.content.decode()
-                or "A price cannot start in the past" in response.content.decode()), bad
+        assert error in response.content.decode(), bad
     assert acc.prices.count() == before
     tomorrow = timezone.localtime() + timedelta(days=1)
-    response = operator_client.post(url, _accelerator_post(acc, on_demand_per_card_hour="2100000",
+    response = operator_client.post(url, _accelerator_post(acc, on_demand_per_card_hour_cny="2.1",
                                                            effective_from_0=tomorrow.strftime("%Y-%m-%d"),
                                                            effective_from_1="08:00:00"))
     assert response.status_code == 302, response.content.decode()[-3000:]
     price = Price.objects.get(accelerator=acc, on_demand_per_card_hour=2_100_000)
     assert price.monthly_per_card_hour is None
     assert AuditEvent.objects.filter(action="price.create", target_id=str(price.pk), actor=operator_client.user).exists()
+    response = operator_client.post(url, _accelerator_post(acc, on_demand_per_card_hour_cny="2.000001",
+                                                           monthly_per_card_hour_cny="1.300001",
+                                                           effective_from_0=tomorrow.strftime("%Y-%m-%d"),
+                                                           effective_from_1="09:00:00"))
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    assert Price.objects.filter(accelerator=acc, on_demand_per_card_hour=2_000_001,
+                                monthly_per_card_hour=1_300_001).exists()
 
 
 def test_accelerator_and_image_slugs_that_instances_name_stay_fixed_and_image_edits_are_audited(operator_client,
@@ -222,3 +238,30 @@ def test_a_view_only_operator_cannot_change_nodes_or_cards_through_the_actions(c
     assert Node.objects.get(pk=node.pk).state == NodeState.AVAILABLE
     assert Card.objects.get(pk=card.pk).health == "ok"
     assert not AuditEvent.objects.filter(actor=viewer).exists()
+
+
+def test_zone_slugs_stay_fixed_and_zone_creates_and_edits_are_audited(operator_client, catalog):
+    """Before: a zone's slug could be renamed (nodes, instances' zone pin, waitlisted shapes and placement name it)
+    and creating or editing a zone (its fabric and inter-node floor) wrote no audit."""
+    from inventory.models import Zone
+
+    form = {"name": "Shanghai 9", "fabric_kind": "roce", "fabric_gbps": 400, "inter_node_floor_gbps": "25.50"}
+    response = operator_client.post("/admin/inventory/zone/add/", {"slug": "cn-sh-9", **form})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    zone = Zone.objects.get(slug="cn-sh-9")
+    created = AuditEvent.objects.get(action="zone.create", target_id=str(zone.pk))
+    assert created.actor == operator_client.user and created.details["slug"] == "cn-sh-9"
+    node = NodeFactory(zone=zone)
+    response = operator_client.post(f"/admin/inventory/zone/{zone.pk}/change/",
+                                    {**form, "slug": "cn-sh-renamed", "inter_node_floor_gbps": "30.00"})
+    assert response.status_code == 302
+    zone.refresh_from_db()
+    assert (zone.slug, str(zone.inter_node_floor_gbps)) == ("cn-sh-9", "30.00")
+    assert Node.objects.get(pk=node.pk).zone.slug == "cn-sh-9"
+    updated = AuditEvent.objects.get(action="zone.update", target_id=str(zone.pk))
+    assert updated.actor == operator_client.user
+    assert updated.details["fields"] == {"inter_node_floor_gbps": {"old": "25.50", "new": "30.00"}}
+    # Saving it unchanged audits nothing.
+    assert operator_client.post(f"/admin/inventory/zone/{zone.pk}/change/",
+                                {**form, "inter_node_floor_gbps": "30.00"}).status_code == 302
+    assert AuditEvent.objects.filter(action="zone.update").count() == 1

@@ -139,14 +139,21 @@ def test_an_operators_read_token_only_reads_the_admin_api(member_factory, token_
 
 
 def test_admin_api_node_crud_filters_and_actions(staff_client, catalog):
+    from tests.factories.hardware import bmc_credential
+
     zone = ZoneFactory(slug="cn-test-1")
+    bmc_credential(name="bmc-api-01")  # the ref must name an existing BMC credential
+    bad = {"hostname": "API-00.test", "zone": "cn-test-1", "accelerator": "ascend-910b",
+           "bmc_address": "https://10.0.0.4", "bmc_credentials_ref": "vault:bmc/api-00"}
+    refused = staff_client.post("/api/v1/admin-api/nodes/", bad, format="json", HTTP_IDEMPOTENCY_KEY="n0")
+    assert refused.status_code == 400 and list(refused.json()["error"]["details"]) == ["bmc_credentials_ref"]
     body = {"hostname": "API-01.test", "zone": "cn-test-1", "accelerator": "ascend-910b", "card_count": 8,
-            "bmc_address": "https://10.0.0.5", "bmc_credentials_ref": "vault:bmc/api-01"}
+            "bmc_address": "https://10.0.0.5", "bmc_credentials_ref": "bmc-api-01"}
     created = staff_client.post("/api/v1/admin-api/nodes/", body, format="json", HTTP_IDEMPOTENCY_KEY="n1")
     assert created.status_code == 201, created.content
     node = created.json()
     assert node["hostname"] == "api-01.test" and node["cards_free"] == 8 and node["has_bmc_credentials"] is True
-    assert "bmc_credentials_ref" not in node and "vault" not in created.content.decode()
+    assert "bmc_credentials_ref" not in node and "bmc-api-01" not in created.content.decode()
     replay = staff_client.post("/api/v1/admin-api/nodes/", body, format="json", HTTP_IDEMPOTENCY_KEY="n1")
     assert replay.json()["id"] == node["id"] and Node.objects.filter(hostname="api-01.test").count() == 1
     NodeFactory(zone=zone, accelerator=catalog["h100-sxm-80g"], hostname="other.test", driver="redfish")

@@ -66,14 +66,17 @@ def test_node_create_makes_cards_and_announces(capacity_events):
 
 
 CSV_GOOD = """hostname,zone,accelerator,card_count,driver,ssh_port,bmc_credentials_ref
-csv-01.test,z1,h100-sxm-80g,8,simulated,22,vault:bmc/csv-01
+csv-01.test,z1,h100-sxm-80g,8,simulated,22,bmc-csv-01
 csv-02.test,z1,ascend-910b,,redfish,,
 """
 
 
 @pytest.mark.django_db
 def test_csv_import_is_all_or_nothing_and_names_row_and_field():
+    from tests.factories.hardware import bmc_credential
+
     ZoneFactory(slug="z1")
+    bmc_credential(name="bmc-csv-01")
     bad = CSV_GOOD + "csv-03.test,z1,h200-nope,8,simulated,22,\ncsv-04.test,z1,a800-sxm-80g,eight,simulated,22,\n"
     with pytest.raises(ValidationFailed) as err:
         services.nodes_import_csv(file=bad.encode(), actor=None)

@@ -205,3 +205,30 @@ def test_a_view_only_operator_cannot_revoke_tokens_or_change_members(db):
     assert ApiToken.objects.get(pk=token.pk).revoked_at is None
     assert Membership.objects.get(pk=membership.pk).role == "member"
     assert not AuditEvent.objects.filter(action__in=["token.revoke", "member.remove", "member.role_change"]).exists()
+
+
+def test_an_organization_added_in_the_admin_starts_with_an_owner(operator_client):
+    """Before: the add form had no owner — the new organization had no member at all, and nobody could manage it
+    from the console. Now an owner email (an existing account) is required; they become owner through
+    member_invite, audited with the organization's creation."""
+    from tenancy.models import Organization
+
+    owner = UserFactory(email="lab-head@example.com")
+    form = {"name": "New Lab", "slug": "new-lab", "card_quota": "16", "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0", "memberships-MIN_NUM_FORMS": "0", "memberships-MAX_NUM_FORMS": "0"}
+    page = operator_client.get("/admin/tenancy/organization/add/").content.decode()
+    assert 'name="owner_email"' in page
+    for bad in ({}, {"owner_email": "nobody@example.com"}, {"owner_email": "not-an-email"}):
+        response = operator_client.post("/admin/tenancy/organization/add/", {**form, **bad})
+        assert response.status_code == 200 and 'class="errorlist' in response.content.decode(), bad
+    assert not Organization.objects.filter(slug="new-lab").exists()
+    response = operator_client.post("/admin/tenancy/organization/add/", {**form, "owner_email": " LAB-Head@Example.com"})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    org = Organization.objects.get(slug="new-lab")
+    assert list(Membership.objects.filter(organization=org).values_list("user", "role")) == [(owner.pk, "owner")]
+    events = AuditEvent.objects.filter(organization=org, actor=operator_client.user)
+    assert sorted(events.values_list("action", flat=True)) == ["member.invite", "organization.create"]
+    assert events.get(action="member.invite").details["role"] == "owner"
+    assert events.get(action="organization.create").details["owner"] == "lab-head@example.com"
+    # The change page has no owner field (members change through the Memberships actions).
+    assert 'name="owner_email"' not in operator_client.get(f"/admin/tenancy/organization/{org.pk}/change/").content.decode()
