@@ -20,13 +20,19 @@ TWO_ITEMS = {"name": "two", "kind": "container", "image": "pytorch-2.3-cuda12.3"
              "items": [{"accelerator": "h100-sxm-80g", "count": 2}, {"accelerator": "a800-sxm-80g", "count": 2}]}
 
 
-def test_a_stop_task_that_outlived_the_stop_leaves_the_restarted_instance_alone(client, owner):
+def _stopping(client, owner) -> str:
+    """A running two-item instance whose stop was just requested; returns its id."""
     make_fleet(h100=1, a800=1)
     r = client.post("/api/v1/instances/", TWO_ITEMS, format="json")
     assert r.status_code == 201, r.json()
     iid = r.json()["id"]
     assert instance_advance(iid) == "running"
     instance_stop(org=owner.organization, instance_id=iid, actor=owner.user)
+    return iid
+
+
+def test_a_stop_task_that_outlived_the_stop_leaves_the_restarted_instance_alone(client, owner):
+    iid = _stopping(client, owner)
     original = SimulatedDriver.release
     calls, other = [], {"done": False}
 
@@ -54,12 +60,7 @@ def test_a_stale_stop_task_leaves_a_later_stop_of_the_restarted_instance_to_its_
     """Started and stopped again while the stale task was in its driver call: the instance is `stopping` once
     more, but its groups are the new placement's, whose containers the new stop task has not released yet.
     Freeing their cards on a state check alone (the ABA) gave them to the next tenant with containers on them."""
-    make_fleet(h100=1, a800=1)
-    r = client.post("/api/v1/instances/", TWO_ITEMS, format="json")
-    assert r.status_code == 201, r.json()
-    iid = r.json()["id"]
-    assert instance_advance(iid) == "running"
-    instance_stop(org=owner.organization, instance_id=iid, actor=owner.user)
+    iid = _stopping(client, owner)
     original, other = SimulatedDriver.release, {"done": False}
 
     def release(self, node, cards, *, instance_id):
