@@ -1,8 +1,8 @@
 """Hooks through which billing makes higher apps act (billing never imports provisioning).
 
 Provisioning registers its auto-stop at startup: `register_autostop(fn)`, where
-fn(*, org_id, at, reason) stops the organization's on-demand instances and closes their meters
-with `meters_close(instance_id=..., at=at)`.
+fn(*, org_id, at, reason) stops the organization's on-demand instances whose open meters billing capped
+(`billable_until_seconds`) and closes those meters with `meters_close(instance_id=..., at=at)`.
 """
 _autostop = []
 

@@ -22,6 +22,15 @@ def funds_check(*, org, price_per_hour: int, billing: str) -> None:
     _services().funds_check(org=org, price_per_hour=price_per_hour, hours=hours)
 
 
+def capped_instance_ids(*, org_id) -> set:
+    """Instances of the organization with an open meter billing capped at an auto-stop second: the ones its
+    auto-stop is for (not one started since, e.g. after a top-up)."""
+    from billing.models import Meter
+
+    return set(Meter.objects.filter(organization_id=org_id, closed_at__isnull=True, billable_until_seconds__isnull=False)
+               .values_list("instance_id", flat=True))
+
+
 def meters_open(*, instance, at=None) -> None:
     """One meter per item at its locked rate (a hybrid gets one per accelerator); on entering running, or
     from `at` when a monthly package ended while it ran."""

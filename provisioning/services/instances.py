@@ -223,9 +223,12 @@ def instance_terminate(*, org: Organization, instance_id, actor, request=None) -
 
 
 def instances_autostop(*, org_id, at=None, reason: str = "funds_exhausted") -> list:
-    """Billing's auto-stop: stop every running on-demand instance of the organization; returns their ids."""
+    """Billing's auto-stop: stop the organization's running on-demand instances whose meters billing capped at
+    the exhaustion second; returns their ids. One started since (funds topped up meanwhile) has an uncapped meter
+    and runs on: before, a late or repeated request stopped it too, closing its meter before it opened."""
     stopped = []
-    ids = list(Instance.objects.filter(organization_id=org_id, state=S.RUNNING, billing="on_demand")
+    ids = list(Instance.objects.filter(organization_id=org_id, state=S.RUNNING, billing="on_demand",
+                                       pk__in=billing_port.capped_instance_ids(org_id=org_id))
                .order_by("pk").values_list("pk", flat=True))
     for instance_id in ids:
         with transaction.atomic():
