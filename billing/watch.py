@@ -91,7 +91,16 @@ def _autostop_overdue_retry(org_ids) -> None:
         due[org_id] = min(at, due.get(org_id, at))
     for org_id, at in sorted(due.items(), key=lambda kv: str(kv[0])):
         logger.warning("auto-stop overdue: asking again", extra={"organization": str(org_id), "at": at.isoformat()})
-        transaction.on_commit(lambda org_id=org_id, at=at: hook(org_id=org_id, at=at, reason="funds_exhausted"))
+        transaction.on_commit(lambda org_id=org_id, at=at: _ask(hook, org_id, at))
+
+
+def _ask(hook, org_id, at) -> None:
+    # After the tick's commit the hooks run one after another: one organization's failure must not end the
+    # others' (nor the tick); an overdue stop is asked for again at the next tick.
+    try:
+        hook(org_id=org_id, at=at, reason="funds_exhausted")
+    except Exception:
+        logger.exception("auto-stop overdue: the stop request failed", extra={"organization": str(org_id)})
 
 
 def _autostop(*, org_id, at, available: int) -> bool:
@@ -111,7 +120,7 @@ def _autostop(*, org_id, at, available: int) -> bool:
                      details={"at": at.isoformat(), "available": available, "meters": [m.pk for m in meters]})
         hook = autostop_hook()
         if hook is not None:
-            transaction.on_commit(lambda: hook(org_id=org_id, at=at, reason="funds_exhausted"))
+            transaction.on_commit(lambda: _ask(hook, org_id, at))
     return True
 
 

@@ -165,3 +165,32 @@ def test_close_at_a_future_second_bills_only_the_seconds_that_ran(stop_calls, dj
     assert meter.posted_amount == meter.posted_through_seconds * 1_000 and meter.written_off_amount == 0
     assert available_funds(org) == 50_000 - meter.posted_amount
     assert ledger_verify() == []
+
+
+def test_one_organization_s_failing_stop_request_does_not_end_the_others(django_capture_on_commit_callbacks):
+    """The overdue asks run one after another once the tick commits (outside a transaction: at once); one that
+    raises (a broker error in that organization's stop) used to end the pass, so the later organizations were
+    never asked again while the first stayed overdue."""
+    asked = []
+
+    def flaky(*, org_id, at, reason):
+        asked.append(org_id)
+        if len(asked) == 1:
+            raise RuntimeError("broker down")
+
+    previous = hooks.autostop_hook()
+    hooks.register_autostop(flaky)
+    try:
+        orgs = [MembershipFactory().organization for _ in range(2)]
+        opened = db_now() - timedelta(hours=1)
+        for org in orgs:
+            meter_open(org=org, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1, rate=3_600_000,
+                       opened_at=opened)
+        with django_capture_on_commit_callbacks(execute=True):
+            meter_tick(now=opened + timedelta(seconds=10))  # both exhausted at once: the first asks
+        asked.clear()
+        with django_capture_on_commit_callbacks(execute=True):
+            meter_tick(now=opened + timedelta(seconds=90))  # both overdue: asked again, the first one fails
+        assert sorted(asked, key=str) == sorted((o.pk for o in orgs), key=str)
+    finally:
+        hooks.register_autostop(previous)
