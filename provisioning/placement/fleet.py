@@ -201,7 +201,8 @@ class Fleet:
                 plan = self._search(request.kind, (item,), zone, strategy)
                 if plan is None:
                     short = item.count - self._fits(request.kind, item, zone)
-                    missing[item.accelerator] = missing.get(item.accelerator, 0) + short
+                    # ≤ 0 only when the search gave up (its budget) though the item alone would fit: all of it
+                    missing[item.accelerator] = missing.get(item.accelerator, 0) + (short if short > 0 else item.count)
                 else:
                     placed.extend(plan[1])
             for _i, n, cards in reversed(placed):
