@@ -22,7 +22,7 @@ REASONS = {
     "start: sold out": SOLD_OUT,
     "woken: capacity freed": "Cards freed up for it on the waitlist; the machine is being prepared.",
     "provisioned": "Machine prepared; its interconnect readiness test is running.",
-    "readiness passed": "Readiness test passed: handed over, billed per second while it runs.",
+    "readiness passed": "Readiness test passed: handed over to you.",  # monthly packages are not metered
     "stop requested": "Stop requested.",
     "stopped": "Stopped: its cards are released and its data disk is kept.",
     "terminate requested": "Termination requested.",

@@ -11,6 +11,7 @@ from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
@@ -152,7 +153,8 @@ def invoice_pay(*, org, invoice_id, actor=None, request=None) -> TopUp:
         if current is not None and current.state == TopUpState.PROCESSING:
             raise InvalidState("A payment of this invoice is being processed.")
         if (current is not None and current.state == TopUpState.CREATED and not current.stripe_payment_intent_id
-                and current.created_at > db_now() - timedelta(seconds=INVOICE_PAY_STARTING_SECONDS)):
+                # created_at is the app server's clock (auto_now_add): compare it with the same clock
+                and current.created_at > timezone.now() - timedelta(seconds=INVOICE_PAY_STARTING_SECONDS)):
             raise InvalidState("A payment of this invoice is being started; retry in a moment.")
         if (current is not None and current.state in PAYABLE and current.amount == amount
                 and current.stripe_payment_intent_id and current.client_secret):

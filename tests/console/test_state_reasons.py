@@ -25,7 +25,7 @@ SAID = {
     "start: sold out": "Sold out when requested: waiting on the waitlist for cards to free up.",
     "woken: capacity freed": "Cards freed up for it on the waitlist; the machine is being prepared.",
     "provisioned": "Machine prepared; its interconnect readiness test is running.",
-    "readiness passed": "Readiness test passed: handed over, billed per second while it runs.",
+    "readiness passed": "Readiness test passed: handed over to you.",
     "stop requested": "Stop requested.",
     "stopped": "Stopped: its cards are released and its data disk is kept.",
     "terminate requested": "Termination requested.",
