@@ -7,14 +7,19 @@ from tests.factories.provisioning import funded, make_fleet
 pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_an_invalid_count_replaces_the_quote_with_what_to_fix(e2e_env, live_server, chromium, member_factory):
-    make_fleet(h100=2, ascend=1)
-    owner = funded(member_factory(role="owner"))
+def _create_form(chromium, owner, live_server, name):
+    """The create form, logged in as `owner`: (page, screenshot taker)."""
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     context.add_cookies([session_cookie(owner, live_server)])
     page = context.new_page()
-    shot = Shots(page, "quote-invalid")
     page.goto(f"{live_server.url}/instances/new/")
+    return page, Shots(page, name)
+
+
+def test_an_invalid_count_replaces_the_quote_with_what_to_fix(e2e_env, live_server, chromium, member_factory):
+    make_fleet(h100=2, ascend=1)
+    owner = funded(member_factory(role="owner"))
+    page, shot = _create_form(chromium, owner, live_server, "quote-invalid")
     page.select_option("#id_accelerator", "h100-sxm-80g")
     page.fill("#id_count", "4")
     page.wait_for_selector("#quote-price[data-ucny='7600000']")
@@ -57,11 +62,7 @@ def test_a_ticked_waitlist_survives_the_quota_banner_and_the_validation_note(e2e
     owner = funded(member_factory(role="owner"))
     owner.organization.card_quota = 2
     owner.organization.save(update_fields=["card_quota"])
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    context.add_cookies([session_cookie(owner, live_server)])
-    page = context.new_page()
-    shot = Shots(page, "quote-waitlist")
-    page.goto(f"{live_server.url}/instances/new/")
+    page, shot = _create_form(chromium, owner, live_server, "quote-waitlist")
     page.select_option("#id_accelerator", "ascend-910b")
     page.wait_for_selector("#quote-soldout")
     page.check("#id_waitlist")
