@@ -439,10 +439,12 @@ class Agent:
         name, port = container_of(payload), ssh_port_of(payload)
         ascend = payload.get("collective") == "hccl" or payload.get("vendor") == "huawei"
         env = {str(k): str(v) for k, v in (payload.get("env") or {}).items()}
-        # The platform names the host's cards; --gpus gives the container only its own, numbered from 0 (cards
-        # 4,5 are its CUDA devices 0,1): CUDA_VISIBLE_DEVICES=4,5 inside would leave it no device at all.
-        if not ascend and cards and env.get("CUDA_VISIBLE_DEVICES") == ",".join(str(c) for c in cards):
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(cards)))
+        # The platform names the host's cards; the container sees only its own, numbered from 0: --gpus makes
+        # cards 4,5 its CUDA devices 0,1, and CANN numbers the mounted /dev/davinci4,5 as logical devices 0,1
+        # (physical ids are the host's alone). The host's 4,5 inside would leave it no device at all.
+        visible = "ASCEND_RT_VISIBLE_DEVICES" if ascend else "CUDA_VISIBLE_DEVICES"
+        if cards and env.get(visible) == ",".join(str(c) for c in cards):
+            env[visible] = ",".join(str(i) for i in range(len(cards)))
         # A platform that sends no port predates per-container ports: the host's network, as it expects.
         network = (["--network", name, "-p", f"{port}:22", "--label", f"{PORT_LABEL}={port}"] if port
                    else ["--network", "host"])

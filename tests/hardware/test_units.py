@@ -137,3 +137,15 @@ def test_docker_container_sees_its_cards_numbered_from_zero(tmp_path):
                                    "collective": "nccl", "env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}},
                                   tmp_path / "keys")
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in whole
+
+
+def test_ascend_container_sees_its_npus_as_logical_devices_from_zero(tmp_path):
+    """CANN's ASCEND_RT_VISIBLE_DEVICES takes logical ids; in a container with /dev/davinci4,5 those are 0 and 1."""
+    agent = make_agent(tmp_path)
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "4,5", "HCCL_CONNECT_TIMEOUT": "600"}
+    argv = agent.docker_run_argv({"instance_id": "i2", "cards": [4, 5], "image": "mindspore:2.3", "vendor": "huawei",
+                                  "collective": "hccl", "env": env}, tmp_path / "keys")
+    devices = [argv[i + 1] for i, a in enumerate(argv) if a == "--device"]
+    assert devices[:2] == ["/dev/davinci4", "/dev/davinci5"]
+    assert "ASCEND_RT_VISIBLE_DEVICES=0,1" in argv and "ASCEND_RT_VISIBLE_DEVICES=4,5" not in argv
+    assert "HCCL_CONNECT_TIMEOUT=600" in argv and "--gpus" not in argv
