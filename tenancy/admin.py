@@ -3,12 +3,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils.html import format_html
 
-from core.admin import ActionForm, ReadOnlyAdmin, ReadOnlyInline, form_action
-from core.errors import ServiceError
+from core.admin import ActionForm, ReadOnlyAdmin, ReadOnlyInline, ServiceRefusalMixin, form_action
+from core.errors import ServiceError, ValidationFailed
 
 from . import services
 from .audit import audit_record
@@ -137,7 +137,7 @@ class MembershipInline(ReadOnlyInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(ServiceRefusalMixin, admin.ModelAdmin):
     list_display = ["name", "slug", "card_quota", "is_personal", "created_at"]
     search_fields = ["name", "slug"]
     fields = ["name", "slug", "is_personal", "card_quota", "members_link", "created_at"]
@@ -176,7 +176,12 @@ class OrganizationAdmin(admin.ModelAdmin):
             return
         others = [name for name in form.changed_data if name != "card_quota"]
         if others:
-            obj.save(update_fields=others)
+            try:
+                with transaction.atomic():
+                    obj.save(update_fields=others)
+            except IntegrityError:  # another organization took the slug after the form checked it
+                raise ValidationFailed("The organization is invalid.",
+                                       details={"slug": ["An organization with this slug exists."]}) from None
             audit_record(action="organization.update", org=obj, actor=request.user, target=obj, request=request,
                          details={name: {"old": form.initial.get(name), "new": getattr(obj, name)} for name in others})
         if "card_quota" in form.changed_data:

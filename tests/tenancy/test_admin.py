@@ -232,3 +232,40 @@ def test_an_organization_added_in_the_admin_starts_with_an_owner(operator_client
     assert events.get(action="organization.create").details["owner"] == "lab-head@example.com"
     # The change page has no owner field (members change through the Memberships actions).
     assert 'name="owner_email"' not in operator_client.get(f"/admin/tenancy/organization/{org.pk}/change/").content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_organization_slug_taken_after_the_form_checked_it_is_a_form_error_and_saves_nothing(operator_client,
+                                                                                               monkeypatch):
+    """Another organization takes the slug between the form's validation and its save (its own unique check
+    passed): organization_create refuses, and so does the edit's save. Before: both were a 500."""
+    from tenancy.admin import OrganizationAdmin
+    from tenancy.models import Organization
+    from tests.factories.tenancy import OrganizationFactory
+    from tests.races import meanwhile
+
+    owner = UserFactory(email="lab-head@example.com")
+    form = {"name": "New Lab", "slug": "new-lab", "card_quota": "16", "owner_email": owner.email,
+            "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0", "memberships-MIN_NUM_FORMS": "0",
+            "memberships-MAX_NUM_FORMS": "0"}
+    meanwhile(monkeypatch, OrganizationAdmin, "save_model",
+              lambda: Organization.objects.create(name="Other", slug="new-lab"))
+    response = operator_client.post("/admin/tenancy/organization/add/", form)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "An organization with this slug exists." in page and "The organization is invalid." in page
+    assert 'value="New Lab"' in page  # the form again, as typed
+    assert list(Organization.objects.filter(slug="new-lab").values_list("name", flat=True)) == ["Other"]
+    assert not Membership.objects.filter(user=owner).exists()
+    assert not AuditEvent.objects.filter(actor=operator_client.user).exists()
+
+    org = OrganizationFactory(slug="lab-a", name="Lab A")
+    meanwhile(monkeypatch, OrganizationAdmin, "save_model",
+              lambda: Organization.objects.create(name="Other B", slug="lab-b"))
+    response = operator_client.post(f"/admin/tenancy/organization/{org.pk}/change/",
+                                    _org_post(org, slug="lab-b", name="Lab B", card_quota="64"))
+    assert response.status_code == 200
+    assert "An organization with this slug exists." in response.content.decode()
+    org.refresh_from_db()
+    assert (org.slug, org.name, org.card_quota) == ("lab-a", "Lab A", 16)  # the quota change was rolled back too
+    assert not AuditEvent.objects.filter(actor=operator_client.user).exists()
