@@ -69,8 +69,9 @@ class PriceInline(admin.TabularInline):
 
 @admin.register(Accelerator)
 class AcceleratorAdmin(ServiceRefusalMixin, AuditedDeleteMixin, admin.ModelAdmin):
-    """Deletable (audited) only while no price or node names it (both PROTECT): without a price it was never
-    orderable, so no instance, meter or package names its slug. Otherwise make it not orderable."""
+    """Created and edited through accelerator_save (audited), slug and vendor fixed once created; deletable
+    (audited) only while no price or node names it (both PROTECT): without a price it was never orderable, so no
+    instance, meter or package names its slug. Otherwise make it not orderable."""
 
     delete_action = "accelerator.delete"
     list_display = ["slug", "name", "vendor", "domestic", "memory_gb", "collective", "readiness_floor_gbps",
@@ -85,6 +86,11 @@ class AcceleratorAdmin(ServiceRefusalMixin, AuditedDeleteMixin, admin.ModelAdmin
     def get_readonly_fields(self, request, obj=None):
         # Instances' items, meters and statements name the accelerator by slug, placement and images by its vendor.
         return ["slug", "vendor"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        fields = form.changed_data if change else form.cleaned_data
+        services.accelerator_save(accelerator=obj, actor=request.user, request=request,
+                                  **{k: form.cleaned_data[k] for k in fields if k in form.cleaned_data})
 
     def save_formset(self, request, form, formset, change):
         if formset.model is not Price:

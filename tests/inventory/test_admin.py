@@ -339,3 +339,39 @@ def test_a_node_hostname_or_image_slug_taken_after_the_form_checked_it_is_a_form
     assert response.status_code == 200 and "An image with this slug exists." in response.content.decode()
     assert list(Image.objects.filter(slug="new-image-1.0").values_list("name", flat=True)) == ["Theirs"]
     assert not AuditEvent.objects.filter(action__in=["node.create", "image.create"], actor=operator_client.user).exists()
+
+
+def test_accelerator_creates_and_edits_in_the_admin_are_audited(operator_client, catalog):
+    """Before: editing an accelerator (its readiness floor, whether it is orderable, its name) and creating one
+    wrote no audit event; only its prices and its delete did."""
+    from inventory.models import Accelerator
+
+    response = operator_client.post("/admin/inventory/accelerator/add/", {
+        "slug": "mi300x", "name": "MI300X", "vendor": "nvidia", "memory_gb": 192, "collective": "nccl",
+        "readiness_floor_gbps": "300.00", "orderable": "", "prices-TOTAL_FORMS": 0, "prices-INITIAL_FORMS": 0,
+        "prices-MIN_NUM_FORMS": 0, "prices-MAX_NUM_FORMS": 1000})
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    acc = Accelerator.objects.get(slug="mi300x")
+    created = AuditEvent.objects.get(action="accelerator.create", target_id=str(acc.pk))
+    assert created.actor == operator_client.user
+    assert created.details["slug"] == "mi300x" and created.details["readiness_floor_gbps"] == "300.00"
+    assert created.details["orderable"] is False
+
+    h100 = catalog["h100-sxm-80g"]
+    data = _accelerator_post(h100)
+    data.update({"readiness_floor_gbps": "320.50", "orderable": "", "prices-TOTAL_FORMS": data["prices-INITIAL_FORMS"]})
+    response = operator_client.post(f"/admin/inventory/accelerator/{h100.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    h100.refresh_from_db()
+    assert (str(h100.readiness_floor_gbps), h100.orderable) == ("320.50", False)
+    updated = AuditEvent.objects.get(action="accelerator.update", target_id=str(h100.pk))
+    assert updated.actor == operator_client.user
+    assert updated.details["slug"] == "h100-sxm-80g"
+    assert set(updated.details["fields"]) == {"readiness_floor_gbps", "orderable"}
+    assert updated.details["fields"]["orderable"] == {"old": True, "new": False}
+    assert updated.details["fields"]["readiness_floor_gbps"]["new"] == "320.50"
+    # Saving it unchanged audits nothing more.
+    data = _accelerator_post(h100)
+    data["prices-TOTAL_FORMS"] = data["prices-INITIAL_FORMS"]
+    assert operator_client.post(f"/admin/inventory/accelerator/{h100.pk}/change/", data).status_code == 302
+    assert AuditEvent.objects.filter(action="accelerator.update").count() == 1
