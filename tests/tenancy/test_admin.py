@@ -269,3 +269,39 @@ def test_an_organization_slug_taken_after_the_form_checked_it_is_a_form_error_an
     org.refresh_from_db()
     assert (org.slug, org.name, org.card_quota) == ("lab-a", "Lab A", 16)  # the quota change was rolled back too
     assert not AuditEvent.objects.filter(actor=operator_client.user).exists()
+
+
+def test_password_changes_and_user_creates_in_the_admin_are_audited_without_the_password(operator_client):
+    """Before: an operator setting, changing or disabling a user's password on /admin/tenancy/user/<id>/password/
+    (or creating a user with one) left no audit event."""
+    user = UserFactory(email="ada@example.com")
+    old_hash = user.password
+    url = f"/admin/tenancy/user/{user.pk}/password/"
+    assert operator_client.get(url).status_code == 200
+    # A refused password (too short) changes nothing and audits nothing.
+    response = operator_client.post(url, {"usable_password": "true", "password1": "short", "password2": "short"})
+    assert response.status_code == 200
+    assert not AuditEvent.objects.filter(action="user.password_set").exists()
+    secret = "Correct-Horse-Battery-9"
+    response = operator_client.post(url, {"usable_password": "true", "password1": secret, "password2": secret})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    user.refresh_from_db()
+    assert user.password != old_hash and user.check_password(secret)
+    event = AuditEvent.objects.get(action="user.password_set")
+    assert (event.actor_id, event.target_id) == (operator_client.user.pk, str(user.pk))
+    assert event.details == {"email": "ada@example.com", "usable_password": True}
+    assert secret not in str(event.details) and user.password not in str(event.details)
+    # Disabling password-based login is audited too.
+    response = operator_client.post(url, {"usable_password": "false", "unset-password": "1"})
+    assert response.status_code == 302
+    user.refresh_from_db()
+    assert not user.has_usable_password()
+    assert list(AuditEvent.objects.filter(action="user.password_set").order_by("created_at")
+                .values_list("details__usable_password", flat=True)) == [True, False]
+    # An operator creating a user (with a password) is audited as well, the password nowhere in it.
+    response = operator_client.post("/admin/tenancy/user/add/", {"email": "Grace@Example.com", "usable_password": "true",
+                                                                "password1": secret, "password2": secret})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    created = AuditEvent.objects.get(action="user.create")
+    assert created.actor_id == operator_client.user.pk and created.details == {"email": "grace@example.com"}
+    assert not AuditEvent.objects.filter(details__icontains=secret).exists()
