@@ -3,11 +3,12 @@
 Provisioning writes an instance's `state_reason` and its events' reasons for operators and API callers, who match
 them: "create: placed", "readiness passed", "reconciler: stuck in provisioning past its step deadline",
 "insufficient_funds: … 1778.400000 CNY …", "waitlist_expired", a quarantined node's hostname. The console rewords
-them here, on display only (no query: a history of any length reads the same); the API's `state_reason` and events
-stay as they are. A reason not known here passes through with a capital, money as the console writes it."""
+them here, on display only (no query: a history of any length reads the same; what depends on the instance, its
+kind, is passed in); the API's `state_reason` and events stay as they are. A reason not known here passes through with
+a capital, money as the console writes it."""
 import re
 
-from provisioning.choices import FUNDS_FAILURE, InstanceState
+from provisioning.choices import FUNDS_FAILURE, InstanceKind, InstanceState
 
 from .service_text import money_for_people
 
@@ -33,6 +34,14 @@ REASONS = {
     "monthly package ended (renewal: stop)": "The monthly package ended and was not renewed, so it is stopped.",
     "monthly package ended (renewal: on_demand): billed on demand":
         "The monthly package ended; it is billed on demand from now on.",
+}
+# A bare-metal instance has no data disk kept apart from its nodes: releasing them (a stop as well as a
+# termination) sends each to cleaning, which wipes its disks before another tenant gets it.
+BY_KIND = {
+    InstanceKind.BARE_METAL: {
+        "stopped": "Stopped: its nodes are released and wiped, so nothing on their disks is kept.",
+        "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
+    },
 }
 AUTO_STOPS = {"funds_exhausted": "the balance ran out."}
 TOOK_TOO_LONG = {
@@ -69,11 +78,14 @@ def _stuck(state: str) -> str:
     return f"{label[:1].upper()}{label[1:]} took too long."
 
 
-def reason_for_people(reason) -> str:
-    """One state reason as a short sentence ("" stays "")."""
+def reason_for_people(reason, kind: str = "") -> str:
+    """One state reason as a short sentence ("" stays ""); `kind` is the instance's (container, bare_metal), where
+    a reason reads differently for it."""
     reason = str(reason or "").strip()
     if not reason:
         return ""
+    if reason in BY_KIND.get(kind, {}):
+        return BY_KIND[kind][reason]
     if reason in REASONS:
         return REASONS[reason]
     if NODE_PREPARE_FAILED.match(reason):

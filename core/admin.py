@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from core.errors import ServiceError
 from core.money import format_ucny
 
 
@@ -29,6 +30,49 @@ class ReadOnlyInline(ReadOnlyMixin, admin.TabularInline):
 
     extra = 0
     can_delete = False
+
+
+def attach_service_error(form, exc: ServiceError) -> None:
+    """A service's refusal on `form`: each detail on its field (or on the form, for a field it does not have),
+    the message itself on the form when there are none."""
+    for field, lines in (exc.details or {}).items():
+        for line in lines if isinstance(lines, list) else [lines]:
+            form.add_error(field if field in form.fields else None, line)
+    if not exc.details:
+        form.add_error(None, exc.message)
+
+
+class ServiceRefusalMixin:
+    """For admins whose save_model / save_related call services that can refuse (a ServiceError: a slug taken
+    after the form was validated, a row that changed meanwhile): the refusal answers the form again, the service's
+    message as an error message and its details as form errors, and saves nothing.
+
+    changeform_view's transaction rolls back everything the save had written (audit rows, inlines); the same
+    POST is then validated once more with the refusal attached to the form, so the page shows what was typed."""
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ServiceError as exc:
+            if request.method != "POST" or hasattr(request, "_service_refusal"):
+                raise
+            request._service_refusal = exc
+        self.message_user(request, request._service_refusal.message, messages.ERROR)
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form_class = super().get_form(request, obj, change, **kwargs)
+        refusal = getattr(request, "_service_refusal", None)
+        if refusal is None:
+            return form_class
+
+        def clean(form):
+            data = super(refused, form).clean()
+            attach_service_error(form, refusal)
+            return data
+
+        refused = type(form_class.__name__, (form_class,), {"clean": clean, "__module__": form_class.__module__})
+        return refused
 
 
 def cny_display(field: str, description: str, *, ucny_per_unit: int = 1):

@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from core.admin import CnyField, ReadOnlyAdmin, cny_display, form_action
+from core.admin import CnyField, ReadOnlyAdmin, ServiceRefusalMixin, cny_display, form_action
 from core.errors import ServiceError
 from core.money import format_ucny
 from tenancy.admin import AuditedDeleteMixin
@@ -68,9 +68,10 @@ class PriceInline(admin.TabularInline):
 
 
 @admin.register(Accelerator)
-class AcceleratorAdmin(AuditedDeleteMixin, admin.ModelAdmin):
-    """Deletable (audited) only while no price or node names it (both PROTECT): without a price it was never
-    orderable, so no instance, meter or package names its slug. Otherwise make it not orderable."""
+class AcceleratorAdmin(ServiceRefusalMixin, AuditedDeleteMixin, admin.ModelAdmin):
+    """Created and edited through accelerator_save (audited), slug and vendor fixed once created; deletable
+    (audited) only while no price or node names it (both PROTECT): without a price it was never orderable, so no
+    instance, meter or package names its slug. Otherwise make it not orderable."""
 
     delete_action = "accelerator.delete"
     list_display = ["slug", "name", "vendor", "domestic", "memory_gb", "collective", "readiness_floor_gbps",
@@ -85,6 +86,11 @@ class AcceleratorAdmin(AuditedDeleteMixin, admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # Instances' items, meters and statements name the accelerator by slug, placement and images by its vendor.
         return ["slug", "vendor"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        fields = form.changed_data if change else form.cleaned_data
+        services.accelerator_save(accelerator=obj, actor=request.user, request=request,
+                                  **{k: form.cleaned_data[k] for k in fields if k in form.cleaned_data})
 
     def save_formset(self, request, form, formset, change):
         if formset.model is not Price:
@@ -111,7 +117,7 @@ class AcceleratorAdmin(AuditedDeleteMixin, admin.ModelAdmin):
 
 
 @admin.register(Image)
-class ImageAdmin(admin.ModelAdmin):
+class ImageAdmin(ServiceRefusalMixin, admin.ModelAdmin):
     list_display = ["slug", "name", "vendors", "active"]
     list_filter = ["active"]
     search_fields = ["slug", "name"]
@@ -129,7 +135,7 @@ class ImageAdmin(admin.ModelAdmin):
 
 
 @admin.register(Zone)
-class ZoneAdmin(AuditedDeleteMixin, admin.ModelAdmin):
+class ZoneAdmin(ServiceRefusalMixin, AuditedDeleteMixin, admin.ModelAdmin):
     """Created and edited through zone_save (audited), slug fixed once created; deletable (audited) only while no
     node or instance names it (both PROTECT)."""
 
@@ -204,7 +210,7 @@ class NodeForm(forms.ModelForm):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(ServiceRefusalMixin, admin.ModelAdmin):
     list_display = ["hostname", "zone", "accelerator", "state", "card_count", "cards_free", "cards_allocated",
                     "cards_failed", "driver", "state_reason", "state_changed_at"]
     list_filter = ["state", "zone", "accelerator", "driver"]

@@ -283,6 +283,51 @@ def image_save(*, image, actor=None, request=None, **fields):
     return image
 
 
+def _audited(value):
+    """A field's value as an audit record's JSON keeps it (decimals as their text)."""
+    return value if value is None or isinstance(value, (bool, int, str)) else str(value)
+
+
+def accelerator_save(*, accelerator, actor=None, request=None, **fields):
+    """Create (accelerator unsaved) or update an accelerator; audited (an update with each changed field's old and
+    new value, as stored: the admin's form has already written the new values onto `accelerator`).
+
+    Slug and vendor are fixed once created: instances' items, meters and statements name the slug, placement and
+    images the vendor."""
+    from .models import Accelerator
+
+    with transaction.atomic():
+        if accelerator._state.adding:
+            for key, value in fields.items():
+                setattr(accelerator, key, value)
+            try:
+                with transaction.atomic():
+                    accelerator.save()
+            except IntegrityError as exc:
+                raise ValidationFailed("The accelerator is invalid.",
+                                       details={"slug": ["An accelerator with this slug exists."]}) from exc
+            audit_record(action="accelerator.create", actor=actor, request=request, target=accelerator,
+                         details={f.name: _audited(getattr(accelerator, f.name)) for f in Accelerator._meta.fields
+                                  if f.name != "id"})
+            return accelerator
+        stored = Accelerator.objects.select_for_update().get(pk=accelerator.pk)
+        fixed = {k: [f"An accelerator's {k} cannot change."] for k in ("slug", "vendor")
+                 if fields.get(k, getattr(stored, k)) != getattr(stored, k)}
+        if fixed:
+            raise ValidationFailed("The accelerator is invalid.", details=fixed)
+        changed = {k: {"old": _audited(getattr(stored, k)), "new": _audited(v)} for k, v in fields.items()
+                   if getattr(stored, k) != v}
+        for key in changed:
+            setattr(stored, key, fields[key])
+        if changed:
+            stored.save(update_fields=list(changed))
+            audit_record(action="accelerator.update", actor=actor, request=request, target=stored,
+                         details={"slug": stored.slug, "fields": changed})
+    for key in fields:
+        setattr(accelerator, key, getattr(stored, key))
+    return stored
+
+
 def zone_save(*, zone, actor=None, request=None, **fields):
     """Create (zone unsaved) or update a zone; audited (an update with each changed field's old and new value, as
     stored: the admin's form has already written the new values onto `zone`).

@@ -1,14 +1,16 @@
 """Operators' admin for users, organizations (quota, members), tokens, SSH keys and the audit log."""
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.admin import sensitive_post_parameters_m
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils.html import format_html
 
-from core.admin import ActionForm, ReadOnlyAdmin, ReadOnlyInline, form_action
-from core.errors import ServiceError
+from core.admin import ActionForm, ReadOnlyAdmin, ReadOnlyInline, ServiceRefusalMixin, form_action
+from core.errors import ServiceError, ValidationFailed
 
 from . import services
 from .audit import audit_record
@@ -82,10 +84,29 @@ class UserAdmin(BaseUserAdmin):
         # their API tokens stop authenticating).
         return False
 
+    @sensitive_post_parameters_m
+    def user_change_password(self, request, id, form_url=""):
+        """Django's password page (set, change or disable a user's password), audited as user.password_set: who
+        did it and whether a password is still usable, never the password or its hash."""
+        if request.method != "POST":
+            return super().user_change_password(request, id, form_url)
+        with transaction.atomic():
+            before = self.get_object(request, unquote(id))  # None: super answers 404
+            response = super().user_change_password(request, id, form_url)
+            user = before and User.objects.filter(pk=before.pk).first()
+            if user is not None and user.password != before.password:
+                audit_record(action="user.password_set", actor=request.user, target=user, request=request,
+                             details={"email": user.email, "usable_password": user.has_usable_password()})
+        return response
+
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
+        if not change:
+            audit_record(action="user.create", actor=request.user, target=obj, request=request,
+                         details={"email": obj.email})
+            return
         changed = [name for name in form.changed_data if name in self.AUDITED or name in ("groups", "user_permissions")]
-        if change and changed:
+        if changed:
             audit_record(action="user.update", actor=request.user, target=obj, request=request,
                          details={"email": obj.email, "changed": changed,
                                   **{name: str(getattr(obj, name)) for name in changed if name in self.AUDITED}})
@@ -137,7 +158,7 @@ class MembershipInline(ReadOnlyInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(ServiceRefusalMixin, admin.ModelAdmin):
     list_display = ["name", "slug", "card_quota", "is_personal", "created_at"]
     search_fields = ["name", "slug"]
     fields = ["name", "slug", "is_personal", "card_quota", "members_link", "created_at"]
@@ -176,7 +197,12 @@ class OrganizationAdmin(admin.ModelAdmin):
             return
         others = [name for name in form.changed_data if name != "card_quota"]
         if others:
-            obj.save(update_fields=others)
+            try:
+                with transaction.atomic():
+                    obj.save(update_fields=others)
+            except IntegrityError:  # another organization took the slug after the form checked it
+                raise ValidationFailed("The organization is invalid.",
+                                       details={"slug": ["An organization with this slug exists."]}) from None
             audit_record(action="organization.update", org=obj, actor=request.user, target=obj, request=request,
                          details={name: {"old": form.initial.get(name), "new": getattr(obj, name)} for name in others})
         if "card_quota" in form.changed_data:

@@ -66,3 +66,16 @@ def assert_organization_not_row_locked(queries) -> None:
         sql = query["sql"]
         if " FOR UPDATE" in sql and '"tenancy_organization"' in sql:
             assert " FOR UPDATE OF " in sql and '"tenancy_organization"' not in sql.split(" FOR UPDATE OF ")[1], sql
+
+
+def meanwhile(monkeypatch, owner, name: str, make) -> None:
+    """Patch `owner.name` (e.g. an admin's save_model) so that, on its next call, `make()` first runs and commits
+    on another connection: a concurrent write landing between a form's validation and its save."""
+    original, pending = getattr(owner, name), [make]
+
+    def hooked(*args, **kwargs):
+        while pending:
+            Aside(pending.pop()).result()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, hooked)

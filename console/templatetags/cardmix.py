@@ -69,12 +69,13 @@ def transfer_label(code):
 
 
 @register.filter
-def reason(text):
+def reason(text, kind=""):
     """An instance's state reason, or an event's, as a sentence: "create: placed" → "Cards placed; the machine is
-    being prepared." (display only; the API keeps the reason)."""
+    being prepared." (display only; the API keeps the reason). `|reason:instance.kind`: some read differently for
+    bare metal."""
     from ..state_reasons import reason_for_people  # it imports service_text, which imports this module
 
-    return reason_for_people(text)
+    return reason_for_people(text, kind or "")
 
 
 @register.filter

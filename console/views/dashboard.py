@@ -36,7 +36,7 @@ def dashboard(request):
     """Balances (for roles that read billing) and the active instances (for roles that read instances)."""
     context = {"has_org": request.org is not None}
     if request.org is not None and request_can(request, "read_billing"):
-        context.update(balance_context(request.org), show_billing=True)
+        context.update(balance_context(request.org), show_billing=True, can_top_up=request_can(request, "billing"))
     if request.org is not None and request_can(request, "read"):
         active = instance_selectors.instance_list(org=request.org, state=ACTIVE_STATES)[:DASHBOARD_ROWS]
         context["instances"] = ic.decorate(active, can_write=request_can(request, "instances"))

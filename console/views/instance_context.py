@@ -83,7 +83,7 @@ def progress(instance, events) -> list[Step]:
         else:
             steps.append(Step(label, "todo"))
     if instance.state == S.FAILED:
-        why = reason_for_people(instance.state_reason)
+        why = reason_for_people(instance.state_reason, instance.kind)
         steps.append(Step(f"Failed: {why}" if why else "Failed", "failed", reached.get(S.FAILED)))
     return steps
 

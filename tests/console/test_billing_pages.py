@@ -157,3 +157,27 @@ def test_every_billing_page_answers_by_the_role_and_the_nav_links_only_what_open
     assert bool(links) is reads
     for url in links:
         assert client.get(url).status_code == 200, url
+
+
+@pytest.mark.parametrize("role,tops_up", [("owner", True), ("admin", True), ("billing", True), ("member", False)])
+def test_top_up_links_only_for_roles_that_may_top_up(member_factory, fleet, role, tops_up):
+    """Before: a member (who reads billing but may not top up) was offered "Top up" on the dashboard, the billing
+    page, their low-balance banners and the empty ledger, and the page they led to said the role cannot top up."""
+    from django.urls import reverse
+
+    topup = f'href="{reverse("console:billing_topup")}"'
+    poor = member_factory(role="owner")
+    fund(poor.organization, 1_000_000, key="tiny")  # ¥1.00 at ¥19.00/h: the low-balance banners show
+    inst = InstanceFactory(organization=poor.organization, state="running")
+    MeterFactory(organization=poor.organization, instance_id=inst.pk, cards=10, rate=1_900_000)
+    client = login_client(poor if role == "owner" else member_factory(role=role, org=poor.organization))
+    for url in ("/dashboard/", "/billing/"):
+        page = client.get(url).content.decode()
+        banner = page.split('id="low-balance-banner"')[1].split("</div>")[0]
+        assert (topup in page, topup in banner, "Top up now" in banner) == (tops_up, tops_up, tops_up), url
+        assert tops_up or "Ask a member who may top up" in banner
+    empty = member_factory(role=role)  # an organization with no ledger line yet
+    page = login_client(empty).get("/billing/").content.decode()
+    assert "No ledger lines yet" in page and (topup in page) == tops_up
+    page = login_client(empty).get("/billing/?page=1", HTTP_HX_REQUEST="true").content.decode()
+    assert "No ledger lines yet" in page and (topup in page) == tops_up

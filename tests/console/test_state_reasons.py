@@ -81,3 +81,32 @@ def test_instance_page_says_reasons_for_people_and_the_api_keeps_them(owner, ses
     assert api.get(f"/api/v1/instances/{inst.pk}/").json()["state_reason"] == FUNDS
     events = api.get(f"/api/v1/instances/{inst.pk}/events/").json()["results"]
     assert sorted(e["reason"] for e in events) == sorted(raw)
+
+
+# A bare-metal instance's nodes are wiped when released (a stop too: node cleaning), so it keeps no data disk.
+BARE_METAL_SAID = {
+    "stopped": "Stopped: its nodes are released and wiped, so nothing on their disks is kept.",
+    "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
+}
+
+
+@pytest.mark.parametrize("reason", list(SAID))
+def test_reasons_read_the_same_for_a_container_and_for_bare_metal_unless_its_disks_matter(reason):
+    """Before: a stopped bare-metal instance was said to keep its data disk, though its nodes were wiped."""
+    assert reason_for_people(reason, "container") == SAID[reason]
+    assert reason_for_people(reason, "bare_metal") == BARE_METAL_SAID.get(reason, SAID[reason])
+
+
+def test_a_stopped_bare_metal_instance_page_does_not_promise_a_kept_disk(owner):
+    now = timezone.now()
+    client = login_client(owner)
+    for kind, said in (("bare_metal", BARE_METAL_SAID["stopped"]), ("container", SAID["stopped"])):
+        inst = InstanceFactory(organization=owner.organization, kind=kind, state="stopped", state_reason="stopped")
+        InstanceEvent.objects.create(instance=inst, from_state="stopping", to_state="stopped", reason="stopped",
+                                     created_at=now)
+        page = html.unescape(client.get(f"/instances/{inst.pk}/").content.decode())
+        assert f'id="state-reason">{said}</div>' in page, kind
+        assert f'<td class="small muted">{said}</td>' in page, kind
+        ssh_none = page.split('id="ssh-none">')[1].split("</p>")[0]
+        assert ("data disk is kept" in page) == (kind == "container"), kind
+        assert "Start it to connect again" in ssh_none and ("wiped" in ssh_none) == (kind == "bare_metal"), kind

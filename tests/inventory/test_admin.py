@@ -265,3 +265,113 @@ def test_zone_slugs_stay_fixed_and_zone_creates_and_edits_are_audited(operator_c
     assert operator_client.post(f"/admin/inventory/zone/{zone.pk}/change/",
                                 {**form, "inter_node_floor_gbps": "30.00"}).status_code == 302
     assert AuditEvent.objects.filter(action="zone.update").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_zone_slug_taken_after_the_form_checked_it_is_a_form_error_and_saves_nothing(operator_client, monkeypatch):
+    """zone_save refuses a slug another zone took between the form's validation and its save. Before: a 500."""
+    from inventory.admin import ZoneAdmin
+    from inventory.models import Zone
+    from tests.races import meanwhile
+
+    meanwhile(monkeypatch, ZoneAdmin, "save_model", lambda: Zone.objects.create(
+        slug="cn-sh-9", name="Theirs", fabric_kind="infiniband", fabric_gbps=200, inter_node_floor_gbps="10"))
+    response = operator_client.post("/admin/inventory/zone/add/", {
+        "slug": "cn-sh-9", "name": "Shanghai 9", "fabric_kind": "roce", "fabric_gbps": 400,
+        "inter_node_floor_gbps": "25.50"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "A zone with this slug exists." in page and "The zone is invalid." in page and 'value="Shanghai 9"' in page
+    assert list(Zone.objects.filter(slug="cn-sh-9").values_list("name", flat=True)) == ["Theirs"]
+    assert not AuditEvent.objects.filter(action="zone.create").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_price_start_taken_after_the_form_checked_it_is_a_form_error_and_saves_nothing(operator_client, catalog,
+                                                                                          monkeypatch):
+    """price_create refuses a start another price of the accelerator took between the form's validation and its
+    save; the accelerator's own edit is not saved either. Before: a 500."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from inventory.admin import AcceleratorAdmin
+    from inventory.models import Accelerator, Price
+    from tests.races import meanwhile
+
+    acc = catalog["h100-sxm-80g"]
+    start = (timezone.localtime() + timedelta(days=1)).replace(hour=8, minute=0, second=0, microsecond=0)
+    before = set(acc.prices.values_list("pk", flat=True))
+    meanwhile(monkeypatch, AcceleratorAdmin, "save_model", lambda: Price.objects.create(
+        accelerator_id=acc.pk, on_demand_per_card_hour=3_000_000, effective_from=start))
+    data = _accelerator_post(acc, on_demand_per_card_hour_cny="2.1", effective_from_0=start.strftime("%Y-%m-%d"),
+                             effective_from_1="08:00:00")
+    response = operator_client.post(f"/admin/inventory/accelerator/{acc.pk}/change/", {**data, "name": "Renamed"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "A price already starts at this time." in page and "The price is invalid." in page
+    assert list(Price.objects.filter(accelerator=acc).exclude(pk__in=before)
+                .values_list("on_demand_per_card_hour", flat=True)) == [3_000_000]
+    assert Accelerator.objects.get(pk=acc.pk).name == acc.name
+    assert not AuditEvent.objects.filter(action="price.create").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_node_hostname_or_image_slug_taken_after_the_form_checked_it_is_a_form_error(operator_client, catalog,
+                                                                                        monkeypatch):
+    """node_create and image_save refuse what another write took meanwhile; the admin shows it. Before: a 500."""
+    from inventory.admin import ImageAdmin, NodeAdmin
+    from inventory.models import Image
+    from tests.races import meanwhile
+
+    zone = ZoneFactory()
+    meanwhile(monkeypatch, NodeAdmin, "save_model", lambda: NodeFactory(hostname="added.test", zone=zone))
+    response = operator_client.post("/admin/inventory/node/add/", {
+        "hostname": "added.test", "zone": zone.pk, "accelerator": catalog["h800-sxm-80g"].pk, "card_count": 8,
+        "driver": "simulated", "ssh_host": "", "ssh_port": 22, "bmc_address": "", "bmc_credentials_ref": "",
+        "cards-TOTAL_FORMS": 0, "cards-INITIAL_FORMS": 0, "cards-MIN_NUM_FORMS": 0, "cards-MAX_NUM_FORMS": 1000})
+    assert response.status_code == 200 and "The node is invalid." in response.content.decode()
+    assert Node.objects.filter(hostname="added.test").count() == 1
+    meanwhile(monkeypatch, ImageAdmin, "save_model",
+              lambda: Image.objects.create(slug="new-image-1.0", name="Theirs", vendors=["nvidia"]))
+    response = operator_client.post("/admin/inventory/image/add/", {"slug": "new-image-1.0", "name": "New",
+                                                                    "vendors": '["nvidia"]', "active": "on"})
+    assert response.status_code == 200 and "An image with this slug exists." in response.content.decode()
+    assert list(Image.objects.filter(slug="new-image-1.0").values_list("name", flat=True)) == ["Theirs"]
+    assert not AuditEvent.objects.filter(action__in=["node.create", "image.create"], actor=operator_client.user).exists()
+
+
+def test_accelerator_creates_and_edits_in_the_admin_are_audited(operator_client, catalog):
+    """Before: editing an accelerator (its readiness floor, whether it is orderable, its name) and creating one
+    wrote no audit event; only its prices and its delete did."""
+    from inventory.models import Accelerator
+
+    response = operator_client.post("/admin/inventory/accelerator/add/", {
+        "slug": "mi300x", "name": "MI300X", "vendor": "nvidia", "memory_gb": 192, "collective": "nccl",
+        "readiness_floor_gbps": "300.00", "orderable": "", "prices-TOTAL_FORMS": 0, "prices-INITIAL_FORMS": 0,
+        "prices-MIN_NUM_FORMS": 0, "prices-MAX_NUM_FORMS": 1000})
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    acc = Accelerator.objects.get(slug="mi300x")
+    created = AuditEvent.objects.get(action="accelerator.create", target_id=str(acc.pk))
+    assert created.actor == operator_client.user
+    assert created.details["slug"] == "mi300x" and created.details["readiness_floor_gbps"] == "300.00"
+    assert created.details["orderable"] is False
+
+    h100 = catalog["h100-sxm-80g"]
+    data = _accelerator_post(h100)
+    data.update({"readiness_floor_gbps": "320.50", "orderable": "", "prices-TOTAL_FORMS": data["prices-INITIAL_FORMS"]})
+    response = operator_client.post(f"/admin/inventory/accelerator/{h100.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    h100.refresh_from_db()
+    assert (str(h100.readiness_floor_gbps), h100.orderable) == ("320.50", False)
+    updated = AuditEvent.objects.get(action="accelerator.update", target_id=str(h100.pk))
+    assert updated.actor == operator_client.user
+    assert updated.details["slug"] == "h100-sxm-80g"
+    assert set(updated.details["fields"]) == {"readiness_floor_gbps", "orderable"}
+    assert updated.details["fields"]["orderable"] == {"old": True, "new": False}
+    assert updated.details["fields"]["readiness_floor_gbps"]["new"] == "320.50"
+    # Saving it unchanged audits nothing more.
+    data = _accelerator_post(h100)
+    data["prices-TOTAL_FORMS"] = data["prices-INITIAL_FORMS"]
+    assert operator_client.post(f"/admin/inventory/accelerator/{h100.pk}/change/", data).status_code == 302
+    assert AuditEvent.objects.filter(action="accelerator.update").count() == 1

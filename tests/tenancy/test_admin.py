@@ -232,3 +232,76 @@ def test_an_organization_added_in_the_admin_starts_with_an_owner(operator_client
     assert events.get(action="organization.create").details["owner"] == "lab-head@example.com"
     # The change page has no owner field (members change through the Memberships actions).
     assert 'name="owner_email"' not in operator_client.get(f"/admin/tenancy/organization/{org.pk}/change/").content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_organization_slug_taken_after_the_form_checked_it_is_a_form_error_and_saves_nothing(operator_client,
+                                                                                               monkeypatch):
+    """Another organization takes the slug between the form's validation and its save (its own unique check
+    passed): organization_create refuses, and so does the edit's save. Before: both were a 500."""
+    from tenancy.admin import OrganizationAdmin
+    from tenancy.models import Organization
+    from tests.factories.tenancy import OrganizationFactory
+    from tests.races import meanwhile
+
+    owner = UserFactory(email="lab-head@example.com")
+    form = {"name": "New Lab", "slug": "new-lab", "card_quota": "16", "owner_email": owner.email,
+            "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0", "memberships-MIN_NUM_FORMS": "0",
+            "memberships-MAX_NUM_FORMS": "0"}
+    meanwhile(monkeypatch, OrganizationAdmin, "save_model",
+              lambda: Organization.objects.create(name="Other", slug="new-lab"))
+    response = operator_client.post("/admin/tenancy/organization/add/", form)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "An organization with this slug exists." in page and "The organization is invalid." in page
+    assert 'value="New Lab"' in page  # the form again, as typed
+    assert list(Organization.objects.filter(slug="new-lab").values_list("name", flat=True)) == ["Other"]
+    assert not Membership.objects.filter(user=owner).exists()
+    assert not AuditEvent.objects.filter(actor=operator_client.user).exists()
+
+    org = OrganizationFactory(slug="lab-a", name="Lab A")
+    meanwhile(monkeypatch, OrganizationAdmin, "save_model",
+              lambda: Organization.objects.create(name="Other B", slug="lab-b"))
+    response = operator_client.post(f"/admin/tenancy/organization/{org.pk}/change/",
+                                    _org_post(org, slug="lab-b", name="Lab B", card_quota="64"))
+    assert response.status_code == 200
+    assert "An organization with this slug exists." in response.content.decode()
+    org.refresh_from_db()
+    assert (org.slug, org.name, org.card_quota) == ("lab-a", "Lab A", 16)  # the quota change was rolled back too
+    assert not AuditEvent.objects.filter(actor=operator_client.user).exists()
+
+
+def test_password_changes_and_user_creates_in_the_admin_are_audited_without_the_password(operator_client):
+    """Before: an operator setting, changing or disabling a user's password on /admin/tenancy/user/<id>/password/
+    (or creating a user with one) left no audit event."""
+    user = UserFactory(email="ada@example.com")
+    old_hash = user.password
+    url = f"/admin/tenancy/user/{user.pk}/password/"
+    assert operator_client.get(url).status_code == 200
+    # A refused password (too short) changes nothing and audits nothing.
+    response = operator_client.post(url, {"usable_password": "true", "password1": "short", "password2": "short"})
+    assert response.status_code == 200
+    assert not AuditEvent.objects.filter(action="user.password_set").exists()
+    secret = "Correct-Horse-Battery-9"
+    response = operator_client.post(url, {"usable_password": "true", "password1": secret, "password2": secret})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    user.refresh_from_db()
+    assert user.password != old_hash and user.check_password(secret)
+    event = AuditEvent.objects.get(action="user.password_set")
+    assert (event.actor_id, event.target_id) == (operator_client.user.pk, str(user.pk))
+    assert event.details == {"email": "ada@example.com", "usable_password": True}
+    assert secret not in str(event.details) and user.password not in str(event.details)
+    # Disabling password-based login is audited too.
+    response = operator_client.post(url, {"usable_password": "false", "unset-password": "1"})
+    assert response.status_code == 302
+    user.refresh_from_db()
+    assert not user.has_usable_password()
+    assert list(AuditEvent.objects.filter(action="user.password_set").order_by("created_at")
+                .values_list("details__usable_password", flat=True)) == [True, False]
+    # An operator creating a user (with a password) is audited as well, the password nowhere in it.
+    response = operator_client.post("/admin/tenancy/user/add/", {"email": "Grace@Example.com", "usable_password": "true",
+                                                                "password1": secret, "password2": secret})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    created = AuditEvent.objects.get(action="user.create")
+    assert created.actor_id == operator_client.user.pk and created.details == {"email": "grace@example.com"}
+    assert not AuditEvent.objects.filter(details__icontains=secret).exists()
