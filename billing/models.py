@@ -96,7 +96,12 @@ class BillingProfile(models.Model):
     class Meta:
         constraints = [models.CheckConstraint(condition=Q(credit_limit__gte=0), name="profile_credit_limit_gte0")]
         indexes = [models.Index(fields=["trial_expires_at"], condition=Q(trial_expired_at__isnull=True),
-                                name="profile_trial_due_idx")]
+                                name="profile_trial_due_idx"),
+                   # The few flagged profiles, for every tick's watch.funds_flags_clear_idle (its WHERE is this
+                   # predicate): without it that UPDATE scans every organization's profile each tick.
+                   models.Index(fields=["organization"], name="profile_flagged_idx",
+                                condition=Q(low_balance_warned_at__isnull=False)
+                                | Q(autostop_requested_at__isnull=False))]
 
     def __str__(self):
         return f"billing profile of {self.organization_id}"

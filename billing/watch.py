@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Q, Sum
+from django.db.models import Exists, F, OuterRef, Q, Sum
 
 from core.dbclock import db_now
 from core.money import format_ucny
@@ -65,8 +65,12 @@ def funds_flags_clear_idle() -> int:
     instances (or was auto-stopped) and topped up kept its banner ("funds run out soon") with nothing
     running, and its next episode sent no email. Nothing burns: funds cannot run out (one statement).
     """
+    # The flagged profiles come from their partial index (profile_flagged_idx: the filter is its predicate) and
+    # each is looked up in the open meters' index (NOT EXISTS): the tick reads neither every profile nor, as a
+    # NOT IN would, every open meter.
+    open_meter = Meter.objects.filter(organization_id=OuterRef("organization_id"), closed_at__isnull=True)
     return (BillingProfile.objects.filter(Q(low_balance_warned_at__isnull=False) | Q(autostop_requested_at__isnull=False))
-            .exclude(organization_id__in=Meter.objects.filter(closed_at__isnull=True).values("organization_id"))
+            .filter(~Exists(open_meter))
             .update(low_balance_warned_at=None, autostop_requested_at=None))
 
 

@@ -10,11 +10,12 @@ first: what is left to pay on an invoice is its amount due less the cash paid in
 from datetime import date, datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
+from core.locks import advisory_unlock, try_advisory_lock
 from core.money import format_ucny
 from tenancy.audit import audit_record
 
@@ -121,10 +122,40 @@ def invoices_issue_due() -> int:
 
 
 PAYABLE = (TopUpState.CREATED, TopUpState.FAILED)  # the customer can still confirm it (a failed one with another card)
-# How long a top-up row without its PaymentIntent yet is taken as still being started by the request that made it
-# (waiting on Stripe: 3 tries of stripe-python's 80 s timeout): after that the request died, nobody got the client
-# secret, and the next Pay starts a new payment.
+# A top-up row without its PaymentIntent yet is being started for as long as the request that made it holds the
+# row's session advisory lock (PostgreSQL): that request takes it in the transaction that commits the row, so the
+# row is never seen without it, and keeps it until its Stripe call has returned. The server drops the lock with
+# a dead request's connection, so the next Pay takes the same row over at once: same amount, same Stripe
+# idempotency key (`cardmix-topup-<id>`), so if the dead request had reached Stripe the same PaymentIntent comes
+# back, and nobody can be asked to pay twice. A row is left alone for INVOICE_PAY_TAKEOVER_GRACE_SECONDS anyway
+# (a request of a version without the lock, during a rolling deploy). SQLite (development) has no such lock:
+# there the row is taken over once it is older than INVOICE_PAY_STARTING_SECONDS (waiting on Stripe: 3 tries of
+# stripe-python's 80 s timeout).
+INVOICE_PAY_TAKEOVER_GRACE_SECONDS = 5
 INVOICE_PAY_STARTING_SECONDS = 300
+
+
+def _starting_lock_name(topup_id) -> str:
+    return f"invoice_pay.starting:{topup_id}"
+
+
+def _starting_lock_take(topup_id, held: list) -> bool:
+    """Take the session lock that marks this top-up as being started by us (False if a live request holds it)."""
+    name = _starting_lock_name(topup_id)
+    if not try_advisory_lock(name):
+        return False
+    held.append(name)
+    return True
+
+
+def _starter_gone(topup: TopUp, held: list) -> bool:
+    """Whether the request that made this top-up row (still without its PaymentIntent) is gone, so this one
+    takes it over; on PostgreSQL we then hold the row's lock (in `held`)."""
+    # created_at is the app server's clock (auto_now_add): compare it with the same clock
+    age = timezone.now() - topup.created_at
+    if connection.vendor != "postgresql":
+        return age > timedelta(seconds=INVOICE_PAY_STARTING_SECONDS)
+    return age > timedelta(seconds=INVOICE_PAY_TAKEOVER_GRACE_SECONDS) and _starting_lock_take(topup.pk, held)
 
 
 def invoice_pay(*, org, invoice_id, actor=None, request=None) -> TopUp:
@@ -133,38 +164,51 @@ def invoice_pay(*, org, invoice_id, actor=None, request=None) -> TopUp:
     The invoice's pending top-up of that amount is returned again rather than a second one created, so two
     clicks never make two payments the customer could both complete. Which request makes the top-up is decided
     under the invoice's row lock, and its row is committed as the invoice's before Stripe is called (no lock is
-    held across the network): a simultaneous Pay finds it and answers 409 until its PaymentIntent is there."""
+    held across the network): a simultaneous Pay finds it and answers 409 until its PaymentIntent is there. A
+    row whose request died before storing its PaymentIntent is taken over by the next Pay (see above)."""
     from ..payments.services import topup_intent_create, topup_row_create
 
     invoice = invoice_get(org=org, id=invoice_id)
-    with transaction.atomic():
-        invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
-        if invoice.state == InvoiceState.SUPERSEDED:
-            raise InvalidState("This invoice is included in a later month's invoice; pay that one.")
-        if invoice.state != InvoiceState.OPEN:
-            raise InvalidState("This invoice is already paid.")
-        amount = invoice_pay_amount(invoice)
-        if amount > settings.TOPUP_MAX_UCNY:
-            raise ValidationFailed(
-                "This invoice is above the largest card payment; pay it by bank transfer (an operator records it).",
-                details={"amount_due": [f"Card payments go up to {format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
-        current = (TopUp.objects.filter(pk=invoice.topup_id, organization_id=invoice.organization_id,
-                                        credited_at__isnull=True).first() if invoice.topup_id else None)
-        if current is not None and current.state == TopUpState.PROCESSING:
-            raise InvalidState("A payment of this invoice is being processed.")
-        if (current is not None and current.state == TopUpState.CREATED and not current.stripe_payment_intent_id
-                # created_at is the app server's clock (auto_now_add): compare it with the same clock
-                and current.created_at > timezone.now() - timedelta(seconds=INVOICE_PAY_STARTING_SECONDS)):
-            raise InvalidState("A payment of this invoice is being started; retry in a moment.")
-        if (current is not None and current.state in PAYABLE and current.amount == amount
-                and current.stripe_payment_intent_id and current.client_secret):
-            return current
-        topup = topup_row_create(org=org, actor=actor, amount=amount, request=request)
-        invoice.topup_id = topup.pk
-        invoice.save(update_fields=["topup_id"])
-        audit_record(action="invoice.pay", org=org, actor=actor, target=invoice, request=request,
-                     details={"topup": str(topup.pk), "amount": amount})
-    return topup_intent_create(topup)
+    held: list[str] = []  # session locks this request holds: released however it ends
+    try:
+        with transaction.atomic():
+            invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
+            if invoice.state == InvoiceState.SUPERSEDED:
+                raise InvalidState("This invoice is included in a later month's invoice; pay that one.")
+            if invoice.state != InvoiceState.OPEN:
+                raise InvalidState("This invoice is already paid.")
+            amount = invoice_pay_amount(invoice)
+            if amount > settings.TOPUP_MAX_UCNY:
+                raise ValidationFailed(
+                    "This invoice is above the largest card payment; pay it by bank transfer (an operator records it).",
+                    details={"amount_due": [f"Card payments go up to {format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
+            current = (TopUp.objects.filter(pk=invoice.topup_id, organization_id=invoice.organization_id,
+                                            credited_at__isnull=True).first() if invoice.topup_id else None)
+            if current is not None and current.state == TopUpState.PROCESSING:
+                raise InvalidState("A payment of this invoice is being processed.")
+            topup = None
+            if current is not None and current.state == TopUpState.CREATED and not current.stripe_payment_intent_id:
+                if not _starter_gone(current, held):
+                    raise InvalidState("A payment of this invoice is being started; retry in a moment.")
+                if current.amount == amount:  # else nobody got its client secret: a new payment replaces it
+                    topup = current
+                    audit_record(action="invoice.pay", org=org, actor=actor, target=invoice, request=request,
+                                 details={"topup": str(topup.pk), "amount": amount, "taken_over": True})
+            elif (current is not None and current.state in PAYABLE and current.amount == amount
+                    and current.stripe_payment_intent_id and current.client_secret):
+                return current
+            if topup is None:
+                topup = topup_row_create(org=org, actor=actor, amount=amount, request=request)
+                if connection.vendor == "postgresql":
+                    _starting_lock_take(topup.pk, held)  # before the row commits: nobody sees it unlocked
+                invoice.topup_id = topup.pk
+                invoice.save(update_fields=["topup_id"])
+                audit_record(action="invoice.pay", org=org, actor=actor, target=invoice, request=request,
+                             details={"topup": str(topup.pk), "amount": amount})
+        return topup_intent_create(topup)
+    finally:
+        for name in held:
+            advisory_unlock(name)
 
 
 def _settle_locked(invoice: Invoice) -> bool:

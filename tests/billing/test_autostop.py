@@ -194,3 +194,34 @@ def test_one_organization_s_failing_stop_request_does_not_end_the_others(django_
         assert sorted(asked, key=str) == sorted((o.pk for o in orgs), key=str)
     finally:
         hooks.register_autostop(previous)
+
+
+def test_clearing_idle_flags_keeps_those_with_an_open_meter_and_reads_the_flagged_profiles_by_index(settings):
+    """funds_flags_clear_idle runs every tick: it clears only flagged organizations with nothing open, and finds
+    the flagged ones through the partial index profile_flagged_idx rather than by scanning every profile (the
+    plan is read with sequential scans priced out, so it shows whether the index can serve the query at all,
+    whatever the table's size)."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from billing.watch import funds_flags_clear_idle
+
+    running, idle, calm = (MembershipFactory().organization for _ in range(3))
+    meter_open(org=running, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1, rate=3_600_000)
+    BillingProfile.objects.bulk_create([BillingProfile(organization=o) for o in (running, idle, calm)],
+                                       ignore_conflicts=True)
+    now = db_now()
+    BillingProfile.objects.filter(pk__in=[running.pk, idle.pk]).update(low_balance_warned_at=now,
+                                                                       autostop_requested_at=now)
+    BillingProfile.objects.filter(pk=calm.pk).update(low_balance_warned_at=None, autostop_requested_at=None)
+    with CaptureQueriesContext(connection) as queries:
+        assert funds_flags_clear_idle() == 1
+    flags = dict(BillingProfile.objects.filter(pk__in=[running.pk, idle.pk])
+                 .values_list("pk", "autostop_requested_at"))
+    assert flags == {running.pk: now, idle.pk: None}
+    (sql,) = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SET LOCAL enable_seqscan = off")
+        cur.execute("EXPLAIN " + sql)
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    assert "profile_flagged_idx" in plan and "Seq Scan on billing_billingprofile" not in plan, plan

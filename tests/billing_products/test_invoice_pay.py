@@ -196,24 +196,143 @@ def test_two_simultaneous_pays_make_one_payable_topup(stripe_env, member_factory
     assert calls == [str(topup.pk)]
 
 
-def test_a_payment_whose_request_died_before_stripe_answered_gives_way_to_a_new_one(  # noqa: F811
-        stripe_env, member_factory, session_client_for):  # noqa: F811
-    """A request killed between the top-up row and its PaymentIntent left nobody the client secret: after
-    INVOICE_PAY_STARTING_SECONDS the next Pay starts a new payment instead of answering 409 for ever."""
-    from billing.products.postpaid import INVOICE_PAY_STARTING_SECONDS
+def _dead_start(org, invoice, *, age_seconds: float):
+    """What a Pay request killed between its top-up row and its PaymentIntent leaves: the invoice's top-up row,
+    committed without a PaymentIntent, made `age_seconds` ago, and no request holding it any more."""
+    dead = TopUp.objects.create(organization=org, amount=12_350_000, amount_fen=1235)
+    TopUp.objects.filter(pk=dead.pk).update(created_at=timezone.now() - timedelta(seconds=age_seconds))
+    Invoice.objects.filter(pk=invoice.pk).update(topup_id=dead.pk)
+    return dead
 
+
+@pytest.fixture
+def intent_calls(monkeypatch):
+    """Every PaymentIntent.create call's keyword arguments (the call itself goes on to localstripe)."""
+    create, calls = stripe.PaymentIntent.create, []
+
+    def recorded(**kwargs):
+        calls.append(kwargs)
+        return create(**kwargs)
+
+    monkeypatch.setattr(stripe.PaymentIntent, "create", recorded)
+    return calls
+
+
+def test_a_payment_whose_request_died_before_stripe_answered_is_taken_over_by_the_next_pay(  # noqa: F811
+        stripe_env, member_factory, session_client_for, intent_calls):  # noqa: F811
+    """A request killed between the top-up row and its PaymentIntent left nobody the client secret; nobody holds
+    the row any more, so the next Pay (seconds later, not 5 minutes) starts that same top-up: the same Stripe
+    idempotency key as the dead request's call, so if that call had reached Stripe the same PaymentIntent comes
+    back, and the customer is never asked for two payments."""
     membership = member_factory(role="owner")
     org = membership.organization
     set_credit_limit(org, 100_000_000)
     invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=12_345_678)
-    dead = TopUp.objects.create(organization=org, amount=12_350_000, amount_fen=1235)
-    Invoice.objects.filter(pk=invoice.pk).update(topup_id=dead.pk)
+    dead = _dead_start(org, invoice, age_seconds=30)
     client = session_client_for(membership)
     url = f"/api/v1/billing/invoices/{invoice.pk}/pay/"
-    assert_error(client.post(url), 409, "invalid_state")
-    TopUp.objects.filter(pk=dead.pk).update(
-        created_at=timezone.now() - timedelta(seconds=INVOICE_PAY_STARTING_SECONDS + 1))
     response = client.post(url)
-    assert response.status_code == 201 and response.json()["id"] != str(dead.pk) and response.json()["client_secret"]
+    assert response.status_code == 201, response.content  # was: 409 "being started" for 5 minutes
+    assert response.json()["id"] == str(dead.pk) and response.json()["client_secret"]
+    dead.refresh_from_db()
+    assert dead.stripe_payment_intent_id and dead.client_secret == response.json()["client_secret"]
+    intent = stripe.PaymentIntent.retrieve(dead.stripe_payment_intent_id)
+    assert intent.amount == 1235 and intent.metadata["topup_id"] == str(dead.pk)
+    assert [c["idempotency_key"] for c in intent_calls] == [f"cardmix-topup-{dead.pk}"]
+    assert TopUp.objects.filter(organization=org).count() == 1
     invoice.refresh_from_db()
-    assert str(invoice.topup_id) == response.json()["id"]
+    assert invoice.topup_id == dead.pk
+    again = client.post(url)
+    assert again.status_code == 201 and again.json()["id"] == str(dead.pk)
+    assert again.json()["client_secret"] == response.json()["client_secret"] and len(intent_calls) == 1
+    from billing.products.postpaid import INVOICE_PAY_TAKEOVER_GRACE_SECONDS
+
+    assert INVOICE_PAY_TAKEOVER_GRACE_SECONDS < 30  # seconds: the 30 s old row above was past it
+
+
+def test_a_row_just_made_waits_out_the_grace(stripe_env, member_factory, session_client_for,  # noqa: F811
+                                             intent_calls):
+    """Within the grace a row without its PaymentIntent is left to its request, lock or not (a request of a
+    version without the lock during a rolling deploy)."""
+    membership = member_factory(role="owner")
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=12_345_678)
+    _dead_start(org, invoice, age_seconds=0)
+    response = session_client_for(membership).post(f"/api/v1/billing/invoices/{invoice.pk}/pay/")
+    assert "being started" in assert_error(response, 409, "invalid_state")["message"]
+    assert intent_calls == [] and TopUp.objects.filter(organization=org).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_request_still_waiting_on_stripe_is_never_taken_over_however_long_it_waits(
+        stripe_env, member_factory, session_client_for, monkeypatch):  # noqa: F811
+    """The first Pay is still inside its Stripe call when its row is older than any fixed window (10 minutes):
+    a second Pay answers 409 and makes nothing, however old the row, while that request lives."""
+    membership = member_factory(role="owner")
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=12_345_678)
+    clients = [session_client_for(membership) for _ in range(3)]
+    create, calls = stripe.PaymentIntent.create, []
+    first_in, second_done = threading.Event(), threading.Event()
+
+    def paused_create(**kwargs):
+        calls.append(kwargs["metadata"]["topup_id"])
+        if not first_in.is_set():
+            first_in.set()
+            second_done.wait(10)
+        return create(**kwargs)
+
+    monkeypatch.setattr(stripe.PaymentIntent, "create", paused_create)
+    url = f"/api/v1/billing/invoices/{invoice.pk}/pay/"
+    first = Aside(lambda: clients[0].post(url))
+    assert first_in.wait(10)
+    TopUp.objects.filter(organization=org).update(created_at=timezone.now() - timedelta(minutes=10))
+    second = Aside(lambda: clients[1].post(url))
+    second_response = second.result(20)
+    second_done.set()
+    first_response = first.result(20)
+    assert TopUp.objects.filter(organization=org).count() == 1, second_response.content  # was: a second one
+    assert "being started" in assert_error(second_response, 409, "invalid_state")["message"]
+    assert first_response.status_code == 201, first_response.content
+    topup = TopUp.objects.get(organization=org)
+    assert calls == [str(topup.pk)]
+    again = clients[2].post(url)
+    assert again.status_code == 201 and again.json()["id"] == str(topup.pk) and calls == [str(topup.pk)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_pays_after_a_dead_request_take_it_over_once(stripe_env, member_factory, session_client_for,  # noqa: F811
+                                                         monkeypatch):
+    """Two Pays arrive after a request died: the first takes the dead row over (and waits inside Stripe), the
+    second answers 409 while it does: one PaymentIntent, on the dead request's row."""
+    membership = member_factory(role="owner")
+    org = membership.organization
+    set_credit_limit(org, 100_000_000)
+    invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=12_345_678)
+    dead = _dead_start(org, invoice, age_seconds=60)
+    clients = [session_client_for(membership) for _ in range(3)]
+    create, calls = stripe.PaymentIntent.create, []
+    first_in, second_done = threading.Event(), threading.Event()
+
+    def paused_create(**kwargs):
+        calls.append(kwargs["idempotency_key"])
+        if not first_in.is_set():
+            first_in.set()
+            second_done.wait(10)
+        return create(**kwargs)
+
+    monkeypatch.setattr(stripe.PaymentIntent, "create", paused_create)
+    url = f"/api/v1/billing/invoices/{invoice.pk}/pay/"
+    first = Aside(lambda: clients[0].post(url))
+    assert first_in.wait(10), "the first Pay did not take the dead row over"  # was: 409 for 5 minutes
+    second_response = Aside(lambda: clients[1].post(url)).result(20)
+    second_done.set()
+    first_response = first.result(20)
+    assert "being started" in assert_error(second_response, 409, "invalid_state")["message"]
+    assert first_response.status_code == 201 and first_response.json()["id"] == str(dead.pk)
+    assert calls == [f"cardmix-topup-{dead.pk}"]
+    assert list(TopUp.objects.filter(organization=org).values_list("pk", flat=True)) == [dead.pk]
+    again = clients[2].post(url)
+    assert again.status_code == 201 and again.json()["id"] == str(dead.pk) and len(calls) == 1

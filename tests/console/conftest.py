@@ -1,7 +1,7 @@
 """Console test helpers: a funded owner on a small fleet, logged in with the Django test client."""
 import pytest
-from django.core.cache import cache
 
+from tests.cachekeys import cache_clear_own
 from tests.e2e.conftest import chromium_launched, e2e_env  # noqa: F401  (e2e_env: live-server settings, a fixture)
 from tests.factories.tenancy import login_client  # noqa: F401  (re-exported for the console tests)
 
@@ -11,7 +11,7 @@ def _console_settings(settings):
     settings.SIMULATOR_FAILURE_SCALE = 0
     settings.SIMULATOR_DELAY_SCALE = 0
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    cache.clear()
+    cache_clear_own()
 
 
 

@@ -2,17 +2,17 @@
 import uuid
 
 import pytest
-from django.core.cache import cache
 
+from tests.cachekeys import cache_clear_own
 from tests.payments.conftest import localstripe_url, stripe_env  # noqa: F401  (fixtures reused)
 
 
 @pytest.fixture(autouse=True)
 def _clear_throttles():
     """Throttle and lockout counters live in the cache; every test starts from zero."""
-    cache.clear()
+    cache_clear_own()
     yield
-    cache.clear()
+    cache_clear_own()
 
 
 class World:

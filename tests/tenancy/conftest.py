@@ -1,16 +1,16 @@
 """Tenancy test helpers: a clean throttle cache per test and a recording trial hook."""
 import pytest
-from django.core.cache import cache
 
 from tenancy import hooks
+from tests.cachekeys import cache_clear_own
 
 
 @pytest.fixture(autouse=True)
 def _clear_throttles():
     """Throttle counters live in the cache; every test starts from zero."""
-    cache.clear()
+    cache_clear_own()
     yield
-    cache.clear()
+    cache_clear_own()
 
 
 @pytest.fixture
