@@ -11,7 +11,9 @@ Runtimes: `docker` (containers with NVIDIA --gpus or Ascend /dev/davinci* device
 from __future__ import annotations
 
 import argparse
+import base64
 import errno
+import hashlib
 import http.client
 import json
 import logging
@@ -23,8 +25,10 @@ import shutil
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -50,6 +54,10 @@ TRANSIENT_ERRORS = (urllib.error.URLError, OSError, ValueError, http.client.HTTP
 INSTANCE_LABEL = "cardmix.instance"
 # The node port a container publishes its sshd on: a prepare finds an earlier container still holding it.
 PORT_LABEL = "cardmix.ssh_port"
+# Bare metal: the operator's own authorized_keys, kept in the state dir while a tenant's keys are in its place,
+# and the mark a bare-metal instance's state dir gets when this agent saved it (an older agent's did not).
+ORIGINAL_KEYS_DIR = "original-authorized-keys"
+KEYS_MARKER = "keys-target"
 
 log = logging.getLogger("cardmix-agent")
 
@@ -196,6 +204,68 @@ def scrub(value):
     if isinstance(value, (list, tuple)):
         return [scrub(v) for v in value]
     return value
+
+
+# -- files that must never be half-written --------------------------------------------------------
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or unlink in `path` durable (best effort: not every filesystem lets a directory sync)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` and its missing parents 0700 (as ~/.ssh must be); one that exists is left as it is."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for where in reversed(missing):
+        where.mkdir(mode=0o700, exist_ok=True)
+        where.chmod(0o700)  # whatever the umask
+
+
+def atomic_put(target: Path, *, data: bytes | None = None, link: str | None = None, mode: int = 0o600,
+               owner: tuple[int, int] | None = None) -> None:
+    """Replace `target` with a file holding `data` (`mode`, `owner` where allowed) or a symlink to `link`:
+    written next to it, synced, then renamed over it, so a crash leaves the old content or the new, never a
+    part, and a symlink at `target` is replaced itself, never written through."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".cardmix", dir=target.parent)
+    try:
+        if link is not None:
+            os.close(fd)
+            os.unlink(tmp)
+            os.symlink(link, tmp)
+            if owner:
+                try:
+                    os.lchown(tmp, *owner)
+                except OSError:
+                    pass
+        else:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data or b"")
+                f.flush()
+                if owner:
+                    try:
+                        os.fchown(f.fileno(), *owner)
+                    except OSError:  # not root: it stays this agent's
+                        pass
+                os.fchmod(f.fileno(), mode)  # after the chown, which may clear set-id bits
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    fsync_dir(target.parent)
 
 
 # -- what the host looks like -------------------------------------------------------------------
@@ -418,13 +488,98 @@ class Agent:
         state dir)."""
         return Path(self.args.authorized_keys) if self.args.runtime == "docker" else where / "authorized_keys"
 
-    def revoke_bare_metal_keys(self, where: Path) -> str:
-        """Empty the authorized_keys a bare-metal prepare wrote: the tenant's root login ends with the instance
-        (the file outlives the state dir, and a release or wipe that left it would leave the host theirs)."""
-        target = self.bare_metal_keys(where)
-        if not target.exists():
+    def saved_keys(self, target: Path) -> Path:
+        """Where the operator's own `target` (what was there before the first bare-metal prepare) is kept until a
+        release or wipe puts it back: one JSON file per target path, in the state dir."""
+        digest = hashlib.sha256(os.path.abspath(target).encode()).hexdigest()[:24]
+        return self.state_dir / ORIGINAL_KEYS_DIR / f"{digest}.json"
+
+    def save_original_keys(self, target: Path, where: Path) -> str:
+        """Keep what `target` holds now (a file's bytes, mode and owner; a symlink's link; or that there was
+        none), once: an existing saved copy is the operator's and stays (a retried or second prepare, an agent
+        restart: the file holds a tenant's keys by then). Written atomically (0600) before the tenant's keys."""
+        saved = self.saved_keys(target)
+        if saved.exists():
             return ""
-        self.write_keys(target, [])
+        record: dict = {"target": os.path.abspath(target), "kind": "missing"}
+        older = [d.name for d in self.state_dir.glob("instances/*") if (d / "environment").exists()
+                 and not (d / KEYS_MARKER).exists() and self.bare_metal_keys(d) == target]
+        if older:  # an agent before 1.3.0 put these instances' keys there: they are no operator's to restore
+            record["note"] = f"held the keys of {', '.join(older)} (prepared by an older agent)"
+        else:
+            try:
+                st = os.lstat(target)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                record.update(kind="symlink", link=os.readlink(target), uid=st.st_uid, gid=st.st_gid)
+            elif st is not None and stat.S_ISREG(st.st_mode):
+                fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as f:
+                    content = f.read()
+                record.update(kind="file", content=base64.b64encode(content).decode(), mode=stat.S_IMODE(st.st_mode),
+                              uid=st.st_uid, gid=st.st_gid)
+            elif st is not None:
+                raise OSError(errno.EINVAL, f"{target} is neither a file nor a symlink; not touching it")
+        make_private_dir(saved.parent)
+        atomic_put(saved, data=json.dumps(record).encode(), mode=0o600)
+        if "note" in record:
+            return f"{target} {record['note']}: a release removes it\n"
+        return {"missing": f"no {target} before: a release removes it\n",
+                "symlink": f"{target} (a symlink to {record.get('link')}) saved: a release puts it back\n",
+                "file": f"the operator's {target} saved: a release puts it back\n"}[record["kind"]]
+
+    def install_bare_metal_keys(self, where: Path, keys: list[str]) -> tuple[Path, str]:
+        """Put the tenant's keys in root's authorized_keys, the operator's own saved first (see
+        save_original_keys). The file is replaced atomically, never written through: a symlink there is replaced
+        by the file (the operator's link and the file it names stay as they were) and comes back on release."""
+        target = self.bare_metal_keys(where)
+        make_private_dir(target.parent)
+        said = self.save_original_keys(target, where)
+        (where / KEYS_MARKER).write_text(os.path.abspath(target) + "\n")  # this agent saved what was there
+        atomic_put(target, data="".join(k.strip() + "\n" for k in keys).encode(), mode=0o600)
+        return target, said
+
+    def restore_original_keys(self, saved: Path) -> str:
+        """Put a saved original back in place of the tenant's keys (atomically, with its mode and owner where
+        this agent may), then drop the saved copy: a crash in between leaves the original in place and the copy,
+        which the next release or wipe puts back again; never the tenant's keys without the copy."""
+        record = json.loads(saved.read_text())
+        target = Path(record["target"])
+        owner = (record["uid"], record["gid"]) if "uid" in record else None
+        if record["kind"] in ("file", "symlink"):
+            make_private_dir(target.parent)  # the tenant (root until now) may have removed it
+        if record["kind"] == "file":
+            atomic_put(target, data=base64.b64decode(record["content"]), mode=record["mode"], owner=owner)
+            text = f"the operator's {target} restored\n"
+        elif record["kind"] == "symlink":
+            atomic_put(target, link=record["link"], owner=owner)
+            text = f"the operator's {target} restored (a symlink to {record['link']})\n"
+        else:
+            try:
+                os.unlink(target)
+            except FileNotFoundError:
+                pass
+            fsync_dir(target.parent)
+            text = f"{target} removed (there was none before the tenant's)\n"
+        saved.unlink()
+        fsync_dir(saved.parent)
+        return text
+
+    def revoke_bare_metal_keys(self, where: Path) -> str:
+        """Take the tenant's keys out of root's authorized_keys: the tenant's root login ends with the instance
+        (the file outlives the state dir, and a release or wipe that left it would leave the host theirs), and
+        the operator's own file (saved by the first prepare) comes back."""
+        target = self.bare_metal_keys(where)
+        saved = self.saved_keys(target)
+        if saved.exists():
+            return f"ssh keys of {where.name} removed: " + self.restore_original_keys(saved)
+        if (where / KEYS_MARKER).exists():  # another instance's release or a wipe restored it already
+            return ""
+        if not os.path.lexists(target):
+            return ""
+        # Prepared by an agent before 1.3.0, which kept no original: empty it, as that agent did.
+        atomic_put(target, data=b"", mode=0o600)
         return f"ssh keys of {where.name} removed from {target}\n"
 
     def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
@@ -474,10 +629,9 @@ class Agent:
         keys = list(payload.get("ssh_keys") or [])
         cards = ",".join(str(c) for c in payload.get("cards", []))
         if payload.get("kind") == "bare_metal":
-            target = self.bare_metal_keys(where)
-            self.write_keys(target, keys)
+            target, said = self.install_bare_metal_keys(where, keys)
             (where / "environment").write_text("".join(f"{k}={v}\n" for k, v in sorted(payload["env"].items())))
-            return (f"bare metal ready for {instance_id}: {len(keys)} ssh key(s) in {target}, "
+            return (f"{said}bare metal ready for {instance_id}: {len(keys)} ssh key(s) in {target}, "
                     f"{len(payload.get('env') or {})} environment variable(s)\n", 0, {"kind": "bare_metal"})
         self.write_keys(where / "authorized_keys", keys)
         if self.args.runtime == "docker":
@@ -735,11 +889,8 @@ class Agent:
 
     def do_wipe(self, payload: dict):
         """Remove every instance, discard the configured scratch disks, reset the accelerators."""
-        lines, worst = [], 0
         instances = sorted((self.state_dir / "instances").iterdir())
-        for where in instances:  # a bare-metal instance whose release never came: its keys go now
-            if (where / "environment").exists():
-                lines.append(self.revoke_bare_metal_keys(where).strip())
+        lines, worst = self.wipe_keys(instances)
         if self.args.runtime == "docker":
             text, code = self.docker_rm_all()
             lines.append(text.strip())
@@ -778,6 +929,25 @@ class Agent:
             lines.append(text.strip())
             worst = worst or code
         return "\n".join(ln for ln in lines if ln) + "\n", worst, {}
+
+    def wipe_keys(self, instances: list[Path]) -> tuple[list[str], int]:
+        """Wipe: each bare-metal instance whose release never came loses its keys and the operator's come back,
+        then any original still saved (for a target no instance dir names). → (lines, 1 if one could not be)"""
+        lines, worst = [], 0
+
+        def attempt(name: str, step, arg: Path) -> None:
+            nonlocal worst
+            try:
+                lines.append(step(arg).strip())
+            except (OSError, ValueError, KeyError) as exc:  # the tenant's keys may still be there
+                lines.append(f"ssh keys of {name} not restored: {type(exc).__name__}: {exc}")
+                worst = 1
+        for where in instances:
+            if (where / "environment").exists():
+                attempt(where.name, self.revoke_bare_metal_keys, where)
+        for saved in sorted((self.state_dir / ORIGINAL_KEYS_DIR).glob("*.json")):  # what the revokes left
+            attempt(saved.name, self.restore_original_keys, saved)
+        return lines, worst
 
     def docker_rm_all(self) -> tuple[str, int]:
         """Remove every container carrying the instance label (also ones whose state dir is gone)."""

@@ -20,7 +20,7 @@ from provisioning.services.fleet import node_ref
 from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node
 
-from .conftest import wait_for
+from .conftest import BIN, wait_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
@@ -157,3 +157,46 @@ def test_an_agent_restarted_mid_queue_runs_what_it_had_not_started_and_nothing_t
                 os.killpg(int(pid), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_bare_metal_through_the_agent_gives_the_host_back_with_the_operators_own_keys(live_server, start_agent,
+                                                                                      tmp_path):
+    """Docker runtime (the fake CLI), root's authorized_keys in a temporary dir: prepares (a retry, a second
+    tenant's after an agent restart with no release between), a release, then one more and a wipe."""
+    node, token = agent_node(hostname="bm-agent-05.test")
+    operators = b"# ops\r\nssh-ed25519 AAAAops operator@bastion\nssh-rsa AAAAB3 backup-key"  # no final newline
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    root_keys.parent.mkdir(parents=True, mode=0o700)
+    root_keys.write_bytes(operators)
+    root_keys.chmod(0o600)
+    (tmp_path / "docker").mkdir()
+    options = {"extra_env": {"CARDMIX_FAKE_DOCKER_STATE": str(tmp_path / "docker" / "containers.json")},
+               "extra_args": ("--runtime", "docker", "--docker", str(BIN / "docker"), "--authorized-keys",
+                              str(root_keys), "--state-dir", str(tmp_path / "bare-metal-state"))}
+    agent = start_agent(live_server.url, token, **options)
+    wait_for(lambda: registered(node), timeout=30, what=f"registration\n{agent.log_tail()}")
+    driver = get_driver("agent", poll_s=0.05, timeout_s=30)
+    ref = ref_of(node)
+
+    def prepare(instance_id, key):
+        out = driver.prepare(ref, list(range(8)), kind="bare_metal", image="ubuntu-22.04", ssh_keys=[key],
+                             env={"NCCL_DEBUG": "WARN"}, instance_id=instance_id)
+        assert out.exit_code == 0, out.text
+        assert root_keys.read_text() == key + "\n" and root_keys.stat().st_mode & 0o777 == 0o600
+        return out
+
+    first, second, third = (f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-0000-0000-000000000000" for n in (1, 2, 3))
+    prepare(first, "ssh-ed25519 AAAA tenant-one")
+    prepare(first, "ssh-ed25519 AAAA tenant-one")  # retried
+    agent.kill(signal.SIGKILL)
+    start_agent(live_server.url, token, name="again", **options)  # the same state dir
+    prepare(second, "ssh-ed25519 BBBB tenant-two")  # before: the release's "original" would be tenant one's keys
+    released = driver.release(ref, [], instance_id=second)
+    assert released.exit_code == 0, released.text
+    assert root_keys.read_bytes() == operators  # before: an empty file, the operator locked out of root
+
+    prepare(third, "ssh-ed25519 CCCC tenant-three")
+    wiped = driver.wipe(ref)  # node cleaning: the third instance's release never came
+    assert wiped.exit_code == 0 and "the operator's" in wiped.text and "restored" in wiped.text, wiped.text
+    assert root_keys.read_bytes() == operators and root_keys.stat().st_mode & 0o777 == 0o600
+    assert not list((tmp_path / "bare-metal-state" / "original-authorized-keys").iterdir())

@@ -2,11 +2,13 @@
 delivers results (retrying what may pass, never a 4xx), never hangs past a timeout or holds a whole output
 in memory, keeps prepare retry-safe and never forgets a container it could not remove; each container has
 its own network and port, a stale holder of that port is removed, and after an upgrade a release also
-removes what the previous version started. Docker runs against the fake CLI tests/hardware/bin/docker."""
+removes what the previous version started; a bare-metal release or wipe gives root's authorized_keys back
+as the operator had it. Docker runs against the fake CLI tests/hardware/bin/docker."""
 import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -665,24 +667,176 @@ def test_process_prepare_meta_reports_the_port_it_was_given(tmp_path):
                 os.killpg(pid, signal.SIGKILL)
 
 
-# -- 13. a bare-metal tenant's root login ends with the instance --------------------------------------------
+# -- 13. a bare-metal tenant's root login ends with the instance; the operator's own keys come back ----------
 
 BARE = {"kind": "bare_metal", "instance_id": "bm-1", "cards": list(range(8)), "image": "ubuntu-22.04",
         "ssh_keys": ["ssh-ed25519 AAAA tenant-one"], "env": {"A": "1"}, "vendor": "nvidia", "collective": "nccl"}
 
 
+def bare_metal_agent(tmp_path, root_keys):
+    return make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--docker", str(BIN / "docker"),
+                      "--authorized-keys", str(root_keys))
+
+
+def mode(path):
+    return os.lstat(path).st_mode & 0o777
+
+
+def saved_originals(tmp_path):
+    return sorted((tmp_path / "state" / "original-authorized-keys").glob("*"))
+
+
 def test_bare_metal_release_and_wipe_remove_the_tenants_keys_from_root(tmp_path, docker):
-    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
-    agent = make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--docker", str(BIN / "docker"),
-                       "--authorized-keys", str(root_keys))
-    assert agent.do_prepare(BARE)[1] == 0 and "tenant-one" in root_keys.read_text()
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"  # none there: nothing of the operator's to keep
+    agent = bare_metal_agent(tmp_path, root_keys)
+    assert agent.do_prepare(BARE)[1] == 0 and root_keys.read_text() == "ssh-ed25519 AAAA tenant-one\n"
+    assert mode(root_keys) == 0o600 and mode(root_keys.parent) == 0o700  # what sshd's StrictModes wants
     text, code, _ = agent.do_release({"cards": [], "instance_id": "bm-1"})  # what the agent driver sends
     assert code == 0, text
-    assert root_keys.read_text() == "" and agent.instances() == []  # before: the keys stayed, root stayed theirs
+    assert not root_keys.exists() and agent.instances() == []  # before: the keys stayed, root stayed theirs
     assert agent.do_prepare({**BARE, "instance_id": "bm-2", "ssh_keys": ["ssh-ed25519 BBBB tenant-two"]})[1] == 0
     agent.do_wipe({"collective": "nccl"})  # its release never reached the agent; cleaning wipes the node
-    assert "tenant-two" not in root_keys.read_text()
+    assert not root_keys.exists() and saved_originals(tmp_path) == []
     assert agent.do_release({"cards": [], "instance_id": "bm-9"})[1] == 0  # never prepared here: nothing to do
+
+
+# The operator's own keys, as an operator's file may be: a comment, CRLF, no final newline, not 0600.
+OPERATORS = b"# ops\r\nssh-ed25519 AAAAops operator@bastion\nssh-rsa AAAAB3 backup-key"
+
+
+def test_bare_metal_release_puts_the_operators_own_keys_back_byte_for_byte(tmp_path, docker):
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    root_keys.parent.mkdir(parents=True)
+    root_keys.write_bytes(OPERATORS)
+    root_keys.chmod(0o640)
+    agent = bare_metal_agent(tmp_path, root_keys)
+    text, code, _ = agent.do_prepare(BARE)
+    assert code == 0, text
+    assert root_keys.read_text() == "ssh-ed25519 AAAA tenant-one\n" and mode(root_keys) == 0o600  # theirs only
+    [saved] = saved_originals(tmp_path)
+    assert mode(saved) == 0o600 and mode(saved.parent) == 0o700 and b"AAAAops" not in saved.read_bytes()
+
+    # The same prepare again (a retry), then another tenant's without a release between, then one after an agent
+    # restart: each replaces the keys, none replaces the saved original with a tenant's.
+    assert agent.do_prepare(BARE)[1] == 0
+    assert agent.do_prepare({**BARE, "instance_id": "bm-2", "ssh_keys": ["ssh-ed25519 BBBB tenant-two"]})[1] == 0
+    restarted = bare_metal_agent(tmp_path, root_keys)
+    assert restarted.do_prepare({**BARE, "instance_id": "bm-3", "ssh_keys": ["ssh-ed25519 CCCC three"]})[1] == 0
+    assert root_keys.read_text() == "ssh-ed25519 CCCC three\n" and len(saved_originals(tmp_path)) == 1
+
+    text, code, _ = restarted.do_release({"cards": [], "instance_id": "bm-3"})
+    assert code == 0, text
+    assert root_keys.read_bytes() == OPERATORS and mode(root_keys) == 0o640  # before: emptied, the operator's gone
+    assert os.stat(root_keys).st_uid == os.getuid() and saved_originals(tmp_path) == []
+    for other in ("bm-1", "bm-2"):  # their keys went with the restore: their releases leave the operator's alone
+        assert restarted.do_release({"cards": [], "instance_id": other})[1] == 0
+        assert root_keys.read_bytes() == OPERATORS
+    assert [p.name for p in root_keys.parent.iterdir()] == ["authorized_keys"]  # no temporary file left
+
+
+def test_wipe_puts_the_operators_own_keys_back(tmp_path, docker):
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    root_keys.parent.mkdir(parents=True)
+    root_keys.write_bytes(OPERATORS)
+    root_keys.chmod(0o600)
+    agent = bare_metal_agent(tmp_path, root_keys)
+    assert agent.do_prepare(BARE)[1] == 0 and b"AAAAops" not in root_keys.read_bytes()
+    assert agent.do_prepare({**BARE, "instance_id": "bm-2", "ssh_keys": ["ssh-ed25519 BBBB tenant-two"]})[1] == 0
+    shutil.rmtree(root_keys.parent)  # what the tenant, root until now, may have done
+    text, code, _ = agent.do_wipe({"collective": "nccl"})  # neither release reached the agent
+    assert code == 0, text
+    assert root_keys.read_bytes() == OPERATORS and mode(root_keys) == 0o600 and saved_originals(tmp_path) == []
+    assert mode(root_keys.parent) == 0o700
+    assert agent.do_wipe({"collective": "nccl"})[1] == 0 and root_keys.read_bytes() == OPERATORS  # again: as is
+
+
+def test_a_symlinked_authorized_keys_comes_back_as_the_link_and_its_file_is_never_written(tmp_path, docker):
+    managed = tmp_path / "etc" / "ssh" / "root_keys"  # e.g. a file config management owns
+    managed.parent.mkdir(parents=True)
+    managed.write_bytes(OPERATORS)
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    root_keys.parent.mkdir(parents=True)
+    root_keys.symlink_to(managed)
+    agent = bare_metal_agent(tmp_path, root_keys)
+    assert agent.do_prepare(BARE)[1] == 0
+    assert not root_keys.is_symlink() and root_keys.read_text() == "ssh-ed25519 AAAA tenant-one\n"
+    assert managed.read_bytes() == OPERATORS  # before: the tenant's keys were written through the link
+    text, code, _ = agent.do_release({"cards": [], "instance_id": "bm-1"})
+    assert code == 0, text
+    assert root_keys.is_symlink() and os.readlink(root_keys) == str(managed)
+    assert root_keys.read_bytes() == OPERATORS and saved_originals(tmp_path) == []
+
+
+def test_a_crash_between_the_steps_never_leaves_the_tenants_keys_without_the_saved_original(tmp_path, docker,
+                                                                                           monkeypatch):
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    root_keys.parent.mkdir(parents=True)
+    root_keys.write_bytes(OPERATORS)
+    agent = bare_metal_agent(tmp_path, root_keys)
+    real_put, real_unlink = agent_mod.atomic_put, Path.unlink
+
+    def put(target, **kwargs):
+        if Path(target) == root_keys:
+            raise OSError(28, "No space left on device")
+        return real_put(target, **kwargs)
+
+    def unlink(path, *args, **kwargs):
+        if path.parent.name == "original-authorized-keys":
+            raise OSError(5, "Input/output error")
+        return real_unlink(path, *args, **kwargs)
+
+    # The prepare dies after saving the original, before the tenant's keys are in; then it is retried.
+    monkeypatch.setattr(agent_mod, "atomic_put", put)
+    with pytest.raises(OSError):
+        agent.do_prepare(BARE)
+    assert root_keys.read_bytes() == OPERATORS and len(saved_originals(tmp_path)) == 1
+    monkeypatch.setattr(agent_mod, "atomic_put", real_put)
+    assert agent.do_prepare(BARE)[1] == 0 and root_keys.read_text() == "ssh-ed25519 AAAA tenant-one\n"
+
+    # The release dies putting the original back: the tenant's keys are still there, and so is the saved copy.
+    monkeypatch.setattr(agent_mod, "atomic_put", put)
+    with pytest.raises(OSError):
+        agent.do_release({"cards": [], "instance_id": "bm-1"})
+    assert len(saved_originals(tmp_path)) == 1
+    monkeypatch.setattr(agent_mod, "atomic_put", real_put)
+
+    # It dies after putting it back, before dropping the copy; then another tenant's prepare, and its release.
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(OSError):
+        agent.do_release({"cards": [], "instance_id": "bm-1"})
+    monkeypatch.setattr(Path, "unlink", real_unlink)
+    assert root_keys.read_bytes() == OPERATORS and len(saved_originals(tmp_path)) == 1
+    assert agent.do_prepare({**BARE, "instance_id": "bm-2", "ssh_keys": ["ssh-ed25519 BBBB tenant-two"]})[1] == 0
+    assert agent.do_release({"cards": [], "instance_id": "bm-2"})[1] == 0
+    assert root_keys.read_bytes() == OPERATORS and saved_originals(tmp_path) == []
+    assert agent.do_release({"cards": [], "instance_id": "bm-1"})[1] == 0  # the retried release: nothing to undo
+    assert root_keys.read_bytes() == OPERATORS
+
+
+def test_keys_an_older_agent_installed_are_never_saved_as_the_operators(tmp_path, docker):
+    """Upgraded to this agent while a tenant's keys (written by 1.2.0, which kept no original) are in the file,
+    then a second prepare: a release must not put the first tenant's keys back as if they were the operator's."""
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    root_keys.parent.mkdir(parents=True)
+    root_keys.write_text("ssh-ed25519 AAAA tenant-one\n")
+    old = tmp_path / "state" / "instances" / "bm-1"  # what the older agent's prepare left
+    old.mkdir(parents=True)
+    (old / "environment").write_text("A=1\n")
+    agent = bare_metal_agent(tmp_path, root_keys)
+    assert agent.do_prepare({**BARE, "instance_id": "bm-2", "ssh_keys": ["ssh-ed25519 BBBB tenant-two"]})[1] == 0
+    assert agent.do_release({"cards": [], "instance_id": "bm-2"})[1] == 0
+    assert not root_keys.exists()
+    assert agent.do_release({"cards": [], "instance_id": "bm-1"})[1] == 0 and not root_keys.exists()
+
+
+def test_process_runtime_bare_metal_keys_come_and_go_with_the_instance(tmp_path):
+    agent = make_agent(tmp_path)
+    text, code, _ = agent.do_prepare(BARE)
+    keys = tmp_path / "state" / "instances" / "bm-1" / "authorized_keys"
+    assert code == 0 and keys.read_text() == "ssh-ed25519 AAAA tenant-one\n" and mode(keys) == 0o600, text
+    assert agent.do_prepare(BARE)[1] == 0  # a retry: the file it wrote is no original
+    assert agent.do_release({"cards": [], "instance_id": "bm-1"})[1] == 0
+    assert not keys.exists() and saved_originals(tmp_path) == []
 
 
 # -- 14. wipe never discards a mounted disk, whatever name the operator gave it -----------------------------
