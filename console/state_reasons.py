@@ -43,6 +43,11 @@ BY_KIND = {
         "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
     },
 }
+# What a termination destroys, as the confirmation asks it: a container's data disk, a bare-metal node's disks.
+TERMINATE_WARNINGS = {
+    InstanceKind.BARE_METAL: "Its nodes are released and their disks wiped; this cannot be undone.",
+}
+TERMINATE_WARNING = "Its cards are released and its data disk is deleted; this cannot be undone."
 AUTO_STOPS = {"funds_exhausted": "the balance ran out."}
 TOOK_TOO_LONG = {
     InstanceState.PROVISIONING: "Preparing the machine took too long, so it was not handed over.",
@@ -102,3 +107,8 @@ def reason_for_people(reason, kind: str = "") -> str:
     if m := FUNDS.match(reason):
         return "Ready, but not handed over: " + _lower_first(_sentence(m.group(1)))
     return _sentence(reason)
+
+
+def terminate_warning(kind: str = "") -> str:
+    """What terminating an instance of `kind` deletes, for the confirmation (page and htmx prompt)."""
+    return TERMINATE_WARNINGS.get(kind, TERMINATE_WARNING)

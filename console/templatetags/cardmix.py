@@ -116,3 +116,11 @@ def day(value):
 def zone_label_tag():
     """{% zone_label %} → "UTC+8", for headings and form labels."""
     return zone_label()
+
+
+@register.filter
+def terminate_warning(kind):
+    """bare_metal → "Its nodes are released and their disks wiped; …": what a termination deletes."""
+    from ..state_reasons import terminate_warning as warning  # see `reason`
+
+    return warning(kind or "")

@@ -23,6 +23,7 @@ from tenancy.selectors import ssh_key_list
 
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
 from ..service_text import action_refusal, for_people
+from ..state_reasons import terminate_warning
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
@@ -230,7 +231,7 @@ def instance_action(request, instance_id, action):
         if not instance.can_become(InstanceState.TERMINATING):  # already terminating or gone: nothing to ask
             return redirect(detail_url)
         return confirm_page(request, title=f"Terminate {instance.name}?", label="Terminate", cancel=detail_url,
-                            detail="Its cards are released and its data disk is deleted; this cannot be undone.")
+                            detail=terminate_warning(instance.kind))
     error = ""
     try:
         service(org=request.org, instance_id=instance_id, actor=request.user, request=request)

@@ -15,6 +15,7 @@ from django.db import transaction
 from core.dbclock import db_now
 from tenancy.audit import audit_record
 
+from ..choices import InstanceKind
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance
@@ -44,8 +45,10 @@ def _notice(instance: Instance) -> None:
         return
     days = settings.STOPPED_RETENTION_DAYS
     subject = f"Cardmix: stopped instance {instance.name} was terminated"
+    # A bare-metal instance kept no disk while stopped: its nodes were wiped when it stopped.
+    freed = "" if instance.kind == InstanceKind.BARE_METAL else "; its data disk is freed"
     body = (f"Your instance {instance.name} ({instance.pk}) was stopped for more than {days} days and has now "
-            f"been terminated; its data disk is freed. Instances: {settings.SITE_URL}/instances/")
+            f"been terminated{freed}. Instances: {settings.SITE_URL}/instances/")
     transaction.on_commit(lambda: send_mail(subject, body, None, to, fail_silently=True))
 
 

@@ -110,3 +110,17 @@ def test_a_stopped_bare_metal_instance_page_does_not_promise_a_kept_disk(owner):
         ssh_none = page.split('id="ssh-none">')[1].split("</p>")[0]
         assert ("data disk is kept" in page) == (kind == "container"), kind
         assert "Start it to connect again" in ssh_none and ("wiped" in ssh_none) == (kind == "bare_metal"), kind
+
+
+def test_terminating_asks_about_what_each_kind_loses(owner):
+    """The confirmation (the page without JavaScript, htmx's prompt) names a container's data disk, and for bare
+    metal the nodes' wiped disks: a bare-metal instance has no data disk apart from its nodes."""
+    client = login_client(owner)
+    for kind, lost, not_lost in (("container", "data disk is deleted", "wiped"),
+                                 ("bare_metal", "their disks wiped", "data disk")):
+        inst = InstanceFactory(organization=owner.organization, kind=kind, state="running")
+        confirm = html.unescape(client.get(f"/instances/{inst.pk}/terminate/").content.decode())
+        assert lost in confirm and not_lost not in confirm, kind
+        page = html.unescape(client.get(f"/instances/{inst.pk}/").content.decode())
+        prompt = page.split('hx-confirm="Terminate ')[1].split('"')[0]
+        assert lost in prompt and not_lost not in prompt, kind

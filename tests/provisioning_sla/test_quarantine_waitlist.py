@@ -154,3 +154,21 @@ def test_starting_again_clears_the_retention_deadline(client):
     client.post(f"{URL}{iid}/start/")
     assert Instance.objects.get(pk=iid).expires_at is None
     assert instances_expire_due() == 0
+
+
+def test_the_retention_notice_mentions_a_data_disk_only_where_one_was_kept(owner, mailoutbox,
+                                                                             django_capture_on_commit_callbacks):
+    """A stopped container kept its data disk until now; a stopped bare-metal instance's nodes were wiped when it
+    stopped, so its notice frees no disk."""
+    from django.utils import timezone
+
+    from tests.factories.provisioning import InstanceFactory
+
+    for kind in ("container", "bare_metal"):
+        InstanceFactory(organization=owner.organization, creator=owner.user, kind=kind, name=f"kept-{kind}",
+                        state="stopped", expires_at=timezone.now() - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert instances_expire_due() == 2
+    bodies = {m.subject.split("instance ")[1].split(" was")[0]: m.body for m in mailoutbox}
+    assert "its data disk is freed" in bodies["kept-container"]
+    assert "terminated." in bodies["kept-bare_metal"] and "disk" not in bodies["kept-bare_metal"]
