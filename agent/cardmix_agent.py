@@ -2,8 +2,10 @@
 """cardmix-agent: the node agent of a Cardmix GPU/NPU host (Python standard library only).
 
 It authenticates with the node token (`cmxn_…`), sends heartbeats with what it sees
-(nvidia-smi / npu-smi), polls commands from /api/v1/agent/commands/, runs them and posts back
-what the node printed (text + exit code) — never a verdict; the platform parses and decides.
+(nvidia-smi / npu-smi), polls commands from /api/v1/agent/commands/ (under a lease it acknowledges before it starts one), runs
+them and posts back what the node printed (text + exit code) — never a verdict; the platform parses and decides.
+A journal in the state directory names the command running, so an agent restarted in the middle tells the
+platform at once that it cannot say how it ended.
 
 Runtimes: `docker` (containers with NVIDIA --gpus or Ascend /dev/davinci* devices) and `process`
 (a local process stands in for the container: tests and demos).
@@ -35,7 +37,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-VERSION = "1.2.0"
+VERSION = "1.3.0"
 OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
 NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
 # Ascend device nodes every NPU container needs besides its /dev/davinciN cards.
@@ -45,6 +47,7 @@ ASCEND_MOUNTS = ("/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/
                  "/etc/ascend_install.info", "/usr/local/Ascend/add-ons")
 EXIT_TIMEOUT = 124
 EXIT_NOT_FOUND = 127
+EXIT_RESTARTED = 75  # EX_TEMPFAIL: the agent restarted while the command ran; how it ended is unknown
 # After a program ends (or is killed): how long to wait for the rest of its output. A helper that left its
 # process group (setsid, a daemon) may hold the pipe open for ever; waiting for its EOF would hang the agent.
 OUTPUT_GRACE_S = 2.0
@@ -316,8 +319,10 @@ class Agent:
         self.server = args.server.rstrip("/")
         self.token = args.token
         self.state_dir = Path(args.state_dir)
+        self.journal_dir = self.state_dir / "journal"  # one file per command started and not yet answered
         if not getattr(args, "report", False):  # a report only reads: it must work unprivileged
             (self.state_dir / "instances").mkdir(parents=True, exist_ok=True)
+            self.journal_dir.mkdir(parents=True, exist_ok=True)
         self.stop = threading.Event()
         self.heartbeat_interval = args.heartbeat_interval or 15.0
         self.vendor = args.vendor
@@ -398,12 +403,17 @@ class Agent:
     # -- commands --------------------------------------------------------------------------------
 
     def command_loop(self) -> None:
-        """Claim one command at a time (`limit=1`) and poll again at once after it: the platform never hands a
-        command out twice (it may have started), so one claimed but not started when the agent restarts would
-        wait out its deadline. A platform before 1.2.0 ignores the limit: every command it hands out is run."""
+        """Claim one command at a time (`limit=1`) under a lease (`lease=1`), acknowledge its start, run it, and
+        poll again at once after it.
+
+        A command the platform hands out under a lease runs only once its start is acknowledged (POST …/start/):
+        one this agent never acknowledges (it died first, or never got the poll's answer) goes back to the queue
+        when the lease runs out and is handed out again; one whose lease ran out first is refused (409) and not
+        run, so it never runs twice. A platform without leases hands out commands without one, never twice:
+        each one is run (and a platform before 1.2.0 ignores the limit: every command it hands out is run)."""
         while not self.stop.is_set():
             try:
-                status, body = self.call("GET", "commands/?limit=1")
+                status, body = self.call("GET", "commands/?limit=1&lease=1")
                 commands = body.get("results", []) if status == 200 else []
             except Exception as exc:  # a malformed answer is as transient as a refused connection
                 if isinstance(exc, TRANSIENT_ERRORS):
@@ -413,8 +423,14 @@ class Agent:
                 self.stop.wait(min(10.0, self.args.poll_interval * 5))
                 continue
             ran = False
-            for command in commands:  # claimed: run even when asked to stop, or it would wait out its deadline
+            for command in commands:
                 try:
+                    if isinstance(command, dict) and command.get("lease"):
+                        # Asked to stop before it started: leave it, the lease runs out and it comes back.
+                        if self.stop.is_set() or not self.acknowledge_start(command):
+                            continue
+                    # Started (or handed out without a lease): run even when asked to stop, or it would wait
+                    # out its deadline.
                     self.execute(command)
                     ran = True
                 except Exception:
@@ -422,8 +438,41 @@ class Agent:
             if not ran:  # after a command the next may be queued already: no pause between them
                 self.stop.wait(self.args.poll_interval)
 
+    def acknowledge_start(self, command: dict) -> bool:
+        """Tell the platform this command starts now, under the lease it came with. → whether to run it.
+
+        Network errors, malformed answers, 5xx, 408 and 429 are retried (a repeat is harmless: the platform
+        answers a start it has already recorded the same way) for up to --start-retry-seconds; a 404 (not ours),
+        409 (the lease ran out: it is handed out again; or the platform stopped waiting) or another 4xx means
+        do not run it."""
+        give_up = time.monotonic() + self.args.start_retry_seconds
+        (delay, longest), status = self.result_backoff_s, None
+        while True:
+            try:
+                status, body = self.call("POST", f"commands/{command['id']}/start/", {"lease": command["lease"]})
+                if status == 200:
+                    return True
+                if 400 <= status < 500 and status not in (408, 429):
+                    log.warning("not running %s: its start answered %s: %s", command["id"], status, body)
+                    return False
+                log.warning("start of %s answered %s: %s", command["id"], status, body)
+            except Exception as exc:
+                status = None
+                if isinstance(exc, TRANSIENT_ERRORS):
+                    log.warning("acknowledging %s failed: %s: %s", command["id"], type(exc).__name__, exc)
+                else:
+                    log.exception("acknowledging %s failed", command["id"])
+            if self.stop.is_set() or time.monotonic() + delay > give_up:
+                log.error("not running %s: its start could not be acknowledged (last answer %s)", command["id"],
+                          status)
+                return False
+            self.stop.wait(delay)
+            delay = min(longest, delay * 2)
+
     def execute(self, command: dict) -> None:
         kind, payload = command["kind"], command.get("payload") or {}
+        self.journal_write(command["id"], {"id": command["id"], "kind": kind, "started": time.time(),
+                                           "agent_pid": os.getpid()})
         started = time.monotonic()
         handler = getattr(self, f"do_{kind}", None)
         try:
@@ -438,10 +487,86 @@ class Agent:
         # default limit is 1 MiB, and 256 KiB of binary output is 1.5 MiB of \ufffd escapes as JSON): send the
         # exit code with why, not nothing.
         if status in (400, 413):
-            self.post_result(command["id"], {
-                "exit_code": result["exit_code"], "duration_s": result["duration_s"], "meta": {},
-                "output": clip(f"cardmix-agent: the platform refused this command's output ({status}): "
-                               f"{json.dumps(body)[:2000]}\n")})
+            result = {"exit_code": result["exit_code"], "duration_s": result["duration_s"], "meta": {},
+                      "output": clip(f"cardmix-agent: the platform refused this command's output ({status}): "
+                                     f"{json.dumps(body)[:2000]}\n")}
+            status, body = self.post_result(command["id"], result)
+        self.journal_settle(command["id"], status, result)
+
+    # -- the journal: commands started and not yet answered -------------------------------------------
+
+    def journal_path(self, command_id: str) -> Path:
+        safe = "".join(ch for ch in str(command_id) if ch.isalnum() or ch == "-")[:80] or "unnamed"
+        return self.journal_dir / f"{safe}.json"
+
+    def journal_write(self, command_id: str, record: dict) -> None:
+        """Write (or replace) the command's entry, durably: after a crash or a power cut the entry is there,
+        whole. Best effort: a command is run even when its entry cannot be written (a full disk)."""
+        path = self.journal_path(command_id)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(json.dumps(record))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            fsync_dir(self.journal_dir)
+        except OSError as exc:
+            log.warning("could not journal command %s: %s", command_id, exc)
+
+    def journal_settle(self, command_id: str, status, result: dict) -> None:
+        """The result is stored, or refused for good (404: not ours; 409: the platform stopped waiting; another
+        4xx): forget the command. Else (the platform unreachable, the agent stopping) keep its result in the
+        entry: the agent posts it when it starts again."""
+        if status is not None and (status == 200 or (400 <= status < 500 and status not in (408, 429))):
+            entry = self.journal_path(command_id)
+            for path in (entry, entry.with_name(entry.name + ".tmp")):
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    log.warning("could not remove the journal entry of %s: %s", command_id, exc)
+            return
+        entry = self.journal_read(self.journal_path(command_id))
+        self.journal_write(command_id, {**entry, "id": command_id, "result": result})
+
+    @staticmethod
+    def journal_read(path: Path) -> dict:
+        try:
+            record = json.loads(path.read_text())
+            return record if isinstance(record, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def journal_recover(self) -> None:
+        """At startup, answer every command an earlier run of the agent started and never answered: it died while
+        running it (SIGKILL, a crash, a reboot), so the platform stops waiting at once instead of until the
+        command's deadline. Its stored result when it had one, else exit EXIT_RESTARTED saying so. The command is
+        never run again: it may have done part of its work (a prepare the platform retries removes it first)."""
+        if not self.journal_dir.is_dir():
+            return
+        entries: dict[str, dict] = {}
+        for path in sorted(self.journal_dir.iterdir()):
+            command_id = path.name.split(".")[0]  # <id>.json, or <id>.json.tmp a crash left mid-write
+            if command_id:
+                entries.setdefault(command_id, {}).update(self.journal_read(path))
+        for command_id, entry in entries.items():
+            result = entry.get("result")
+            if not isinstance(result, dict):
+                since = entry.get("started")
+                when = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
+                        if isinstance(since, (int, float)) else "an unknown time")
+                result = {"exit_code": EXIT_RESTARTED, "meta": {"agent_restarted": True},
+                          "duration_s": round(max(0.0, time.time() - since), 3)
+                          if isinstance(since, (int, float)) else None,
+                          "output": f"cardmix-agent: the agent restarted while running this command "
+                                    f"({entry.get('kind', 'unknown kind')}, started {when}); it did not finish "
+                                    f"under the agent and its outcome is unknown\n"}
+            log.warning("command %s was running when the agent stopped: answering exit %s", command_id,
+                        result.get("exit_code"))
+            status, _ = self.post_result(command_id, result)
+            self.journal_settle(command_id, status, result)
 
     def post_result(self, command_id: str, result: dict) -> tuple[int | None, dict]:
         """POST a result until it is stored; retries transport errors, 5xx, 408 and 429 with backoff for up to
@@ -977,6 +1102,7 @@ class Agent:
         beat = threading.Thread(target=self.heartbeat_loop, name="heartbeat", daemon=True)
         beat.start()
         try:
+            self.journal_recover()
             self.command_loop()
         finally:
             self.stop.set()
@@ -1015,6 +1141,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--http-timeout", type=float, default=30.0)
     p.add_argument("--result-retry-seconds", type=float, default=900.0,
                    help="keep retrying a command's result this long (longer than the platform's command timeout)")
+    p.add_argument("--start-retry-seconds", type=float, default=60.0,
+                   help="keep retrying a command's start acknowledgement this long (its lease ends it sooner)")
     p.add_argument("--ca-file", default="", help="CA bundle for a private platform certificate")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)

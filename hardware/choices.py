@@ -14,6 +14,8 @@ class CommandKind(models.TextChoices):
 
 class CommandState(models.TextChoices):
     QUEUED = "queued"  # waiting for the agent's next poll
-    DELIVERED = "delivered"  # handed to the agent, no result yet
+    # handed to the agent, no result yet: under a lease until its start is acknowledged (started_at), or for good
+    # (an agent before 1.3.0 claims without a lease)
+    DELIVERED = "delivered"
     DONE = "done"  # the agent posted text + exit code
     EXPIRED = "expired"  # the driver stopped waiting; a late result is ignored

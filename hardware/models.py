@@ -45,6 +45,12 @@ class AgentCommand(models.Model):
     state = models.CharField(max_length=10, choices=CommandState.choices, default=CommandState.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # Leases (agents from 1.3.0 claim with `?lease=1`): the delivery's id and DB-clock end. Unacknowledged by
+    # then, the command goes back to `queued`; the agent's start acknowledgement clears lease_until and sets
+    # started_at (never handed out again). lease_id stays null for a delivery without a lease (older agents).
+    lease_id = models.UUIDField(null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField()  # DB clock; the driver gives up after it
     exit_code = models.IntegerField(null=True, blank=True)
@@ -55,7 +61,9 @@ class AgentCommand(models.Model):
     class Meta:
         ordering = ["created_at"]
         indexes = [models.Index(fields=["node", "created_at"], condition=Q(state="queued"),
-                                name="agent_cmd_queued_by_node")]
+                                name="agent_cmd_queued_by_node"),
+                   models.Index(fields=["node", "lease_until"], condition=Q(state="delivered", lease_until__isnull=False),
+                                name="agent_cmd_leased_by_node")]
 
     def __str__(self):
         return f"{self.kind} on {self.node_id} ({self.state})"

@@ -4,10 +4,12 @@ Slurm partitions live in `slurm.py`; node cleaning, which drives the node's driv
 `provisioning/services/cleaning.py`.
 """
 import time
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 
 from core.dbclock import db_now
@@ -188,19 +190,72 @@ def agent_command_enqueue(*, node_id, kind: str, payload: dict, timeout_s: float
     return AgentCommand.objects.create(node_id=node_id, kind=kind, payload=payload, deadline=deadline)
 
 
-def agent_commands_claim(*, credential: NodeCredential, limit: int = CLAIM_LIMIT) -> list[AgentCommand]:
-    """Hand the node's queued, unexpired commands to its agent (each one once), oldest first.
+def agent_commands_claim(*, credential: NodeCredential, limit: int = CLAIM_LIMIT,
+                         lease: bool = False) -> list[AgentCommand]:
+    """Hand the node's queued, unexpired commands to its agent, oldest first.
 
-    Each one handed out is `delivered` and never handed out again (it may have started), so an agent that
-    restarts loses those it held unstarted: the agent (1.2.0) asks for one at a time (`limit=1`)."""
+    Without a lease (agents before 1.3.0) each one handed out is `delivered` for good: it may have started.
+    With `lease`, each carries a lease (`lease_id`, `lease_until` = DB now + AGENT_COMMAND_LEASE_SECONDS) that the
+    agent's start acknowledgement (`agent_command_start`) must beat. First, every delivered command of the node whose
+    lease ran out unacknowledged goes back to `queued` (it never started: the acknowledgement is refused once the
+    lease is over), so an agent that died before starting it, or never got the poll's answer, gets it again. Both
+    under row locks, skipping rows another transaction holds (a claim, an acknowledgement, a withdrawal).
+
+    Order is kept: no command is handed out while an older one of the node waits on a running lease (its agent may
+    still start it, or it comes back when the lease runs out), so a command lost on the way never runs after a newer
+    one (a release queued after a prepare, or a prepare queued after a release of the same container name)."""
     with transaction.atomic():
+        lapsed = (AgentCommand.objects.select_for_update(skip_locked=True)
+                  .filter(node_id=credential.node_id, state=CommandState.DELIVERED, lease_until__lte=Now())
+                  .values("pk"))
+        AgentCommand.objects.filter(pk__in=lapsed, state=CommandState.DELIVERED, lease_until__lte=Now()).update(
+            state=CommandState.QUEUED, delivered_at=None, lease_id=None, lease_until=None)
+        leased_before = AgentCommand.objects.filter(node_id=OuterRef("node_id"), created_at__lt=OuterRef("created_at"),
+                                                    state=CommandState.DELIVERED, lease_until__gt=Now())
         rows = list(AgentCommand.objects.select_for_update(skip_locked=True)
                     .filter(node_id=credential.node_id, state=CommandState.QUEUED, deadline__gt=Now())
+                    .filter(~Exists(leased_before))
                     .order_by("created_at")[:limit])
-        if rows:
+        if rows and lease:
+            now = db_now()
+            fields = {"state": CommandState.DELIVERED, "delivered_at": now, "lease_id": uuid.uuid4(),
+                      "lease_until": now + timedelta(seconds=settings.AGENT_COMMAND_LEASE_SECONDS)}
+            AgentCommand.objects.filter(pk__in=[r.pk for r in rows]).update(**fields)
+            for row in rows:
+                for name, value in fields.items():
+                    setattr(row, name, value)
+        elif rows:
             AgentCommand.objects.filter(pk__in=[r.pk for r in rows]).update(
-                state=CommandState.DELIVERED, delivered_at=Now())
+                state=CommandState.DELIVERED, delivered_at=Now(), lease_id=None, lease_until=None)
     return rows
+
+
+def agent_command_start(*, credential: NodeCredential, command_id, lease=None) -> AgentCommand:
+    """The agent is about to run one of ITS commands (404 for any other): allowed only while the command is still
+    delivered under the lease `lease` and that lease (and the command's deadline) has not run out, DB clock. Clears
+    the lease: a started command is never handed out again. A repeat (the answer was lost) answers the same; anything
+    else is InvalidState (409), and the agent does not run the command."""
+    with transaction.atomic():
+        cmd = (AgentCommand.objects.select_for_update()
+               .filter(pk=command_id, node_id=credential.node_id).first())
+        if cmd is None:
+            raise NotFoundError("No such command for this node.")
+        if cmd.state == CommandState.DONE:
+            raise InvalidState("This command has its result already.")
+        if cmd.state == CommandState.EXPIRED:
+            raise InvalidState("The platform stopped waiting for this command.")
+        if cmd.state != CommandState.DELIVERED or (cmd.lease_id is not None and str(cmd.lease_id) != str(lease)):
+            raise InvalidState("The lease on this command ran out; it is handed out again.")
+        if cmd.started_at is not None:
+            return cmd  # acknowledged already under this lease
+        now = db_now()
+        if cmd.lease_until is not None and cmd.lease_until <= now:
+            raise InvalidState("The lease on this command ran out; it is handed out again.")
+        if cmd.deadline <= now:
+            raise InvalidState("The platform stopped waiting for this command.")
+        cmd.started_at, cmd.lease_until = now, None
+        cmd.save(update_fields=["started_at", "lease_until"])
+    return cmd
 
 
 def agent_command_complete(*, credential: NodeCredential, command_id, exit_code: int, output: str,
@@ -217,28 +272,40 @@ def agent_command_complete(*, credential: NodeCredential, command_id, exit_code:
             raise InvalidState("The platform stopped waiting for this command.")
         cmd.state, cmd.exit_code = CommandState.DONE, int(exit_code)
         cmd.output, cmd.duration_s, cmd.meta = output[:OUTPUT_LIMIT], duration_s, meta or {}
-        cmd.save(update_fields=["state", "exit_code", "output", "duration_s", "meta"])
+        cmd.lease_until = None
+        cmd.save(update_fields=["state", "exit_code", "output", "duration_s", "meta", "lease_until"])
         AgentCommand.objects.filter(pk=cmd.pk).update(finished_at=Now())
     return cmd
+
+
+def _may_have_started(state, delivered_at, lease_id, started_at) -> bool:
+    """Whether the agent may have run a command: it answered, acknowledged its start, or took it without a lease
+    (an agent before 1.3.0 starts what it is handed). A leased one it never acknowledged did not run."""
+    return state == CommandState.DONE or started_at is not None or (delivered_at is not None and lease_id is None)
 
 
 def agent_prepare_reached(*, node_id, instance_id, cards=None) -> bool:
     """Whether a prepare of this instance (on `cards`, for one container) ever reached the node's agent.
 
-    Prepares still queued are withdrawn first (expired), under their row locks, so none can be handed out
-    after this answers False: a release then has nothing to stop and need not wait for a dead agent.
+    Prepares that cannot have started are withdrawn first (expired), under their row locks: those still queued
+    (or put back after a lease ran out) and those delivered under a lease the agent has not acknowledged (the
+    acknowledgement, which takes the same lock, then finds the command expired and the agent does not run it).
+    So after this answers False none can be handed out or started: a release then has nothing to stop and need
+    not wait for a dead agent.
     """
     with transaction.atomic():
         prepares = AgentCommand.objects.filter(node_id=node_id, kind=CommandKind.PREPARE,
                                                payload__instance_id=str(instance_id))
         if cards:
             prepares = prepares.filter(payload__cards=list(cards))
-        # Locks wait for a claim in progress (it holds these rows), so a prepare being handed out counts.
-        rows = dict(prepares.select_for_update().values_list("pk", "delivered_at"))
-        queued = [pk for pk, delivered_at in rows.items() if delivered_at is None]
-        AgentCommand.objects.filter(pk__in=queued, state=CommandState.QUEUED).update(
-            state=CommandState.EXPIRED, finished_at=Now())
-        return any(delivered_at is not None for delivered_at in rows.values())
+        # Locks wait for a claim or an acknowledgement in progress (they hold these rows), so its outcome counts.
+        rows = list(prepares.select_for_update()
+                    .values_list("pk", "state", "delivered_at", "lease_id", "started_at"))
+        unstarted = [pk for pk, state, *rest in rows
+                     if state in (CommandState.QUEUED, CommandState.DELIVERED) and not _may_have_started(state, *rest)]
+        AgentCommand.objects.filter(pk__in=unstarted).update(state=CommandState.EXPIRED, finished_at=Now(),
+                                                             lease_until=None)
+        return any(_may_have_started(state, *rest) for _pk, state, *rest in rows)
 
 
 def agent_command_wait(*, command_id, poll_s: float = 1.0) -> AgentCommand:

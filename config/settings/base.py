@@ -304,6 +304,9 @@ AGENT_HEARTBEAT_TIMEOUT_SECONDS = env.float("AGENT_HEARTBEAT_TIMEOUT_SECONDS", d
 # Below the provisioning step deadline (15 min), so the reconciler never re-sends a step still waiting.
 AGENT_COMMAND_TIMEOUT_SECONDS = env.float("AGENT_COMMAND_TIMEOUT_SECONDS", default=600.0)
 AGENT_COMMAND_POLL_SECONDS = env.float("AGENT_COMMAND_POLL_SECONDS", default=1.0)
+# A command claimed with a lease (agent 1.3.0+) must be acknowledged as started within this long (DB clock), or it
+# goes back to the queue and is handed out again: a crash or a lost poll answer no longer costs the whole timeout.
+AGENT_COMMAND_LEASE_SECONDS = env.float("AGENT_COMMAND_LEASE_SECONDS", default=30.0)
 # Each container's sshd is published on its node at CONTAINER_SSH_PORT_BASE + its first card's index
 # (cards are held exclusively, so two live containers on one node never share a port): open
 # BASE..BASE+63 on the nodes' firewall. Bare metal is reached on the node's own ssh_port.

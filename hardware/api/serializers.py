@@ -79,9 +79,26 @@ class HeartbeatSerializer(serializers.Serializer):
 
 
 class CommandSerializer(serializers.ModelSerializer):
+    """A command as handed out without a lease (agents before 1.3.0): exactly what they always got."""
+
     class Meta:
         model = AgentCommand
         fields = ["id", "kind", "payload", "deadline"]
+
+
+class LeasedCommandSerializer(CommandSerializer):
+    """A command handed out under a lease: the agent acknowledges its start with `lease` before `lease_until`."""
+
+    lease = serializers.UUIDField(source="lease_id")
+
+    class Meta(CommandSerializer.Meta):
+        fields = [*CommandSerializer.Meta.fields, "lease", "lease_until"]
+
+
+class StartSerializer(serializers.Serializer):
+    """The agent's start acknowledgement: the lease it was handed the command under."""
+
+    lease = serializers.UUIDField(required=False, allow_null=True, default=None)
 
 
 class ResultSerializer(serializers.Serializer):

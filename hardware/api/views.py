@@ -1,7 +1,8 @@
-"""The agent API: heartbeat (registration), command poll, result. Node tokens only; nothing else accepted.
+"""The agent API: heartbeat (registration), command poll, start acknowledgement, result. Node tokens only;
+nothing else accepted.
 
-Not idempotency-keyed: a heartbeat overwrites the last one and a repeated result is a no-op
-(the command id is the idempotency key), so a retrying agent is always safe.
+Not idempotency-keyed: a heartbeat overwrites the last one, a repeated start acknowledgement or result is a
+no-op (the command id is the idempotency key), so a retrying agent is always safe.
 """
 from django.conf import settings
 from rest_framework.response import Response
@@ -12,7 +13,13 @@ from core.errors import ValidationFailed
 
 from .. import services
 from ..authentication import IsNodeAgent, NodeTokenAuthentication
-from .serializers import CommandSerializer, HeartbeatSerializer, ResultSerializer
+from .serializers import (
+    CommandSerializer,
+    HeartbeatSerializer,
+    LeasedCommandSerializer,
+    ResultSerializer,
+    StartSerializer,
+)
 
 
 def _valid(serializer_class, data):
@@ -57,8 +64,19 @@ def _claim_limit(request) -> int:
 
 class CommandsView(AgentView):
     def get(self, request):
-        rows = services.agent_commands_claim(credential=request.auth, limit=_claim_limit(request))
-        return Response({"results": CommandSerializer(rows, many=True).data})
+        """`?lease=1` (agents from 1.3.0): each command comes with a lease its start must be acknowledged under
+        (POST …/start/); without it, as before, a command handed out is never handed out again."""
+        lease = request.query_params.get("lease", "") in ("1", "true")
+        rows = services.agent_commands_claim(credential=request.auth, limit=_claim_limit(request), lease=lease)
+        serializer = LeasedCommandSerializer if lease else CommandSerializer
+        return Response({"results": serializer(rows, many=True).data})
+
+
+class StartView(AgentView):
+    def post(self, request, command_id):
+        data = _valid(StartSerializer, request.data)
+        cmd = services.agent_command_start(credential=request.auth, command_id=command_id, lease=data["lease"])
+        return Response({"id": str(cmd.pk), "state": cmd.state, "started_at": cmd.started_at})
 
 
 class ResultView(AgentView):

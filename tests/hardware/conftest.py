@@ -47,7 +47,7 @@ class AgentProcess:
                 "--vendor", "nvidia", "--state-dir", str(state_dir), "--heartbeat-interval", "0.3",
                 "--poll-interval", "0.1", "--readiness-timeout", "60", "--http-timeout", "10",
                 "--hostname", "agent-under-test", *extra_args]
-        self.log = open(self.log_path, "wb")
+        self.log = open(self.log_path, "ab")  # an agent restarted on the same state dir logs after the first
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(extra_env or {})}, start_new_session=True)
 
@@ -75,8 +75,9 @@ class AgentProcess:
 def start_agent(tmp_path):
     started: list[AgentProcess] = []
 
-    def start(server: str, token: str, name: str = "agent", **kwargs) -> AgentProcess:
-        agent = AgentProcess(server, token, tmp_path / f"{name}-{len(started)}", **kwargs)
+    def start(server: str, token: str, name: str = "agent", state_dir: Path | None = None, **kwargs) -> AgentProcess:
+        """A new agent process; `state_dir` = an earlier one's: the same agent restarted (it finds its state)."""
+        agent = AgentProcess(server, token, state_dir or tmp_path / f"{name}-{len(started)}", **kwargs)
         started.append(agent)
         return agent
 

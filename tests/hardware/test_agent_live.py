@@ -5,6 +5,8 @@ import signal
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
 
 from core.dbclock import db_now
 from hardware.models import AgentCommand, NodeCredential
@@ -19,6 +21,7 @@ from provisioning.services.cleaning import node_clean
 from provisioning.services.fleet import node_ref
 from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node
+from tests.races import Aside
 
 from .conftest import BIN, wait_for
 
@@ -145,11 +148,12 @@ def test_an_agent_restarted_mid_queue_runs_what_it_had_not_started_and_nothing_t
         # Before: the agent had claimed all three; the two it never started stayed delivered until their deadline.
         assert set(AgentCommand.objects.filter(pk__in=[c.pk for c in rest]).values_list("state", flat=True)) == {
             "queued"}
-        again = start_agent(live_server.url, token, name="again")
+        again = start_agent(live_server.url, token, state_dir=agent.state_dir)
         wait_for(lambda: AgentCommand.objects.filter(pk__in=[c.pk for c in rest], state="done").count() == 2,
                  timeout=30, what=f"the commands it had not started\n{again.log_tail()}")
         assert "GPU0" in AgentCommand.objects.get(pk=rest[1].pk).output
-        assert AgentCommand.objects.get(pk=first.pk).state == "delivered"  # it started: never run again
+        answered = AgentCommand.objects.get(pk=first.pk)  # it started: answered as cut short, never run again
+        assert answered.state == "done" and answered.exit_code == 75 and answered.started_at is not None
         assert len(runs.read_text().split()) == 1
     finally:
         for pid in runs.read_text().split() if runs.exists() else []:
@@ -200,3 +204,50 @@ def test_bare_metal_through_the_agent_gives_the_host_back_with_the_operators_own
     assert wiped.exit_code == 0 and "the operator's" in wiped.text and "restored" in wiped.text, wiped.text
     assert root_keys.read_bytes() == operators and root_keys.stat().st_mode & 0o777 == 0o600
     assert not list((tmp_path / "bare-metal-state" / "original-authorized-keys").iterdir())
+
+
+def test_an_agent_killed_while_running_a_command_answers_it_when_restarted(live_server, start_agent, tmp_path):
+    node, token = agent_node(hostname="gpu-agent-05.test")
+    runs = tmp_path / "runs"
+    slow = tmp_path / "all_reduce_perf"  # still running when the agent is killed
+    slow.write_text(f"#!/bin/sh\necho $$ >> {runs}\nsleep 60\n")
+    slow.chmod(0o755)
+    agent = start_agent(live_server.url, token, extra_args=("--readiness-bin", str(slow)))
+    waiting = Aside(lambda: get_driver("agent", poll_s=0.05, timeout_s=300).readiness(ref_of(node), [0, 1]))
+    try:
+        wait_for(runs.exists, timeout=30, what=f"the readiness test to start\n{agent.log_tail()}")
+        agent.kill(signal.SIGKILL)  # systemd's stop timeout, the OOM killer, a crash
+        assert [p.suffix for p in (agent.state_dir / "journal").iterdir()] == [".json"]  # it names the command
+        # Before: the restarted agent knew nothing of it; the driver waited the whole command timeout.
+        again = start_agent(live_server.url, token, state_dir=agent.state_dir,
+                            extra_args=("--readiness-bin", str(slow)))
+        out = waiting.result(60)
+        assert out.exit_code == 75, f"{out.text}\n{again.log_tail()}"
+        assert "the agent restarted while running this command (readiness" in out.text
+        assert out.meta["agent_restarted"] is True
+        wait_for(lambda: not list((agent.state_dir / "journal").iterdir()), timeout=10, what="the entry to go")
+        assert len(runs.read_text().split()) == 1  # not run again
+    finally:
+        for pid in runs.read_text().split() if runs.exists() else []:
+            try:
+                os.killpg(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_command_claimed_but_never_started_is_handed_out_again_and_run(live_server, start_agent):
+    node, token = agent_node(hostname="gpu-agent-06.test")
+    with override_settings(AGENT_COMMAND_LEASE_SECONDS=2):
+        waiting = Aside(lambda: get_driver("agent", poll_s=0.05, timeout_s=300).topology(ref_of(node)))
+        cmd = wait_for(lambda: AgentCommand.objects.filter(node=node).first(), timeout=10, what="the command")
+        # An agent took it and died before starting it, or the poll's answer was lost on the network.
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        lost = client.get("/api/v1/agent/commands/?limit=1&lease=1").json()["results"]
+        assert [c["id"] for c in lost] == [str(cmd.pk)]
+        agent = start_agent(live_server.url, token)
+        # Before: delivered for good; the agent was never handed it and the driver waited out its timeout.
+        out = waiting.result(60)
+    assert out.exit_code == 0 and "NV18" in out.text, f"{out.text}\n{agent.log_tail()}"
+    row = AgentCommand.objects.get(pk=cmd.pk)
+    assert row.state == "done" and row.started_at is not None

@@ -131,8 +131,8 @@ def test_command_polling_goes_on_after_malformed_answers(tmp_path, raw_server, s
     command = {"id": "c-1", "kind": "topology", "payload": {"collective": "nccl"}}
 
     def answer(method, path, body, hits):
-        if path.endswith("commands/?limit=1"):
-            n = sum(p.endswith("commands/?limit=1") for _, p in hits)
+        if path.endswith("commands/?limit=1&lease=1"):
+            n = sum(p.endswith("commands/?limit=1&lease=1") for _, p in hits)
             return {1: GARBAGE, 2: TRUNCATED, 3: http(200, [1, 2])}.get(
                 n, http(200, {"results": [command] if n == 4 else []}))
         return http(200, {})
@@ -149,7 +149,7 @@ def test_commands_are_claimed_one_at_a_time_and_the_next_poll_follows_at_once(tm
 
     def answer(method, path, body, hits):
         if "/commands/" in path and "/result/" not in path:  # a platform that honours the limit
-            return http(200, {"results": queued[:1] if path.endswith("?limit=1") else queued})
+            return http(200, {"results": queued[:1] if "?limit=1&" in path else queued})
         if path.endswith("/result/"):
             queued.pop(0)
         return http(200, {})
@@ -158,9 +158,10 @@ def test_commands_are_claimed_one_at_a_time_and_the_next_poll_follows_at_once(tm
     serving(make_agent(tmp_path, server.url, "--poll-interval", "30"))
     wait_for(lambda: server.count("c-2/result/") == 1, timeout=10, what="the three results, without a pause")
     polls = [p for _, p in server.hits if "/commands/" in p and "/result/" not in p]
-    assert polls[:3] == ["/api/v1/agent/commands/?limit=1"] * 3
+    assert polls[:3] == ["/api/v1/agent/commands/?limit=1&lease=1"] * 3
     assert [p for _, p in server.hits if p.endswith("/result/")] == [
         f"/api/v1/agent/commands/c-{n}/result/" for n in range(3)]
+    assert server.count("/start/") == 0  # handed out without a lease (a platform before 1.3.0): nothing to ask
 
 
 def test_a_platform_that_ignores_the_limit_gets_every_command_it_hands_out_run(tmp_path, raw_server, serving):
@@ -877,3 +878,116 @@ def test_readiness_names_the_cards_in_nvidia_smi_order(tmp_path, monkeypatch):
                                         "command": "all_reduce_perf -b 8G -e 8G -f 2 -g 2 -c 1"})
     # Without PCI_BUS_ID, CUDA counts fastest first: its 4,5 need not be nvidia-smi's (the group's) 4,5.
     assert code == 0 and text.strip() == "visible=4,5 order=PCI_BUS_ID", text
+
+
+# -- 16. a leased command runs only once its start is acknowledged; a journal answers one cut short -------------
+
+def leased(command_id="c-1", kind="topology", payload=None) -> dict:
+    return {"id": command_id, "kind": kind, "payload": payload or {}, "lease": f"lease-{command_id}",
+            "lease_until": "2030-01-01T00:00:00Z"}
+
+
+def once(command):
+    """An answer(): hands `command` out on the first poll, then nothing; `start` answers the start."""
+    def answer(method, path, body, hits, start=lambda n: http(200, {"state": "delivered"})):
+        if "/commands/?" in path:
+            first = sum("/commands/?" in p for _, p in hits) == 1
+            return http(200, {"results": [command] if first else []})
+        if path.endswith("/start/"):
+            return start(sum(p.endswith("/start/") for _, p in hits))
+        return http(200, {"state": "done"})
+    return answer
+
+
+def marker_tool(tmp_path):
+    """A readiness binary that leaves a file behind when it runs."""
+    ran, tool = tmp_path / "ran", tmp_path / "all_reduce_perf"
+    tool.write_text(f"#!/bin/sh\necho run >> {ran}\necho ok\n")
+    tool.chmod(0o755)
+    return ran, tool
+
+
+def test_a_leased_command_runs_after_its_start_is_acknowledged(tmp_path, raw_server, serving):
+    server = raw_server(once(leased()))
+    agent = make_agent(tmp_path, server.url)
+    serving(agent)
+    wait_for(lambda: server.count("c-1/result/") == 1, timeout=10, what="the result")
+    paths = [p for _, p in server.hits]
+    assert paths.index("/api/v1/agent/commands/c-1/start/") < paths.index("/api/v1/agent/commands/c-1/result/")
+    assert server.bodies[paths.index("/api/v1/agent/commands/c-1/start/")] == {"lease": "lease-c-1"}
+    assert list(agent.journal_dir.iterdir()) == []  # answered: forgotten
+
+
+@pytest.mark.parametrize("status", [409, 404])
+def test_a_refused_start_means_the_command_is_not_run(tmp_path, raw_server, serving, status):
+    ran, tool = marker_tool(tmp_path)
+    answer = once(leased(kind="readiness", payload={"command": "all_reduce_perf -b 8G", "cards": [0]}))
+    server = raw_server(lambda *a: answer(*a, start=lambda n: http(status, {"error": {"code": "invalid_state"}})))
+    serving(make_agent(tmp_path, server.url, "--readiness-bin", str(tool)))
+    wait_for(lambda: server.count("/commands/?limit=1&lease=1") >= 3, timeout=10, what="the polls after it")
+    # Before: the agent ran whatever it was handed; a command whose lease ran out is handed out again (or the
+    # platform stopped waiting for it): running it here too could run it twice.
+    assert server.count("c-1/start/") == 1 and server.count("c-1/result/") == 0 and not ran.exists()
+
+
+def test_a_start_is_retried_through_malformed_answers_and_5xx(tmp_path, raw_server, serving):
+    answers = {1: GARBAGE, 2: http(503, {}), 3: http(429, {})}
+    answer = once(leased())
+    server = raw_server(lambda *a: answer(*a, start=lambda n: answers.get(n, http(200, {"state": "delivered"}))))
+    serving(make_agent(tmp_path, server.url))
+    wait_for(lambda: server.count("c-1/result/") == 1, timeout=10, what="the result")
+    assert server.count("c-1/start/") == 4
+
+
+def test_an_agent_asked_to_stop_leaves_a_command_it_has_not_started_to_its_lease(tmp_path, raw_server, serving):
+    agent = make_agent(tmp_path)
+    answer = once(leased())
+
+    def stop_on_poll(method, path, body, hits):  # SIGTERM arrives while the poll is answered
+        if "/commands/?" in path:
+            agent.stop.set()
+        return answer(method, path, body, hits)
+    server = raw_server(stop_on_poll)
+    agent.server = server.url
+    thread = serving(agent)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert server.count("/start/") == 0 and server.count("/result/") == 0  # handed out again after the lease
+
+
+def test_commands_left_in_the_journal_are_answered_before_the_first_poll(tmp_path, raw_server, serving):
+    journal = tmp_path / "state" / "journal"
+    journal.mkdir(parents=True)
+    # An agent killed while running c-1; one that stopped before it could post c-2's result; one killed while
+    # writing c-3's entry.
+    (journal / "c-1.json").write_text(json.dumps({"id": "c-1", "kind": "readiness", "started": time.time() - 5}))
+    stored = {"exit_code": 0, "output": "done before the stop\n", "duration_s": 1.5, "meta": {}}
+    (journal / "c-2.json").write_text(json.dumps({"id": "c-2", "kind": "topology", "result": stored}))
+    (journal / "c-3.json.tmp").write_text('{"id": "c-3", "ki')
+    server = raw_server(lambda method, path, body, hits: http(200, {"results": []}) if "/commands/?" in path
+                        else http(409, {}) if "c-3" in path else http(200, {"state": "done"}))
+    agent = make_agent(tmp_path, server.url)
+    serving(agent)
+    wait_for(lambda: server.count("/commands/?limit=1&lease=1") >= 1, timeout=10, what="the first poll")
+    results = {p.split("/")[-3]: server.bodies[i] for i, (_, p) in enumerate(server.hits) if p.endswith("/result/")}
+    first_poll = next(i for i, (_, p) in enumerate(server.hits) if "/commands/?" in p)
+    assert max(i for i, (_, p) in enumerate(server.hits) if p.endswith("/result/")) < first_poll
+    # Before: nothing was said, and the platform waited for each until its deadline.
+    assert results["c-1"]["exit_code"] == agent_mod.EXIT_RESTARTED == 75
+    assert "the agent restarted while running this command (readiness, started " in results["c-1"]["output"]
+    assert results["c-1"]["meta"] == {"agent_restarted": True} and results["c-1"]["duration_s"] >= 5
+    assert results["c-2"] == stored
+    assert results["c-3"]["exit_code"] == 75 and "(unknown kind, started an unknown time)" in results["c-3"]["output"]
+    assert list(journal.iterdir()) == []  # stored, or refused for good (409): forgotten
+
+
+def test_a_result_that_could_not_be_posted_stays_in_the_journal_for_the_next_start(tmp_path, raw_server):
+    down = raw_server(lambda *a: http(503, {}))
+    agent = make_agent(tmp_path, down.url, "--result-retry-seconds", "0.2")
+    agent.execute(leased())
+    entry = json.loads((agent.journal_dir / "c-1.json").read_text())
+    assert entry["result"]["exit_code"] == 0 and "GPU0" in entry["result"]["output"]
+    up = raw_server(lambda *a: http(200, {"state": "done"}))
+    make_agent(tmp_path, up.url).journal_recover()
+    assert up.count("c-1/result/") == 1 and up.bodies[-1] == entry["result"]
+    assert list(agent.journal_dir.iterdir()) == []

@@ -214,6 +214,7 @@ SKIP = {
     "api:stripe-webhook": "Stripe signature auth (tests/payments/test_webhook_security.py, test_secrets.py)",
     "api:agent-heartbeat": "node-token auth (tests/hardware/test_agent_api.py)",
     "api:agent-commands": "node-token auth (tests/hardware/test_agent_api.py)",
+    "api:agent-command-start": "node-token auth; another node's command → 404 (tests/hardware/test_agent_lease.py)",
     "api:agent-command-result": "node-token auth; another node's command → 404 (tests/hardware)",
     "console:landing": "public page",
     "console:login": "public page",

@@ -1,0 +1,186 @@
+"""Leases on agent commands (agents from 1.3.0 claim with `?lease=1`): a command handed out must be acknowledged
+as started (POST …/start/) before its lease runs out (DB clock), else it goes back to the queue and is handed out
+again, so an agent killed between the claim and the start, or a poll answer lost on the way, no longer costs the
+command's whole timeout. A start after the lease is refused (409) and the agent does not run it. A claim without
+`lease=1` (older agents) is served as before. Leases are made short with settings; the tests wait on the DB clock.
+"""
+from datetime import datetime, timedelta
+
+import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from core.dbclock import db_now
+from hardware.models import AgentCommand
+from hardware.services import agent_command_enqueue
+from provisioning.drivers.agent import AgentDriver
+from provisioning.services.fleet import node_ref
+from tests.factories.hardware import agent_node
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.django_db
+LEASE = "/api/v1/agent/commands/?limit=1&lease=1"
+SHORT = 0.2  # seconds: the lease in these tests
+PREPARE = {"kind": "container", "cards": [0, 1], "instance_id": "inst-1", "name": "cardmix-inst-1-0"}
+
+
+def node_client(secret):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+def claim(client, path=LEASE) -> list:
+    response = client.get(path)
+    assert response.status_code == 200, response.content
+    return response.json()["results"]
+
+
+def start(client, command, lease=None):
+    lease = command["lease"] if lease is None else lease
+    return client.post(f"/api/v1/agent/commands/{command['id']}/start/", {"lease": lease}, format="json")
+
+
+def lease_over(command) -> None:
+    """Wait until the DB clock is past the lease the command was handed out with."""
+    until = datetime.fromisoformat(command["lease_until"].replace("Z", "+00:00"))
+    wait_for(lambda: db_now() > until, timeout=10, what="the lease to run out")
+
+
+@override_settings(AGENT_COMMAND_LEASE_SECONDS=SHORT)
+def test_a_leased_command_never_acknowledged_is_handed_out_again_after_its_lease():
+    node, secret = agent_node()
+    cmd = agent_command_enqueue(node_id=node.pk, kind="topology", payload={}, timeout_s=600)
+    client = node_client(secret)
+    first = claim(client)  # the answer is lost on the way, or the agent dies before it starts the command
+    assert [c["id"] for c in first] == [str(cmd.pk)] and first[0]["lease"] and first[0]["lease_until"]
+    # Before: delivered for good; the driver waited the whole timeout for a command nobody ran.
+    again = wait_for(lambda: claim(client), timeout=10, what="the command to be handed out again")
+    assert [c["id"] for c in again] == [str(cmd.pk)] and again[0]["lease"] != first[0]["lease"]
+    started = start(client, again[0])
+    assert started.status_code == 200 and started.json()["state"] == "delivered", started.content
+    row = AgentCommand.objects.get(pk=cmd.pk)
+    assert row.started_at is not None and row.lease_until is None
+    lease_over(again[0])
+    assert claim(client) == []  # started: never handed out again, however long it runs
+    done = client.post(f"/api/v1/agent/commands/{cmd.pk}/result/", {"exit_code": 0, "output": "GPU0"}, format="json")
+    assert done.status_code == 200 and done.json()["state"] == "done"
+
+
+@override_settings(AGENT_COMMAND_LEASE_SECONDS=SHORT)
+def test_a_start_after_the_lease_ran_out_is_refused():
+    node, secret = agent_node()
+    cmd = agent_command_enqueue(node_id=node.pk, kind="wipe", payload={}, timeout_s=600)
+    client = node_client(secret)
+    first = claim(client)[0]
+    lease_over(first)
+    late = start(client, first)  # before: there was nothing to ask, the agent just ran it
+    assert late.status_code == 409 and late.json()["error"]["code"] == "invalid_state", late.content
+    assert AgentCommand.objects.get(pk=cmd.pk).started_at is None
+    second = claim(client)[0]  # handed out again, under a new lease
+    stale = start(client, first)  # the first delivery's lease does not start the second one
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "invalid_state"
+    assert start(client, second).status_code == 200
+    assert start(client, second).status_code == 200  # a repeat (its answer was lost) answers the same
+
+
+def test_a_start_for_a_command_the_platform_stopped_waiting_for_is_refused():
+    node, secret = agent_node()
+    cmd = agent_command_enqueue(node_id=node.pk, kind="wipe", payload={}, timeout_s=600)
+    client = node_client(secret)
+    command = claim(client)[0]
+    AgentCommand.objects.filter(pk=cmd.pk).update(state="expired")  # the driver's deadline passed
+    refused = start(client, command)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "invalid_state"
+
+
+def test_only_the_nodes_own_agent_can_start_a_command(member_factory, token_client_for, session_client_for):
+    node_a, secret_a = agent_node()
+    _, secret_b = agent_node()
+    cmd = agent_command_enqueue(node_id=node_a.pk, kind="topology", payload={}, timeout_s=600)
+    command = claim(node_client(secret_a))[0]
+    foreign = start(node_client(secret_b), command)
+    assert foreign.status_code == 404 and foreign.json()["error"]["code"] == "not_found"
+    membership = member_factory(role="owner")
+    url = f"/api/v1/agent/commands/{cmd.pk}/start/"
+    assert token_client_for(membership).post(url, {"lease": command["lease"]}, format="json").status_code == 401
+    assert session_client_for(membership).post(url, {"lease": command["lease"]}, format="json").status_code == 401
+    assert APIClient().post(url, {"lease": command["lease"]}, format="json").status_code == 401
+    assert AgentCommand.objects.get(pk=cmd.pk).started_at is None
+    assert start(node_client(secret_a), command).status_code == 200
+
+
+@override_settings(AGENT_COMMAND_LEASE_SECONDS=SHORT)
+def test_a_claim_without_a_lease_is_served_as_before():
+    node, secret = agent_node()
+    cmd = agent_command_enqueue(node_id=node.pk, kind="topology", payload={}, timeout_s=600)
+    client = node_client(secret)
+    handed = claim(client, "/api/v1/agent/commands/?limit=1")
+    assert [set(c) for c in handed] == [{"id", "kind", "payload", "deadline"}]  # no lease, nothing to acknowledge
+    row = AgentCommand.objects.get(pk=cmd.pk)
+    assert row.state == "delivered"
+    wait_for(lambda: db_now() > row.delivered_at + timedelta(seconds=2 * SHORT), timeout=10, what="a lease's time")
+    assert claim(client) == [] and claim(client, "/api/v1/agent/commands/") == []  # handed out once, as before
+    done = client.post(f"/api/v1/agent/commands/{cmd.pk}/result/", {"exit_code": 0, "output": "ok"}, format="json")
+    assert done.status_code == 200 and done.json()["state"] == "done"
+
+
+@override_settings(AGENT_COMMAND_LEASE_SECONDS=SHORT)
+def test_a_release_withdraws_a_prepare_the_agent_has_not_started():
+    node, secret = agent_node()
+    prepare = agent_command_enqueue(node_id=node.pk, kind="prepare", payload=PREPARE, timeout_s=600)
+    client = node_client(secret)
+    command = claim(client)[0]  # handed out under a lease, not started (yet)
+    out = AgentDriver(timeout_s=30, poll_s=0.05).release(node_ref(node), [0, 1], instance_id="inst-1")
+    assert out.exit_code == 0 and out.meta["skipped"] is True, out.text  # nothing can run on the freed cards
+    assert AgentCommand.objects.get(pk=prepare.pk).state == "expired"
+    refused = start(client, command)  # the agent's start comes too late: it does not run the prepare
+    assert refused.status_code == 409
+    lease_over(command)
+    assert claim(client) == []  # and it is never handed out again
+
+
+def test_a_release_follows_a_prepare_the_agent_started():
+    node, secret = agent_node()
+    agent_command_enqueue(node_id=node.pk, kind="prepare", payload=PREPARE, timeout_s=600)
+    client = node_client(secret)
+    assert start(client, claim(client)[0]).status_code == 200  # a container may be starting
+    out = AgentDriver(timeout_s=0.5, poll_s=0.05).release(node_ref(node), [0, 1], instance_id="inst-1")
+    assert out.exit_code == 124  # no agent answered in this test: the release was really sent
+    assert AgentCommand.objects.filter(kind="release").count() == 1
+
+
+@override_settings(AGENT_COMMAND_LEASE_SECONDS=SHORT)
+def test_a_prepare_put_back_after_its_lease_is_withdrawn_like_a_queued_one():
+    node, secret = agent_node()
+    older = agent_command_enqueue(node_id=node.pk, kind="topology", payload={}, timeout_s=600)
+    prepare = agent_command_enqueue(node_id=node.pk, kind="prepare", payload=PREPARE, timeout_s=600)
+    client = node_client(secret)
+    both = claim(client, "/api/v1/agent/commands/?limit=2&lease=1")
+    assert [c["id"] for c in both] == [str(older.pk), str(prepare.pk)]
+    lease_over(both[1])  # neither was started: the next claim puts both back and hands out the older one again
+    assert [c["id"] for c in claim(client)] == [str(older.pk)]
+    assert AgentCommand.objects.get(pk=prepare.pk).state == "queued"
+    out = AgentDriver(timeout_s=30, poll_s=0.05).release(node_ref(node), [0, 1], instance_id="inst-1")
+    assert out.exit_code == 0 and out.meta["skipped"] is True, out.text
+    assert AgentCommand.objects.get(pk=prepare.pk).state == "expired"
+    again = wait_for(lambda: claim(client), timeout=10, what="the older command's next lease")
+    assert [c["id"] for c in again] == [str(older.pk)]  # the withdrawn prepare is never handed out again
+
+
+@override_settings(AGENT_COMMAND_LEASE_SECONDS=SHORT)
+def test_nothing_newer_is_handed_out_while_an_older_command_waits_on_its_lease():
+    node, secret = agent_node()
+    # A release lost on the way must not run after the prepare queued behind it (it would remove the new container).
+    release = agent_command_enqueue(node_id=node.pk, kind="release", payload=PREPARE, timeout_s=600)
+    prepare = agent_command_enqueue(node_id=node.pk, kind="prepare", payload=PREPARE, timeout_s=600)
+    client = node_client(secret)
+    lost = claim(client)[0]
+    assert lost["id"] == str(release.pk)
+    assert claim(client) == []  # the agent may still start it: the prepare waits
+    assert AgentCommand.objects.get(pk=prepare.pk).state == "queued"
+    again = wait_for(lambda: claim(client), timeout=10, what="the release to come back")
+    assert [c["id"] for c in again] == [str(release.pk)]
+    assert start(client, again[0]).status_code == 200
+    assert [c["id"] for c in claim(client)] == [str(prepare.pk)]  # the release started: the prepare follows
