@@ -36,6 +36,24 @@ def wait_for(predicate, timeout=30.0, interval=0.1, what="condition"):
         time.sleep(interval)
 
 
+def heartbeats_settled(node, quiet: float = 2.0, timeout: float = 30.0) -> None:
+    """After killing an agent: wait until no heartbeat it sent before dying is still being stored (the live server
+    answers in its own threads), so a deadline the test then moves stays moved."""
+    from hardware.models import NodeCredential
+
+    def last():
+        return NodeCredential.objects.filter(node=node).values_list("last_heartbeat_at", flat=True).first()
+
+    seen, since, give_up = last(), time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > give_up:
+            raise AssertionError(f"heartbeats of {node} still arriving after {timeout}s")
+        time.sleep(0.1)
+        now = last()
+        if now != seen:
+            seen, since = now, time.monotonic()
+
+
 class AgentProcess:
     """cardmix_agent.py as a separate OS process with the `process` runtime and fake device tools."""
 

@@ -23,7 +23,7 @@ from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node
 from tests.races import Aside
 
-from .conftest import BIN, wait_for
+from .conftest import BIN, heartbeats_settled, wait_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
@@ -76,6 +76,7 @@ def test_agent_registers_runs_commands_and_goes_unreachable(live_server, start_a
     holder = "99999999-8888-7777-6666-555555555555"
     CardAllocation.objects.create(card=Card.objects.get(node=node, index=0), holder_id=holder)
     agent.kill(signal.SIGKILL)
+    heartbeats_settled(node)  # one sent just before the kill would move the deadline back after the test's update
     assert heartbeats_check() == []  # the deadline has not passed yet
     NodeCredential.objects.filter(node=node).update(heartbeat_deadline=db_now() - timedelta(seconds=1))
     assert heartbeats_check() == [node.hostname]
