@@ -230,16 +230,21 @@ def agent_commands_claim(*, credential: NodeCredential, limit: int = CLAIM_LIMIT
     return rows
 
 
+def _own_command_locked(credential: NodeCredential, command_id) -> AgentCommand:
+    """One of the credential's node's commands, row-locked; any other node's answers 404 (never says it exists)."""
+    cmd = AgentCommand.objects.select_for_update().filter(pk=command_id, node_id=credential.node_id).first()
+    if cmd is None:
+        raise NotFoundError("No such command for this node.")
+    return cmd
+
+
 def agent_command_start(*, credential: NodeCredential, command_id, lease=None) -> AgentCommand:
     """The agent is about to run one of ITS commands (404 for any other): allowed only while the command is still
     delivered under the lease `lease` and that lease (and the command's deadline) has not run out, DB clock. Clears
     the lease: a started command is never handed out again. A repeat (the answer was lost) answers the same; anything
     else is InvalidState (409), and the agent does not run the command."""
     with transaction.atomic():
-        cmd = (AgentCommand.objects.select_for_update()
-               .filter(pk=command_id, node_id=credential.node_id).first())
-        if cmd is None:
-            raise NotFoundError("No such command for this node.")
+        cmd = _own_command_locked(credential, command_id)
         if cmd.state == CommandState.DONE:
             raise InvalidState("This command has its result already.")
         if cmd.state == CommandState.EXPIRED:
@@ -262,10 +267,7 @@ def agent_command_complete(*, credential: NodeCredential, command_id, exit_code:
                            duration_s: float | None = None, meta: dict | None = None) -> AgentCommand:
     """Store what the node printed for one of ITS commands (404 for any other); a repeat is a no-op."""
     with transaction.atomic():
-        cmd = (AgentCommand.objects.select_for_update()
-               .filter(pk=command_id, node_id=credential.node_id).first())
-        if cmd is None:
-            raise NotFoundError("No such command for this node.")
+        cmd = _own_command_locked(credential, command_id)
         if cmd.state == CommandState.DONE:
             return cmd
         if cmd.state == CommandState.EXPIRED:

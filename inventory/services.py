@@ -288,6 +288,19 @@ def _audited(value):
     return value if value is None or isinstance(value, (bool, int, str)) else str(value)
 
 
+def _create_by_slug(obj, fields: dict, noun: str, a_noun: str) -> None:
+    """Save a new zone or accelerator with `fields`; a slug another took meanwhile (the form checked it before)
+    is a refusal, not a database error."""
+    for key, value in fields.items():
+        setattr(obj, key, value)
+    try:
+        with transaction.atomic():
+            obj.save()
+    except IntegrityError as exc:
+        raise ValidationFailed(f"The {noun} is invalid.",
+                               details={"slug": [f"{a_noun} with this slug exists."]}) from exc
+
+
 def accelerator_save(*, accelerator, actor=None, request=None, **fields):
     """Create (accelerator unsaved) or update an accelerator; audited (an update with each changed field's old and
     new value, as stored: the admin's form has already written the new values onto `accelerator`).
@@ -298,14 +311,7 @@ def accelerator_save(*, accelerator, actor=None, request=None, **fields):
 
     with transaction.atomic():
         if accelerator._state.adding:
-            for key, value in fields.items():
-                setattr(accelerator, key, value)
-            try:
-                with transaction.atomic():
-                    accelerator.save()
-            except IntegrityError as exc:
-                raise ValidationFailed("The accelerator is invalid.",
-                                       details={"slug": ["An accelerator with this slug exists."]}) from exc
+            _create_by_slug(accelerator, fields, "accelerator", "An accelerator")
             audit_record(action="accelerator.create", actor=actor, request=request, target=accelerator,
                          details={f.name: _audited(getattr(accelerator, f.name)) for f in Accelerator._meta.fields
                                   if f.name != "id"})
@@ -338,14 +344,7 @@ def zone_save(*, zone, actor=None, request=None, **fields):
 
     with transaction.atomic():
         if zone._state.adding:
-            for key, value in fields.items():
-                setattr(zone, key, value)
-            try:
-                with transaction.atomic():
-                    zone.save()
-            except IntegrityError as exc:
-                raise ValidationFailed("The zone is invalid.",
-                                       details={"slug": ["A zone with this slug exists."]}) from exc
+            _create_by_slug(zone, fields, "zone", "A zone")
             audit_record(action="zone.create", actor=actor, request=request, target=zone,
                          details={"slug": zone.slug, "name": zone.name, "fabric_kind": zone.fabric_kind,
                                   "fabric_gbps": zone.fabric_gbps,

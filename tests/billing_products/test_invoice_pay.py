@@ -154,12 +154,9 @@ def test_a_superseded_invoice_cannot_be_paid_and_lists_nothing_to_pay(stripe_env
     assert client.post(f"/api/v1/billing/invoices/{august.pk}/pay/").json()["amount"] == "12.000000"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_two_simultaneous_pays_make_one_payable_topup(stripe_env, member_factory, session_client_for,  # noqa: F811
-                                                      monkeypatch):
-    """The second Pay arrives while the first waits for Stripe: the invoice's row lock has already given the
-    invoice its top-up, so the second makes none (409 while the first is being started), and once it is started
-    every Pay returns that one top-up: one PaymentIntent, never two the customer could both complete."""
+def _first_pay_inside_stripe(member_factory, session_client_for, monkeypatch):
+    """An owner's open invoice, and a first Pay (aside) that waits inside its Stripe call until `second_done` is
+    set. → (org, invoice, 3 clients, the pay url, the top-up ids Stripe was called for, the first Pay, second_done)"""
     membership = member_factory(role="owner")
     org = membership.organization
     set_credit_limit(org, 100_000_000)
@@ -168,7 +165,7 @@ def test_two_simultaneous_pays_make_one_payable_topup(stripe_env, member_factory
     create, calls = stripe.PaymentIntent.create, []
     first_in, second_done = threading.Event(), threading.Event()
 
-    def paused_create(**kwargs):  # the first request waits inside its Stripe call until the second has answered
+    def paused_create(**kwargs):
         calls.append(kwargs["metadata"]["topup_id"])
         if not first_in.is_set():
             first_in.set()
@@ -179,6 +176,17 @@ def test_two_simultaneous_pays_make_one_payable_topup(stripe_env, member_factory
     url = f"/api/v1/billing/invoices/{invoice.pk}/pay/"
     first = Aside(lambda: clients[0].post(url))
     assert first_in.wait(10)
+    return org, invoice, clients, url, calls, first, second_done
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_simultaneous_pays_make_one_payable_topup(stripe_env, member_factory, session_client_for,  # noqa: F811
+                                                      monkeypatch):
+    """The second Pay arrives while the first waits for Stripe: the invoice's row lock has already given the
+    invoice its top-up, so the second makes none (409 while the first is being started), and once it is started
+    every Pay returns that one top-up: one PaymentIntent, never two the customer could both complete."""
+    org, invoice, clients, url, calls, first, second_done = _first_pay_inside_stripe(
+        member_factory, session_client_for, monkeypatch)
     second = Aside(lambda: clients[1].post(url))
     second_response = second.result(20)
     second_done.set()
@@ -269,25 +277,8 @@ def test_a_live_request_still_waiting_on_stripe_is_never_taken_over_however_long
         stripe_env, member_factory, session_client_for, monkeypatch):  # noqa: F811
     """The first Pay is still inside its Stripe call when its row is older than any fixed window (10 minutes):
     a second Pay answers 409 and makes nothing, however old the row, while that request lives."""
-    membership = member_factory(role="owner")
-    org = membership.organization
-    set_credit_limit(org, 100_000_000)
-    invoice = Invoice.objects.create(organization=org, period=date(2025, 1, 1), amount_due=12_345_678)
-    clients = [session_client_for(membership) for _ in range(3)]
-    create, calls = stripe.PaymentIntent.create, []
-    first_in, second_done = threading.Event(), threading.Event()
-
-    def paused_create(**kwargs):
-        calls.append(kwargs["metadata"]["topup_id"])
-        if not first_in.is_set():
-            first_in.set()
-            second_done.wait(10)
-        return create(**kwargs)
-
-    monkeypatch.setattr(stripe.PaymentIntent, "create", paused_create)
-    url = f"/api/v1/billing/invoices/{invoice.pk}/pay/"
-    first = Aside(lambda: clients[0].post(url))
-    assert first_in.wait(10)
+    org, invoice, clients, url, calls, first, second_done = _first_pay_inside_stripe(
+        member_factory, session_client_for, monkeypatch)
     TopUp.objects.filter(organization=org).update(created_at=timezone.now() - timedelta(minutes=10))
     second = Aside(lambda: clients[1].post(url))
     second_response = second.result(20)
