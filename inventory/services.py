@@ -301,6 +301,18 @@ def _create_by_slug(obj, fields: dict, noun: str, a_noun: str) -> None:
                                details={"slug": [f"{a_noun} with this slug exists."]}) from exc
 
 
+def _update_changed(stored, fields: dict, shown) -> dict:
+    """Write the fields that differ from the locked row `stored`. → {field: {"old", "new"}} as `shown` renders
+    them, for the audit record (empty: nothing changed, nothing written)."""
+    changed = {k: {"old": shown(getattr(stored, k)), "new": shown(v)} for k, v in fields.items()
+               if getattr(stored, k) != v}
+    for key in changed:
+        setattr(stored, key, fields[key])
+    if changed:
+        stored.save(update_fields=list(changed))
+    return changed
+
+
 def accelerator_save(*, accelerator, actor=None, request=None, **fields):
     """Create (accelerator unsaved) or update an accelerator; audited (an update with each changed field's old and
     new value, as stored: the admin's form has already written the new values onto `accelerator`).
@@ -321,12 +333,8 @@ def accelerator_save(*, accelerator, actor=None, request=None, **fields):
                  if fields.get(k, getattr(stored, k)) != getattr(stored, k)}
         if fixed:
             raise ValidationFailed("The accelerator is invalid.", details=fixed)
-        changed = {k: {"old": _audited(getattr(stored, k)), "new": _audited(v)} for k, v in fields.items()
-                   if getattr(stored, k) != v}
-        for key in changed:
-            setattr(stored, key, fields[key])
+        changed = _update_changed(stored, fields, _audited)
         if changed:
-            stored.save(update_fields=list(changed))
             audit_record(action="accelerator.update", actor=actor, request=request, target=stored,
                          details={"slug": stored.slug, "fields": changed})
     for key in fields:
@@ -353,12 +361,8 @@ def zone_save(*, zone, actor=None, request=None, **fields):
         stored = Zone.objects.select_for_update().get(pk=zone.pk)
         if fields.get("slug", stored.slug) != stored.slug:
             raise ValidationFailed("The zone is invalid.", details={"slug": ["A zone's slug cannot change."]})
-        changed = {k: {"old": str(getattr(stored, k)), "new": str(v)} for k, v in fields.items()
-                   if getattr(stored, k) != v}
-        for key in changed:
-            setattr(stored, key, fields[key])
+        changed = _update_changed(stored, fields, str)
         if changed:
-            stored.save(update_fields=list(changed))
             audit_record(action="zone.update", actor=actor, request=request, target=stored,
                          details={"slug": stored.slug, "fields": changed})
     for key in fields:

@@ -132,6 +132,15 @@ def test_cleaning_failure_keeps_the_node_out_of_the_pool(live_server, start_agen
     assert registered(node).facts["health"] == "degraded"
 
 
+def _kill_runs(runs) -> None:
+    """The stand-in tool's process groups (one pid per line in `runs`): a killed agent leaves them running."""
+    for pid in runs.read_text().split() if runs.exists() else []:
+        try:
+            os.killpg(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_an_agent_restarted_mid_queue_runs_what_it_had_not_started_and_nothing_twice(live_server, start_agent,
                                                                                      tmp_path):
     node, token = agent_node(hostname="gpu-agent-04.test")
@@ -157,11 +166,7 @@ def test_an_agent_restarted_mid_queue_runs_what_it_had_not_started_and_nothing_t
         assert answered.state == "done" and answered.exit_code == 75 and answered.started_at is not None
         assert len(runs.read_text().split()) == 1
     finally:
-        for pid in runs.read_text().split() if runs.exists() else []:
-            try:
-                os.killpg(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_runs(runs)
 
 
 def test_bare_metal_through_the_agent_gives_the_host_back_with_the_operators_own_keys(live_server, start_agent,
@@ -229,11 +234,7 @@ def test_an_agent_killed_while_running_a_command_answers_it_when_restarted(live_
         wait_for(lambda: not list((agent.state_dir / "journal").iterdir()), timeout=10, what="the entry to go")
         assert len(runs.read_text().split()) == 1  # not run again
     finally:
-        for pid in runs.read_text().split() if runs.exists() else []:
-            try:
-                os.killpg(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_runs(runs)
 
 
 def test_a_command_claimed_but_never_started_is_handed_out_again_and_run(live_server, start_agent):
