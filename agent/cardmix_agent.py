@@ -48,6 +48,11 @@ ASCEND_MOUNTS = ("/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/
 EXIT_TIMEOUT = 124
 EXIT_NOT_FOUND = 127
 EXIT_RESTARTED = 75  # EX_TEMPFAIL: the agent restarted while the command ran; how it ended is unknown
+# Each program a command runs carries the command's id in its environment (inherited by whatever it starts), so an
+# agent restarted after dying mid-command finds what that command left running (in sessions of their own, they
+# outlive the agent) and stops it: a readiness test's all_reduce_perf must not hold the cards into the next one.
+COMMAND_ENV = "CARDMIX_AGENT_COMMAND"
+_running = threading.local()  # .command_id: the command this thread runs (the command loop's; never heartbeats')
 # After a program ends (or is killed): how long to wait for the rest of its output. A helper that left its
 # process group (setsid, a daemon) may hold the pipe open for ever; waiting for its EOF would hang the agent.
 OUTPUT_GRACE_S = 2.0
@@ -132,6 +137,9 @@ def run(argv: list[str], *, timeout: float, env: dict | None = None) -> tuple[st
     OUTPUT_HEAD + OUTPUT_TAIL bytes of output are kept.
     """
     full_env = {**os.environ, **(env or {})}
+    command_id = getattr(_running, "command_id", None)
+    if command_id:
+        full_env[COMMAND_ENV] = str(command_id)
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=full_env, start_new_session=True)
@@ -154,6 +162,37 @@ def run(argv: list[str], *, timeout: float, env: dict | None = None) -> tuple[st
     if not capture.eof.is_set():  # leftovers of its process group still hold the pipe: the command is over
         _killpg(proc.pid)
     return text + note, code
+
+
+def processes_of_command(command_id: str) -> list[int]:
+    """The processes whose environment names `command_id` (see COMMAND_ENV; Linux /proc, readable as root or as
+    the processes' own user): what a command's programs left running."""
+    marker = f"{COMMAND_ENV}={command_id}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def stop_leftovers(command_id: str) -> int:
+    """SIGKILL the process groups of whatever `command_id`'s programs left running (never the agent's own
+    group). → how many processes were found."""
+    pids = processes_of_command(command_id)
+    for pid in pids:
+        try:
+            group = os.getpgid(pid)
+        except ProcessLookupError:
+            continue
+        if group != os.getpgrp():
+            _killpg(group)
+    return len(pids)
 
 
 def process_identity(pid: int) -> str | None:
@@ -475,11 +514,14 @@ class Agent:
                                            "agent_pid": os.getpid()})
         started = time.monotonic()
         handler = getattr(self, f"do_{kind}", None)
+        _running.command_id = command["id"]  # its programs carry it (COMMAND_ENV)
         try:
             text, code, meta = handler(payload) if handler else (f"cardmix-agent: unknown command {kind}\n", 2, {})
         except Exception as exc:  # report, never die: the platform decides what to do
             log.exception("command %s failed", kind)
             text, code, meta = f"cardmix-agent: {kind} failed: {type(exc).__name__}: {exc}\n", 1, {}
+        finally:
+            _running.command_id = None
         result = {"exit_code": max(-255, min(255, int(code))), "output": clip(text),
                   "duration_s": round(time.monotonic() - started, 3), "meta": scrub(meta)}
         status, body = self.post_result(command["id"], result)
@@ -554,6 +596,7 @@ class Agent:
         for command_id, entry in entries.items():
             result = entry.get("result")
             if not isinstance(result, dict):
+                left = stop_leftovers(command_id)
                 since = entry.get("started")
                 when = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
                         if isinstance(since, (int, float)) else "an unknown time")
@@ -562,7 +605,9 @@ class Agent:
                           if isinstance(since, (int, float)) else None,
                           "output": f"cardmix-agent: the agent restarted while running this command "
                                     f"({entry.get('kind', 'unknown kind')}, started {when}); it did not finish "
-                                    f"under the agent and its outcome is unknown\n"}
+                                    f"under the agent and its outcome is unknown\n"
+                                    + (f"cardmix-agent: stopped {left} process(es) it had left running\n"
+                                       if left else "")}
             log.warning("command %s was running when the agent stopped: answering exit %s", command_id,
                         result.get("exit_code"))
             status, _ = self.post_result(command_id, result)

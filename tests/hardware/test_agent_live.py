@@ -3,6 +3,7 @@ tools printing real formats, a recorded nccl-tests run as the readiness binary).
 import os
 import signal
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.test import override_settings
@@ -132,6 +133,14 @@ def test_cleaning_failure_keeps_the_node_out_of_the_pool(live_server, start_agen
     assert registered(node).facts["health"] == "degraded"
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie its new parent has not reaped yet counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
 def _kill_runs(runs) -> None:
     """The stand-in tool's process groups (one pid per line in `runs`): a killed agent leaves them running."""
     for pid in runs.read_text().split() if runs.exists() else []:
@@ -231,6 +240,9 @@ def test_an_agent_killed_while_running_a_command_answers_it_when_restarted(live_
         assert out.exit_code == 75, f"{out.text}\n{again.log_tail()}"
         assert "the agent restarted while running this command (readiness" in out.text
         assert out.meta["agent_restarted"] is True
+        # Before: its all_reduce_perf ran on (it outlived the agent in its own session), holding the cards.
+        assert "stopped 2 process(es) it had left running" in out.text  # the tool's sh and its sleep
+        wait_for(lambda: not _alive(int(runs.read_text().split()[0])), timeout=10, what="the tool to be stopped")
         wait_for(lambda: not list((agent.state_dir / "journal").iterdir()), timeout=10, what="the entry to go")
         assert len(runs.read_text().split()) == 1  # not run again
     finally:
