@@ -169,6 +169,8 @@ def processes_of_command(command_id: str) -> list[int]:
     the processes' own user): what a command's programs left running."""
     marker = f"{COMMAND_ENV}={command_id}".encode()
     found = []
+    if not os.path.isdir("/proc"):  # not Linux: nothing to find
+        return found
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
