@@ -32,7 +32,7 @@ def poll_trigger(instance) -> str:
 
 
 def decorate(instances, *, can_write: bool) -> list:
-    """Attach .api (the API body: nodes, ssh, sla), .cost, .position, .actions and .poll to each instance."""
+    """Attach .api (the API body: nodes, ssh, sla), .cost, .position, .actions, .may_start and .poll to each instance."""
     instances = list(instances)
     now = db_now()
     ids = [i.pk for i in instances]
@@ -47,6 +47,7 @@ def decorate(instances, *, can_write: bool) -> list:
         inst.position = context["positions"].get(inst.pk)
         inst.actions = [(name, label, style) for name, target, label, style in ACTIONS
                         if can_write and inst.can_become(target)]
+        inst.may_start = can_write  # the console only suggests starting to a role that may
         inst.poll = poll_trigger(inst)
         inst.mix = [{"count": it["count"], "name": names.get(it["accelerator"], it["accelerator"])}
                     for it in inst.items]

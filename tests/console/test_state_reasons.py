@@ -124,3 +124,14 @@ def test_terminating_asks_about_what_each_kind_loses(owner):
         page = html.unescape(client.get(f"/instances/{inst.pk}/").content.decode())
         prompt = page.split('hx-confirm="Terminate ')[1].split('"')[0]
         assert lost in prompt and not_lost not in prompt, kind
+
+
+def test_only_a_role_that_may_start_it_is_told_to_start_a_stopped_instance(owner, member_factory):
+    """A viewer sees no Start button, so the connect section does not tell them to start it either."""
+    viewer = member_factory(role="viewer", org=owner.organization)
+    for state in ("stopped", "stopping"):
+        inst = InstanceFactory(organization=owner.organization, kind="container", state=state, state_reason=state)
+        for membership, told in ((owner, True), (viewer, False)):
+            page = html.unescape(login_client(membership).get(f"/instances/{inst.pk}/").content.decode())
+            ssh_none = page.split('id="ssh-none">')[1].split("</p>")[0]
+            assert ("data disk is kept" in ssh_none, "Start it" in ssh_none) == (True, told), (state, membership.role)
