@@ -199,12 +199,15 @@ def agent_commands_claim(*, credential: NodeCredential, limit: int = CLAIM_LIMIT
     agent's start acknowledgement (`agent_command_start`) must beat. First, every delivered command of the node whose
     lease ran out unacknowledged goes back to `queued` (it never started: the acknowledgement is refused once the
     lease is over), so an agent that died before starting it, or never got the poll's answer, gets it again. Both
-    under row locks, skipping rows another transaction holds (a claim, an acknowledgement, a withdrawal).
+    under row locks, skipping rows another transaction holds (an acknowledgement, a withdrawal, a result).
 
     Order is kept: no command is handed out while an older one of the node waits on a running lease (its agent may
     still start it, or it comes back when the lease runs out), so a command lost on the way never runs after a newer
-    one (a release queued after a prepare, or a prepare queued after a release of the same container name)."""
+    one (a release queued after a prepare, or a prepare queued after a release of the same container name).
+    Claims of one node take turns on its credential's row: two at once (a poll the agent timed out on, still
+    running, and its next one) would each skip the command the other is leasing and hand out the one behind it."""
     with transaction.atomic():
+        list(NodeCredential.objects.select_for_update().filter(pk=credential.pk).values_list("pk", flat=True))
         lapsed = (AgentCommand.objects.select_for_update(skip_locked=True)
                   .filter(node_id=credential.node_id, state=CommandState.DELIVERED, lease_until__lte=Now())
                   .values("pk"))

@@ -4,6 +4,7 @@ again, so an agent killed between the claim and the start, or a poll answer lost
 command's whole timeout. A start after the lease is refused (409) and the agent does not run it. A claim without
 `lease=1` (older agents) is served as before. Leases are made short with settings; the tests wait on the DB clock.
 """
+import threading
 from datetime import datetime, timedelta
 
 import pytest
@@ -11,11 +12,13 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from core.dbclock import db_now
-from hardware.models import AgentCommand
-from hardware.services import agent_command_enqueue
+from hardware import services
+from hardware.models import AgentCommand, NodeCredential
+from hardware.services import agent_command_enqueue, agent_commands_claim
 from provisioning.drivers.agent import AgentDriver
 from provisioning.services.fleet import node_ref
 from tests.factories.hardware import agent_node
+from tests.races import Aside
 
 from .conftest import wait_for
 
@@ -184,3 +187,31 @@ def test_nothing_newer_is_handed_out_while_an_older_command_waits_on_its_lease()
     assert [c["id"] for c in again] == [str(release.pk)]
     assert start(client, again[0]).status_code == 200
     assert [c["id"] for c in claim(client)] == [str(prepare.pk)]  # the release started: the prepare follows
+
+
+@pytest.mark.pg  # row locks
+@pytest.mark.django_db(transaction=True)
+def test_two_claims_of_one_node_at_once_never_hand_out_a_newer_command_first(monkeypatch):
+    node, _ = agent_node()
+    # A poll the agent gave up on (its answer lost) still runs while its next poll comes in.
+    release = agent_command_enqueue(node_id=node.pk, kind="release", payload=PREPARE, timeout_s=600)
+    prepare = agent_command_enqueue(node_id=node.pk, kind="prepare", payload=PREPARE, timeout_s=600)
+    cred = NodeCredential.objects.get(node_id=node.pk)
+    inside, go_on, real, paused = threading.Event(), threading.Event(), services.db_now, []
+
+    def db_now_first_claim_pauses():  # the first claim holds its transaction open after picking its command
+        if not paused:
+            paused.append(True)
+            inside.set()
+            go_on.wait(10)
+        return real()
+
+    monkeypatch.setattr(services, "db_now", db_now_first_claim_pauses)
+    first = Aside(lambda: agent_commands_claim(credential=cred, limit=1, lease=True))
+    assert inside.wait(10)
+    second = Aside(lambda: agent_commands_claim(credential=cred, limit=1, lease=True))
+    second.running(0.5)  # before: it skipped the release the first was leasing and handed out the prepare
+    go_on.set()
+    assert [c.pk for c in first.result()] == [release.pk]
+    assert second.result() == []  # the release's lease runs: the prepare waits behind it
+    assert AgentCommand.objects.get(pk=prepare.pk).state == "queued"
