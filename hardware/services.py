@@ -213,8 +213,10 @@ def agent_commands_claim(*, credential: NodeCredential, limit: int = CLAIM_LIMIT
                   .values("pk"))
         AgentCommand.objects.filter(pk__in=lapsed, state=CommandState.DELIVERED, lease_until__lte=Now()).update(
             state=CommandState.QUEUED, delivered_at=None, lease_id=None, lease_until=None)
+        # Any older one still under a lease counts, lapsed too: one the re-queue skipped (a start holds its row)
+        # may yet start.
         leased_before = AgentCommand.objects.filter(node_id=OuterRef("node_id"), created_at__lt=OuterRef("created_at"),
-                                                    state=CommandState.DELIVERED, lease_until__gt=Now())
+                                                    state=CommandState.DELIVERED, lease_until__isnull=False)
         rows = list(AgentCommand.objects.select_for_update(skip_locked=True)
                     .filter(node_id=credential.node_id, state=CommandState.QUEUED, deadline__gt=Now())
                     .filter(~Exists(leased_before))

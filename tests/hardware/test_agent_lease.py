@@ -215,3 +215,34 @@ def test_two_claims_of_one_node_at_once_never_hand_out_a_newer_command_first(mon
     assert [c.pk for c in first.result()] == [release.pk]
     assert second.result() == []  # the release's lease runs: the prepare waits behind it
     assert AgentCommand.objects.get(pk=prepare.pk).state == "queued"
+
+
+@pytest.mark.pg  # row locks
+@pytest.mark.django_db(transaction=True)
+def test_a_lapsed_lease_whose_start_is_in_flight_still_holds_back_the_command_behind_it():
+    """The older command's lease ran out while its start acknowledgement holds its row: the claim's re-queue skips
+    that row, and the start may yet win; the command queued behind it must not be handed out meanwhile."""
+    from django.db import transaction
+
+    node, _ = agent_node()
+    release = agent_command_enqueue(node_id=node.pk, kind="release", payload=PREPARE, timeout_s=600)
+    prepare = agent_command_enqueue(node_id=node.pk, kind="prepare", payload=PREPARE, timeout_s=600)
+    cred = NodeCredential.objects.get(node_id=node.pk)
+    assert [c.pk for c in agent_commands_claim(credential=cred, limit=1, lease=True)] == [release.pk]
+    AgentCommand.objects.filter(pk=release.pk).update(lease_until=db_now() - timedelta(seconds=1))
+    locked, done = threading.Event(), threading.Event()
+
+    def start_in_flight():  # what agent_command_start holds while it decides
+        with transaction.atomic():
+            list(AgentCommand.objects.select_for_update().filter(pk=release.pk))
+            locked.set()
+            done.wait(10)
+
+    holder = Aside(start_in_flight)
+    try:
+        assert locked.wait(10)
+        assert agent_commands_claim(credential=cred, limit=1, lease=True) == []  # before: the prepare
+    finally:
+        done.set()
+        holder.result()
+    assert AgentCommand.objects.get(pk=prepare.pk).state == "queued"
