@@ -560,9 +560,10 @@ class Agent:
 
     def journal_settle(self, command_id: str, status, result: dict) -> None:
         """The result is stored, or refused for good (404: not ours; 409: the platform stopped waiting; another
-        4xx): forget the command. Else (the platform unreachable, the agent stopping) keep its result in the
-        entry: the agent posts it when it starts again."""
-        if status is not None and (status == 200 or (400 <= status < 500 and status not in (408, 429))):
+        4xx): forget the command. Else (the platform unreachable, the agent stopping, or the token refused with
+        401/403: rotated, so the agent is restarted with the new one) keep its result in the entry: the agent
+        posts it when it starts again."""
+        if status is not None and (status == 200 or (400 <= status < 500 and status not in (401, 403, 408, 429))):
             entry = self.journal_path(command_id)
             for path in (entry, entry.with_name(entry.name + ".tmp")):
                 try:

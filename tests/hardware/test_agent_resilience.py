@@ -991,3 +991,19 @@ def test_a_result_that_could_not_be_posted_stays_in_the_journal_for_the_next_sta
     make_agent(tmp_path, up.url).journal_recover()
     assert up.count("c-1/result/") == 1 and up.bodies[-1] == entry["result"]
     assert list(agent.journal_dir.iterdir()) == []
+
+
+def test_a_result_refused_for_a_rotated_token_is_kept_for_the_restart_with_the_new_one(tmp_path, raw_server):
+    """An operator rotated the node token while a command ran: its result answers 401. Kept in the journal, the
+    agent restarted with the new token posts it (before: the entry was dropped, the result lost)."""
+    rotated = raw_server(lambda method, path, body, hits: http(401, {"error": {"code": "token_invalid"}})
+                         if path.endswith("/result/") else http(200, {}))
+    agent = make_agent(tmp_path, rotated.url)
+    agent.execute(leased())
+    entry = json.loads((agent.journal_dir / "c-1.json").read_text())
+    assert entry["result"]["exit_code"] == 0
+    up = raw_server(lambda *a: http(200, {"state": "done"}))
+    make_agent(tmp_path, up.url).journal_recover()
+    assert up.count("c-1/result/") == 1 and up.bodies[-1] == entry["result"]
+    assert list(agent.journal_dir.iterdir()) == []
+
