@@ -353,7 +353,7 @@ def parse_npu_info(text: str) -> list[dict]:
 class Agent:
     """Heartbeats in one thread, commands in the other."""
 
-    result_backoff_s = (1.0, 30.0)  # first and longest pause between attempts to post a result
+    result_backoff_s = (1.0, 30.0)  # first and longest pause between attempts to post a result or a start
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -482,38 +482,18 @@ class Agent:
     def acknowledge_start(self, command: dict) -> bool:
         """Tell the platform this command starts now, under the lease it came with. → whether to run it.
 
-        Network errors, malformed answers, 5xx, 408 and 429 are retried (a repeat is harmless: the platform
-        answers a start it has already recorded the same way) for up to --start-retry-seconds; a 404 (not ours),
-        409 (the lease ran out: it is handed out again; or the platform stopped waiting) or another 4xx means
-        do not run it."""
-        give_up = time.monotonic() + self.args.start_retry_seconds
-        (delay, longest), status = self.result_backoff_s, None
-        while True:
-            try:
-                status, body = self.call("POST", f"commands/{command['id']}/start/", {"lease": command["lease"]})
-                if status == 200:
-                    return True
-                if 400 <= status < 500 and status not in (408, 429):
-                    log.warning("not running %s: its start answered %s: %s", command["id"], status, body)
-                    return False
-                log.warning("start of %s answered %s: %s", command["id"], status, body)
-            except Exception as exc:
-                status = None
-                if isinstance(exc, TRANSIENT_ERRORS):
-                    log.warning("acknowledging %s failed: %s: %s", command["id"], type(exc).__name__, exc)
-                else:
-                    log.exception("acknowledging %s failed", command["id"])
-            if self.stop.is_set() or time.monotonic() + delay > give_up:
-                log.error("not running %s: its start could not be acknowledged (last answer %s)", command["id"],
-                          status)
-                return False
-            self.stop.wait(delay)
-            delay = min(longest, delay * 2)
+        Retried like a result (a repeat is harmless: the platform answers a start it has already recorded the
+        same way) for up to --start-retry-seconds; a 404 (not ours), 409 (the lease ran out: it is handed out
+        again; or the platform stopped waiting) or another 4xx means do not run it."""
+        status, body = self.post_retrying(f"commands/{command['id']}/start/", {"lease": command["lease"]},
+                                          retry_s=self.args.start_retry_seconds, what=f"the start of {command['id']}")
+        if status != 200:
+            log.warning("not running %s: its start answered %s: %s", command["id"], status, body)
+        return status == 200
 
     def execute(self, command: dict) -> None:
         kind, payload = command["kind"], command.get("payload") or {}
-        self.journal_write(command["id"], {"id": command["id"], "kind": kind, "started": time.time(),
-                                           "agent_pid": os.getpid()})
+        self.journal_write(command["id"], {"id": command["id"], "kind": kind, "started": time.time()})
         started = time.monotonic()
         handler = getattr(self, f"do_{kind}", None)
         _running.command_id = command["id"]  # its programs carry it (COMMAND_ENV)
@@ -617,27 +597,32 @@ class Agent:
             self.journal_settle(command_id, status, result)
 
     def post_result(self, command_id: str, result: dict) -> tuple[int | None, dict]:
-        """POST a result until it is stored; retries transport errors, 5xx, 408 and 429 with backoff for up to
-        --result-retry-seconds (the platform's command timeout is 600 s), never another 4xx. → (status, body)."""
-        give_up = time.monotonic() + self.args.result_retry_seconds
-        (delay, longest), status, body = self.result_backoff_s, None, {}
+        """POST a result until it is stored, for up to --result-retry-seconds (the platform's command timeout is
+        600 s); 404 (not ours), 409 (the platform stopped waiting) and another 4xx end it. → (status, body)."""
+        return self.post_retrying(f"commands/{command_id}/result/", result, retry_s=self.args.result_retry_seconds,
+                                  what=f"the result of {command_id}")
+
+    def post_retrying(self, path: str, body: dict, *, retry_s: float, what: str) -> tuple[int | None, dict]:
+        """POST until the platform answers 200 or a 4xx that resending the same body cannot change; transport
+        errors, malformed answers, 5xx, 408 and 429 are retried with backoff for up to `retry_s`, or until the
+        agent stops. → the last (status, body); status None when nothing answered."""
+        give_up = time.monotonic() + retry_s
+        (delay, longest), status, answer = self.result_backoff_s, None, {}
         while True:
             try:
-                status, body = self.call("POST", f"commands/{command_id}/result/", result)
-                if status in (200, 404, 409):  # stored, not ours, or the platform stopped waiting
-                    return status, body
-                log.warning("result of %s answered %s: %s", command_id, status, body)
-                if 400 <= status < 500 and status not in (408, 429):
-                    return status, body  # resending the same body cannot succeed
+                status, answer = self.call("POST", path, body)
+                if status == 200 or (400 <= status < 500 and status not in (408, 429)):
+                    return status, answer
+                log.warning("%s answered %s: %s", what, status, answer)
             except Exception as exc:
-                status, body = None, {}
+                status, answer = None, {}
                 if isinstance(exc, TRANSIENT_ERRORS):
-                    log.warning("posting result of %s failed: %s: %s", command_id, type(exc).__name__, exc)
+                    log.warning("posting %s failed: %s: %s", what, type(exc).__name__, exc)
                 else:
-                    log.exception("posting result of %s failed", command_id)
+                    log.exception("posting %s failed", what)
             if self.stop.is_set() or time.monotonic() + delay > give_up:
-                log.error("giving up on the result of %s (last answer %s)", command_id, status)
-                return status, body
+                log.error("giving up on %s (last answer %s)", what, status)
+                return status, answer
             self.stop.wait(delay)
             delay = min(longest, delay * 2)
 
@@ -667,7 +652,7 @@ class Agent:
         digest = hashlib.sha256(os.path.abspath(target).encode()).hexdigest()[:24]
         return self.state_dir / ORIGINAL_KEYS_DIR / f"{digest}.json"
 
-    def save_original_keys(self, target: Path, where: Path) -> str:
+    def save_original_keys(self, target: Path) -> str:
         """Keep what `target` holds now (a file's bytes, mode and owner; a symlink's link; or that there was
         none), once: an existing saved copy is the operator's and stays (a retried or second prepare, an agent
         restart: the file holds a tenant's keys by then). Written atomically (0600) before the tenant's keys."""
@@ -708,7 +693,7 @@ class Agent:
         by the file (the operator's link and the file it names stay as they were) and comes back on release."""
         target = self.bare_metal_keys(where)
         make_private_dir(target.parent)
-        said = self.save_original_keys(target, where)
+        said = self.save_original_keys(target)
         (where / KEYS_MARKER).write_text(os.path.abspath(target) + "\n")  # this agent saved what was there
         atomic_put(target, data="".join(k.strip() + "\n" for k in keys).encode(), mode=0o600)
         return target, said
