@@ -37,7 +37,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-VERSION = "1.3.0"
+VERSION = "1.3.1"
 OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
 NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
 # Ascend device nodes every NPU container needs besides its /dev/davinciN cards.
@@ -47,7 +47,8 @@ ASCEND_MOUNTS = ("/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/
                  "/etc/ascend_install.info", "/usr/local/Ascend/add-ons")
 EXIT_TIMEOUT = 124
 EXIT_NOT_FOUND = 127
-EXIT_RESTARTED = 75  # EX_TEMPFAIL: the agent restarted while the command ran; how it ended is unknown
+EXIT_RESTARTED = 75  # EX_TEMPFAIL: the agent restarted while the command ran (how it ended is unknown), or
+# did not run one whose start the platform may have recorded
 # Each program a command runs carries the command's id in its environment (inherited by whatever it starts), so an
 # agent restarted after dying mid-command finds what that command left running (in sessions of their own, they
 # outlive the agent) and stops it: a readiness test's all_reduce_perf must not hold the cards into the next one.
@@ -181,6 +182,14 @@ def processes_of_command(command_id: str) -> list[int]:
         except OSError:  # gone meanwhile, or not ours to read
             continue
     return found
+
+
+def not_run_result(kind, why: str, *, restarted: bool = False) -> dict:
+    """The answer for a command the agent never ran, though the platform may have recorded its start (exit 75, so
+    the platform's step fails over at once instead of at the command's deadline)."""
+    meta = {"not_run": True, **({"agent_restarted": True} if restarted else {})}
+    return {"exit_code": EXIT_RESTARTED, "duration_s": 0.0, "meta": meta,
+            "output": f"cardmix-agent: did not run this command ({kind or 'unknown kind'}): {why}\n"}
 
 
 def stop_leftovers(command_id: str) -> int:
@@ -468,7 +477,7 @@ class Agent:
                 try:
                     if isinstance(command, dict) and command.get("lease"):
                         # Asked to stop before it started: leave it, the lease runs out and it comes back.
-                        if self.stop.is_set() or not self.acknowledge_start(command):
+                        if self.stop.is_set() or not self.begin(command):
                             continue
                     # Started (or handed out without a lease): run even when asked to stop, or it would wait
                     # out its deadline.
@@ -479,17 +488,32 @@ class Agent:
             if not ran:  # after a command the next may be queued already: no pause between them
                 self.stop.wait(self.args.poll_interval)
 
-    def acknowledge_start(self, command: dict) -> bool:
-        """Tell the platform this command starts now, under the lease it came with. → whether to run it.
+    def begin(self, command: dict) -> bool:
+        """Journal the command as starting, then tell the platform it starts now, under the lease it came with.
+        → whether to run it.
 
-        Retried like a result (a repeat is harmless: the platform answers a start it has already recorded the
-        same way) for up to --start-retry-seconds; a 404 (not ours), 409 (the lease ran out: it is handed out
-        again; or the platform stopped waiting) or another 4xx means do not run it."""
-        status, body = self.post_retrying(f"commands/{command['id']}/start/", {"lease": command["lease"]},
-                                          retry_s=self.args.start_retry_seconds, what=f"the start of {command['id']}")
-        if status != 200:
-            log.warning("not running %s: its start answered %s: %s", command["id"], status, body)
-        return status == 200
+        The acknowledgement is retried like a result (a repeat is harmless: the platform answers a start it has
+        already recorded the same way) for up to --start-retry-seconds; a 404 (not ours), 409 (the lease ran out:
+        it is handed out again; or the platform stopped waiting) or another 4xx means do not run it. The entry,
+        written first, covers the two ends the platform cannot see: the agent dying once its start may have been
+        accepted (the restart answers it), and an acknowledgement that never got an answer (answered now) — the
+        platform may have recorded that start, and would wait for a result until the command's deadline. Either
+        answer says the command did not run; one the platform never saw started is refused (409) and handed out
+        again after its lease."""
+        command_id = command["id"]
+        self.journal_write(command_id, {"id": command_id, "kind": command.get("kind"), "starting": time.time()})
+        status, body = self.post_retrying(f"commands/{command_id}/start/", {"lease": command["lease"]},
+                                          retry_s=self.args.start_retry_seconds, what=f"the start of {command_id}")
+        if status == 200:
+            return True
+        log.warning("not running %s: its start answered %s: %s", command_id, status, body)
+        if self.answered_for_good(status):  # refused: nothing to tell
+            self.journal_forget(command_id)
+        else:
+            result = not_run_result(command.get("kind"), f"its start acknowledgement got no answer ({status})")
+            status, _ = self.post_result(command_id, result)
+            self.journal_settle(command_id, status, result)
+        return False
 
     def execute(self, command: dict) -> None:
         kind, payload = command["kind"], command.get("payload") or {}
@@ -543,18 +567,27 @@ class Agent:
         4xx): forget the command. Else (the platform unreachable, the agent stopping, or the token refused with
         401/403: rotated, so the agent is restarted with the new one) keep its result in the entry: the agent
         posts it when it starts again."""
-        if status is not None and (status == 200 or (400 <= status < 500 and status not in (401, 403, 408, 429))):
-            entry = self.journal_path(command_id)
-            for path in (entry, entry.with_name(entry.name + ".tmp")):
-                try:
-                    path.unlink()
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:
-                    log.warning("could not remove the journal entry of %s: %s", command_id, exc)
+        if self.answered_for_good(status):
+            self.journal_forget(command_id)
             return
         entry = self.journal_read(self.journal_path(command_id))
         self.journal_write(command_id, {**entry, "id": command_id, "result": result})
+
+    @staticmethod
+    def answered_for_good(status) -> bool:
+        """Whether the platform's answer ends the exchange: 200, or a 4xx that resending cannot change (a 401/403
+        can: the token was rotated and the agent is restarted with the new one)."""
+        return status is not None and (status == 200 or (400 <= status < 500 and status not in (401, 403, 408, 429)))
+
+    def journal_forget(self, command_id: str) -> None:
+        entry = self.journal_path(command_id)
+        for path in (entry, entry.with_name(entry.name + ".tmp")):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("could not remove the journal entry of %s: %s", command_id, exc)
 
     @staticmethod
     def journal_read(path: Path) -> dict:
@@ -578,6 +611,10 @@ class Agent:
                 entries.setdefault(command_id, {}).update(self.journal_read(path))
         for command_id, entry in entries.items():
             result = entry.get("result")
+            if not isinstance(result, dict) and "starting" in entry and "started" not in entry:
+                # Died before running it (its start was being acknowledged): said, in case the start was accepted.
+                result = not_run_result(entry.get("kind"), "the agent restarted before it ran this command",
+                                        restarted=True)
             if not isinstance(result, dict):
                 left = stop_leftovers(command_id)
                 since = entry.get("started")

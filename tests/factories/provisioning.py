@@ -68,3 +68,18 @@ def wait_for_state(instance_id, states, timeout: float = 120.0, worker=None) -> 
         time.sleep(0.1)
     log = worker.log_tail() if worker is not None else ""
     raise AssertionError(f"instance {instance_id} stuck in {inst.state}, wanted {sorted(states)}\n{log}")
+
+
+def wait_for_cards_released(instance_id, timeout: float = 30.0, worker=None) -> None:
+    """Poll until the instance holds no card. A failure commits first and frees the cards just after it, through
+    the driver and outside that transaction, so a test that saw `failed` must wait for this too."""
+    import time
+
+    from inventory.models import CardAllocation
+
+    deadline = time.time() + timeout
+    while CardAllocation.objects.filter(holder_id=instance_id, released_at__isnull=True).exists():
+        if time.time() > deadline:
+            log = worker.log_tail() if worker is not None else ""
+            raise AssertionError(f"instance {instance_id} still holds cards after {timeout:g} s\n{log}")
+        time.sleep(0.1)

@@ -1,11 +1,13 @@
 """Processes the hardware tests start — the node agent, sushy-emulator, munged and slurmctld — on free
 loopback ports and in temporary directories; every one is stopped at teardown."""
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -202,3 +204,61 @@ def slurm_cluster(tmp_path_factory):
         if slurmctld is not None:
             stop_process(slurmctld)
         stop_process(munged)
+
+
+# -- a raw HTTP server: answers the agent as a platform would, or as a broken one would -------------------
+
+def http(status: int, body: dict) -> bytes:
+    data = json.dumps(body).encode()
+    return (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            f"Connection: close\r\n\r\n").encode() + data
+
+
+class RawServer:
+    """A loopback HTTP server answering raw bytes: `answer(method, path, body, hits)` → the bytes to send."""
+
+    def __init__(self, answer):
+        self.answer, self.hits, self.bodies = answer, [], []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(50)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                while len(body) < length:
+                    body += conn.recv(65536)
+                method, path = head.split(b" ")[:2]
+                self.hits.append((method.decode(), path.decode()))
+                self.bodies.append(json.loads(body) if body else None)
+                conn.sendall(self.answer(method.decode(), path.decode(), body, self.hits))
+
+    def count(self, suffix, method=None):
+        return sum(p.endswith(suffix) and (method is None or m == method) for m, p in self.hits)
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def raw_server():
+    servers = []
+
+    def start(answer):
+        servers.append(RawServer(answer))
+        return servers[-1]
+    yield start
+    for server in servers:
+        server.close()

@@ -98,6 +98,45 @@ def test_a_start_for_a_command_the_platform_stopped_waiting_for_is_refused():
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "invalid_state"
 
 
+NOT_RUN = {"exit_code": 75, "output": "cardmix-agent: did not run this command (wipe): …\n",
+           "meta": {"not_run": True}}
+
+
+@override_settings(AGENT_COMMAND_LEASE_SECONDS=SHORT)
+def test_a_result_for_a_command_that_never_started_is_refused_and_the_command_handed_out_again():
+    """An agent whose start acknowledgement got no answer (or that died while sending it) says it did not run the
+    command. The platform never saw that start: the answer is refused and the command, not run, comes back."""
+    node, secret = agent_node()
+    cmd = agent_command_enqueue(node_id=node.pk, kind="wipe", payload={}, timeout_s=600)
+    client = node_client(secret)
+    result = f"/api/v1/agent/commands/{cmd.pk}/result/"
+    queued = client.post(result, NOT_RUN, format="json")
+    assert queued.status_code == 409 and queued.json()["error"]["code"] == "invalid_state", queued.content
+    first = claim(client)[0]
+    leased = client.post(result, NOT_RUN, format="json")  # before: stored, so the wipe was never run at all
+    assert leased.status_code == 409 and "never started" in leased.json()["error"]["message"]
+    assert AgentCommand.objects.get(pk=cmd.pk).state == "delivered"
+    lease_over(first)
+    with override_settings(AGENT_COMMAND_LEASE_SECONDS=30):  # a slow test run must not lose this lease too
+        again = claim(client)[0]
+    assert again["id"] == str(cmd.pk) and start(client, again).status_code == 200
+    done = client.post(result, {"exit_code": 0, "output": "wiped\n"}, format="json")
+    assert done.status_code == 200 and AgentCommand.objects.get(pk=cmd.pk).output == "wiped\n"
+
+
+def test_a_not_run_answer_for_a_start_the_platform_recorded_ends_the_wait_at_once():
+    """The start was accepted but its answer lost: the agent did not run it and says so; the driver's wait ends
+    with that answer instead of at the command's deadline."""
+    node, secret = agent_node()
+    cmd = agent_command_enqueue(node_id=node.pk, kind="wipe", payload={}, timeout_s=600)
+    client = node_client(secret)
+    assert start(client, claim(client)[0]).status_code == 200  # its answer never reached the agent
+    answered = client.post(f"/api/v1/agent/commands/{cmd.pk}/result/", NOT_RUN, format="json")
+    assert answered.status_code == 200, answered.content
+    row = services.agent_command_wait(command_id=cmd.pk, poll_s=0.05)
+    assert (row.state, row.exit_code, row.meta) == ("done", 75, {"not_run": True})
+
+
 def test_only_the_nodes_own_agent_can_start_a_command(member_factory, token_client_for, session_client_for):
     node_a, secret_a = agent_node()
     _, secret_b = agent_node()

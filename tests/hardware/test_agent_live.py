@@ -1,5 +1,6 @@
 """The node agent as a separate OS process against the live test server (process runtime, fake device
 tools printing real formats, a recorded nccl-tests run as the readiness binary)."""
+import http.client
 import os
 import signal
 from datetime import timedelta
@@ -24,7 +25,7 @@ from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node
 from tests.races import Aside
 
-from .conftest import BIN, heartbeats_settled, wait_for
+from .conftest import BIN, RawServer, heartbeats_settled, wait_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
@@ -265,3 +266,38 @@ def test_a_command_claimed_but_never_started_is_handed_out_again_and_run(live_se
     assert out.exit_code == 0 and "NV18" in out.text, f"{out.text}\n{agent.log_tail()}"
     row = AgentCommand.objects.get(pk=cmd.pk)
     assert row.state == "done" and row.started_at is not None
+
+
+def losing_start_answers(server_url: str, token: str) -> RawServer:
+    """A proxy to the live server that passes every request on, and every answer back but a start's: the platform
+    records the start, the agent never hears so (a network cut, a proxy timing out)."""
+    host, port = server_url.split("//")[1].split(":")
+
+    def relay(method, path, body, hits):
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request(method, path, body=body or None,
+                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        answer = conn.getresponse()
+        data = answer.read()
+        conn.close()
+        if path.endswith("/start/"):
+            return b""  # the connection closes without an answer
+        return (f"HTTP/1.1 {answer.status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                f"Connection: close\r\n\r\n").encode() + data
+    return RawServer(relay)
+
+
+def test_a_start_whose_answer_is_lost_ends_the_drivers_wait_at_once(live_server, start_agent):
+    node, token = agent_node(hostname="gpu-agent-07.test")
+    proxy = losing_start_answers(live_server.url, token)
+    try:
+        waiting = Aside(lambda: get_driver("agent", poll_s=0.05, timeout_s=300).topology(ref_of(node)))
+        agent = start_agent(proxy.url, token, extra_args=("--start-retry-seconds", "1"))
+        # Before: the agent did not run it and said nothing; the driver waited out the command's timeout.
+        out = waiting.result(60)
+    finally:
+        proxy.close()
+    assert out.exit_code == 75 and out.meta["not_run"] is True, f"{out.text}\n{agent.log_tail()}"
+    assert "did not run this command (topology): its start acknowledgement got no answer" in out.text
+    row = AgentCommand.objects.get(node=node)
+    assert row.state == "done" and row.started_at is not None and proxy.count("/start/") >= 1

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BIN, wait_for
+from .conftest import BIN, http, wait_for
 
 AGENT = Path(__file__).parents[2] / "agent" / "cardmix_agent.py"
 SPEC = importlib.util.spec_from_file_location("cardmix_agent_resilience", AGENT)
@@ -27,62 +26,6 @@ SPEC.loader.exec_module(agent_mod)
 
 GARBAGE = b"garbage\r\n\r\n"  # not HTTP at all: http.client raises BadStatusLine
 TRUNCATED = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"res"  # IncompleteRead
-
-
-def http(status: int, body: dict) -> bytes:
-    data = json.dumps(body).encode()
-    return (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-            f"Connection: close\r\n\r\n").encode() + data
-
-
-class RawServer:
-    """A loopback HTTP server answering raw bytes: `answer(method, path, body, hits)` → the bytes to send."""
-
-    def __init__(self, answer):
-        self.answer, self.hits, self.bodies = answer, [], []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(50)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                while len(body) < length:
-                    body += conn.recv(65536)
-                method, path = head.split(b" ")[:2]
-                self.hits.append((method.decode(), path.decode()))
-                self.bodies.append(json.loads(body) if body else None)
-                conn.sendall(self.answer(method.decode(), path.decode(), body, self.hits))
-
-    def count(self, suffix, method=None):
-        return sum(p.endswith(suffix) and (method is None or m == method) for m, p in self.hits)
-
-    def close(self):
-        self.sock.close()
-
-
-@pytest.fixture
-def raw_server():
-    servers = []
-
-    def start(answer):
-        servers.append(RawServer(answer))
-        return servers[-1]
-    yield start
-    for server in servers:
-        server.close()
 
 
 def make_agent(tmp_path, server_url="http://127.0.0.1:9", *extra):
@@ -928,6 +871,7 @@ def test_a_refused_start_means_the_command_is_not_run(tmp_path, raw_server, serv
     # Before: the agent ran whatever it was handed; a command whose lease ran out is handed out again (or the
     # platform stopped waiting for it): running it here too could run it twice.
     assert server.count("c-1/start/") == 1 and server.count("c-1/result/") == 0 and not ran.exists()
+    assert list((tmp_path / "state" / "journal").iterdir()) == []  # refused: nothing to tell, nothing kept
 
 
 def test_a_start_is_retried_through_malformed_answers_and_5xx(tmp_path, raw_server, serving):
@@ -937,6 +881,52 @@ def test_a_start_is_retried_through_malformed_answers_and_5xx(tmp_path, raw_serv
     serving(make_agent(tmp_path, server.url))
     wait_for(lambda: server.count("c-1/result/") == 1, timeout=10, what="the result")
     assert server.count("c-1/start/") == 4
+
+
+def test_the_journal_names_a_command_before_its_start_is_acknowledged(tmp_path, raw_server, serving):
+    """An agent killed once its start was accepted but before it ran the command left nothing behind: the platform
+    waited for a result until the command's deadline. The entry now comes first."""
+    agent = make_agent(tmp_path)
+    seen = []
+    answer = once(leased(kind="wipe"))
+
+    def look_at_the_journal(n):
+        seen.append(agent.journal_read(agent.journal_path("c-1")))
+        return http(200, {"state": "delivered"})
+    server = raw_server(lambda *a: answer(*a, start=look_at_the_journal))
+    agent.server = server.url
+    serving(agent)
+    wait_for(lambda: server.count("c-1/result/") == 1, timeout=10, what="the result")
+    assert seen and seen[0]["kind"] == "wipe" and "starting" in seen[0] and "started" not in seen[0]
+    assert list(agent.journal_dir.iterdir()) == []
+
+
+def test_a_start_without_an_answer_is_answered_not_run(tmp_path, raw_server, serving):
+    """The start acknowledgement got no answer for all of --start-retry-seconds: the platform may have recorded it
+    and would wait for a result until the command's deadline. The agent does not run the command and says so."""
+    ran, tool = marker_tool(tmp_path)
+    answer = once(leased(kind="readiness", payload={"command": "all_reduce_perf -b 8G", "cards": [0]}))
+    server = raw_server(lambda *a: answer(*a, start=lambda n: http(503, {})))
+    agent = make_agent(tmp_path, server.url, "--readiness-bin", str(tool), "--start-retry-seconds", "0.3")
+    serving(agent)
+    wait_for(lambda: server.count("c-1/result/") == 1, timeout=10, what="the not-run answer")
+    result = server.bodies[[p for _, p in server.hits].index("/api/v1/agent/commands/c-1/result/")]
+    assert result["exit_code"] == agent_mod.EXIT_RESTARTED and result["meta"] == {"not_run": True}
+    assert "did not run this command (readiness): its start acknowledgement got no answer (503)" in result["output"]
+    assert server.count("c-1/start/") >= 2 and not ran.exists()
+    wait_for(lambda: list(agent.journal_dir.iterdir()) == [], timeout=5, what="the entry to be forgotten")
+
+
+def test_a_not_run_answer_the_platform_could_not_take_waits_in_the_journal(tmp_path, raw_server):
+    down = raw_server(lambda *a: http(503, {}))
+    agent = make_agent(tmp_path, down.url, "--start-retry-seconds", "0.1", "--result-retry-seconds", "0.1")
+    assert agent.begin(leased()) is False
+    entry = json.loads((agent.journal_dir / "c-1.json").read_text())
+    assert entry["result"]["meta"] == {"not_run": True} and down.count("c-1/result/") >= 1
+    up = raw_server(lambda *a: http(200, {"state": "done"}))
+    make_agent(tmp_path, up.url).journal_recover()
+    assert up.count("c-1/result/") == 1 and up.bodies[-1] == entry["result"]
+    assert list(agent.journal_dir.iterdir()) == []
 
 
 def test_an_agent_asked_to_stop_leaves_a_command_it_has_not_started_to_its_lease(tmp_path, raw_server, serving):
@@ -964,6 +954,8 @@ def test_commands_left_in_the_journal_are_answered_before_the_first_poll(tmp_pat
     stored = {"exit_code": 0, "output": "done before the stop\n", "duration_s": 1.5, "meta": {}}
     (journal / "c-2.json").write_text(json.dumps({"id": "c-2", "kind": "topology", "result": stored}))
     (journal / "c-3.json.tmp").write_text('{"id": "c-3", "ki')
+    # And one killed while acknowledging c-4's start (the platform may have accepted it).
+    (journal / "c-4.json").write_text(json.dumps({"id": "c-4", "kind": "wipe", "starting": time.time() - 1}))
     server = raw_server(lambda method, path, body, hits: http(200, {"results": []}) if "/commands/?" in path
                         else http(409, {}) if "c-3" in path else http(200, {"state": "done"}))
     agent = make_agent(tmp_path, server.url)
@@ -978,6 +970,8 @@ def test_commands_left_in_the_journal_are_answered_before_the_first_poll(tmp_pat
     assert results["c-1"]["meta"] == {"agent_restarted": True} and results["c-1"]["duration_s"] >= 5
     assert results["c-2"] == stored
     assert results["c-3"]["exit_code"] == 75 and "(unknown kind, started an unknown time)" in results["c-3"]["output"]
+    assert results["c-4"]["exit_code"] == 75 and results["c-4"]["meta"] == {"not_run": True, "agent_restarted": True}
+    assert "did not run this command (wipe): the agent restarted before it ran" in results["c-4"]["output"]
     assert list(journal.iterdir()) == []  # stored, or refused for good (409): forgotten
 
 

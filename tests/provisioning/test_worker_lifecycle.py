@@ -6,7 +6,7 @@ import pytest
 from billing.models import Meter
 from inventory.models import CardAllocation
 from provisioning.models import ReadinessReport
-from tests.factories.provisioning import container_body, make_fleet, wait_for_state
+from tests.factories.provisioning import container_body, make_fleet, wait_for_cards_released, wait_for_state
 
 # Worker start-up and the steps are slow on a loaded machine; pytest-timeout's default is 180 s.
 pytestmark = [pytest.mark.worker, pytest.mark.pg, pytest.mark.redis, pytest.mark.timeout(600)]
@@ -80,7 +80,7 @@ def test_readiness_failure_twice_fails_the_instance_in_the_worker(start_worker, 
     iid = client.post(URL, container_body("h100-sxm-80g", 4), format="json").json()["id"]
     wait_for_state(iid, "failed", worker=worker)
     assert ReadinessReport.objects.filter(instance_id=iid, passed=False).count() == 2
-    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+    wait_for_cards_released(iid, worker=worker)
     assert not Meter.objects.filter(instance_id=iid).exists()
 
 

@@ -19,7 +19,13 @@ from provisioning.services.fleet import fault_force
 from provisioning.services.reconciler import reconcile
 from provisioning.services.sla import sla_settle_due
 from provisioning.tasks import expire_due_task, reconcile_task, sla_settle_due_task
-from tests.factories.provisioning import container_body, funded, make_fleet, wait_for_state
+from tests.factories.provisioning import (
+    container_body,
+    funded,
+    make_fleet,
+    wait_for_cards_released,
+    wait_for_state,
+)
 
 from .helpers import HOUR, SECOND, URL, WORKER_ENV, hours, leaks, set_ago, sla_transfers
 
@@ -84,7 +90,7 @@ def test_third_failure_ends_failed_with_cards_released_and_compensation(start_wo
     inst = wait_for_state(iid, "failed", worker=worker)
     assert inst.replacements == 2
     assert set(Node.objects.values_list("state", flat=True)) == {"quarantined"}
-    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+    wait_for_cards_released(iid, worker=worker)
     # The failure dispatched the SLA settlement: a failure before the deadline is worth one hour.
     _until(lambda: sla_transfers(inst), worker=worker, what="the compensation transfer")
     assert [t.amount for t in sla_transfers(inst)] == [hours(1, cards=4)]
@@ -184,7 +190,7 @@ def test_reconciler_in_the_worker_fails_an_instance_that_cannot_resume(start_wor
     inst = _until(lambda: Instance.objects.filter(pk=iid, state="failed").first(), worker=worker,
                   what="the reconciler's failure")
     assert "stuck in provisioning" in inst.state_reason
-    assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+    wait_for_cards_released(iid, worker=worker)
     # (The failure-dispatched settlement in the worker is covered above; the beat's sweep is the backstop.)
     sla_settle_due()
     assert [t.amount for t in sla_transfers(inst)] == [hours(1, cards=2)]
