@@ -192,6 +192,19 @@ def not_run_result(kind, why: str, *, restarted: bool = False) -> dict:
             "output": f"cardmix-agent: did not run this command ({kind or 'unknown kind'}): {why}\n"}
 
 
+def restarted_result(entry: dict, left: int) -> dict:
+    """The answer for a command the agent died while running (its journal entry), `left` of its processes stopped."""
+    since = entry.get("started", entry.get("starting"))
+    started = isinstance(since, (int, float))
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since)) if started else "an unknown time"
+    return {"exit_code": EXIT_RESTARTED, "meta": {"agent_restarted": True},
+            "duration_s": round(max(0.0, time.time() - since), 3) if started else None,
+            "output": f"cardmix-agent: the agent restarted while running this command "
+                      f"({entry.get('kind', 'unknown kind')}, started {when}); it did not finish "
+                      f"under the agent and its outcome is unknown\n"
+                      + (f"cardmix-agent: stopped {left} process(es) it had left running\n" if left else "")}
+
+
 def stop_leftovers(command_id: str) -> int:
     """SIGKILL the process groups of whatever `command_id`'s programs left running (never the agent's own
     group). → how many processes were found."""
@@ -517,7 +530,8 @@ class Agent:
 
     def execute(self, command: dict) -> None:
         kind, payload = command["kind"], command.get("payload") or {}
-        self.journal_write(command["id"], {"id": command["id"], "kind": kind, "started": time.time()})
+        if not self.journal_write(command["id"], {"id": command["id"], "kind": kind, "started": time.time()}):
+            self.journal_forget(command["id"])  # a "starting" entry left would answer "did not run" after a crash
         started = time.monotonic()
         handler = getattr(self, f"do_{kind}", None)
         _running.command_id = command["id"]  # its programs carry it (COMMAND_ENV)
@@ -547,9 +561,9 @@ class Agent:
         safe = "".join(ch for ch in str(command_id) if ch.isalnum() or ch == "-")[:80] or "unnamed"
         return self.journal_dir / f"{safe}.json"
 
-    def journal_write(self, command_id: str, record: dict) -> None:
+    def journal_write(self, command_id: str, record: dict) -> bool:
         """Write (or replace) the command's entry, durably: after a crash or a power cut the entry is there,
-        whole. Best effort: a command is run even when its entry cannot be written (a full disk)."""
+        whole. Best effort: a command is run even when its entry cannot be written (a full disk). → written"""
         path = self.journal_path(command_id)
         tmp = path.with_name(path.name + ".tmp")
         try:
@@ -559,8 +573,10 @@ class Agent:
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
             fsync_dir(self.journal_dir)
+            return True
         except OSError as exc:
             log.warning("could not journal command %s: %s", command_id, exc)
+            return False
 
     def journal_settle(self, command_id: str, status, result: dict) -> None:
         """The result is stored, or refused for good (404: not ours; 409: the platform stopped waiting; another
@@ -611,23 +627,14 @@ class Agent:
                 entries.setdefault(command_id, {}).update(self.journal_read(path))
         for command_id, entry in entries.items():
             result = entry.get("result")
-            if not isinstance(result, dict) and "starting" in entry and "started" not in entry:
-                # Died before running it (its start was being acknowledged): said, in case the start was accepted.
-                result = not_run_result(entry.get("kind"), "the agent restarted before it ran this command",
-                                        restarted=True)
             if not isinstance(result, dict):
                 left = stop_leftovers(command_id)
-                since = entry.get("started")
-                when = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
-                        if isinstance(since, (int, float)) else "an unknown time")
-                result = {"exit_code": EXIT_RESTARTED, "meta": {"agent_restarted": True},
-                          "duration_s": round(max(0.0, time.time() - since), 3)
-                          if isinstance(since, (int, float)) else None,
-                          "output": f"cardmix-agent: the agent restarted while running this command "
-                                    f"({entry.get('kind', 'unknown kind')}, started {when}); it did not finish "
-                                    f"under the agent and its outcome is unknown\n"
-                                    + (f"cardmix-agent: stopped {left} process(es) it had left running\n"
-                                       if left else "")}
+                if "starting" in entry and "started" not in entry and not left:
+                    # Died while acknowledging its start (nothing of it runs): said, in case the start was accepted.
+                    result = not_run_result(entry.get("kind"), "the agent restarted before it ran this command",
+                                            restarted=True)
+                else:
+                    result = restarted_result(entry, left)
             log.warning("command %s was running when the agent stopped: answering exit %s", command_id,
                         result.get("exit_code"))
             status, _ = self.post_result(command_id, result)

@@ -270,22 +270,30 @@ def agent_command_start(*, credential: NodeCredential, command_id, lease=None) -
 
 def agent_command_complete(*, credential: NodeCredential, command_id, exit_code: int, output: str,
                            duration_s: float | None = None, meta: dict | None = None) -> AgentCommand:
-    """Store what the node printed for one of ITS commands (404 for any other); a repeat is a no-op. A command
-    that cannot have run (still queued, or leased and never acknowledged) refuses it: an agent answers so for a
-    start whose answer it never got, and the command is handed out again."""
+    """Store what the node printed for one of ITS commands (404 for any other); a repeat is a no-op.
+
+    A command that cannot have run (still queued, or leased and never acknowledged) refuses it: the agent answers
+    so for a start whose answer it never got, or that it was sending when it died. Its lease is taken back at once,
+    under the row lock, so a start still on the way (a busy web worker, a row lock) is refused too and the command,
+    queued again, is handed out at the next poll: never left started with nobody running it."""
     with transaction.atomic():
         cmd = _own_command_locked(credential, command_id)
         if cmd.state == CommandState.DONE:
             return cmd
         if cmd.state == CommandState.EXPIRED:
             raise InvalidState("The platform stopped waiting for this command.")
-        if not _may_have_started(cmd.state, cmd.delivered_at, cmd.lease_id, cmd.started_at):
-            raise InvalidState("This command was never started; it is handed out again.")
-        cmd.state, cmd.exit_code = CommandState.DONE, int(exit_code)
-        cmd.output, cmd.duration_s, cmd.meta = output[:OUTPUT_LIMIT], duration_s, meta or {}
-        cmd.lease_until = None
-        cmd.save(update_fields=["state", "exit_code", "output", "duration_s", "meta", "lease_until"])
-        AgentCommand.objects.filter(pk=cmd.pk).update(finished_at=Now())
+        started = _may_have_started(cmd.state, cmd.delivered_at, cmd.lease_id, cmd.started_at)
+        if not started:
+            AgentCommand.objects.filter(pk=cmd.pk).update(state=CommandState.QUEUED, delivered_at=None,
+                                                          lease_id=None, lease_until=None)
+        else:
+            cmd.state, cmd.exit_code = CommandState.DONE, int(exit_code)
+            cmd.output, cmd.duration_s, cmd.meta = output[:OUTPUT_LIMIT], duration_s, meta or {}
+            cmd.lease_until = None
+            cmd.save(update_fields=["state", "exit_code", "output", "duration_s", "meta", "lease_until"])
+            AgentCommand.objects.filter(pk=cmd.pk).update(finished_at=Now())
+    if not started:  # raised after the commit: the lease stays taken back
+        raise InvalidState("This command was never started; it is handed out again.")
     return cmd
 
 

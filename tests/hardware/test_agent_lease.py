@@ -102,10 +102,10 @@ NOT_RUN = {"exit_code": 75, "output": "cardmix-agent: did not run this command (
            "meta": {"not_run": True}}
 
 
-@override_settings(AGENT_COMMAND_LEASE_SECONDS=SHORT)
 def test_a_result_for_a_command_that_never_started_is_refused_and_the_command_handed_out_again():
     """An agent whose start acknowledgement got no answer (or that died while sending it) says it did not run the
-    command. The platform never saw that start: the answer is refused and the command, not run, comes back."""
+    command. The platform never saw that start: the answer is refused, the lease taken back at once (a start still
+    on the way is refused too: never started with nobody running it), and the command is handed out again."""
     node, secret = agent_node()
     cmd = agent_command_enqueue(node_id=node.pk, kind="wipe", payload={}, timeout_s=600)
     client = node_client(secret)
@@ -115,11 +115,13 @@ def test_a_result_for_a_command_that_never_started_is_refused_and_the_command_ha
     first = claim(client)[0]
     leased = client.post(result, NOT_RUN, format="json")  # before: stored, so the wipe was never run at all
     assert leased.status_code == 409 and "never started" in leased.json()["error"]["message"]
-    assert AgentCommand.objects.get(pk=cmd.pk).state == "delivered"
-    lease_over(first)
-    with override_settings(AGENT_COMMAND_LEASE_SECONDS=30):  # a slow test run must not lose this lease too
-        again = claim(client)[0]
-    assert again["id"] == str(cmd.pk) and start(client, again).status_code == 200
+    row = AgentCommand.objects.get(pk=cmd.pk)
+    assert (row.state, row.lease_id, row.lease_until, row.started_at) == ("queued", None, None, None)
+    late = start(client, first)  # the start the agent gave up on, reaching the platform only now
+    assert late.status_code == 409 and AgentCommand.objects.get(pk=cmd.pk).started_at is None
+    again = claim(client)[0]  # at once, not after the lease
+    assert again["id"] == str(cmd.pk) and again["lease"] != first["lease"]
+    assert start(client, again).status_code == 200
     done = client.post(result, {"exit_code": 0, "output": "wiped\n"}, format="json")
     assert done.status_code == 200 and AgentCommand.objects.get(pk=cmd.pk).output == "wiped\n"
 
