@@ -184,11 +184,12 @@ def processes_of_command(command_id: str) -> list[int]:
     return found
 
 
-def not_run_result(kind, why: str, *, restarted: bool = False) -> dict:
+def not_run_result(kind, lease, why: str, *, restarted: bool = False) -> dict:
     """The answer for a command the agent never ran, though the platform may have recorded its start (exit 75, so
-    the platform's step fails over at once instead of at the command's deadline)."""
+    the platform's step fails over at once instead of at the command's deadline). It names the lease it was
+    handed under: delayed on the way, it must not land on a later hand-out that did run."""
     meta = {"not_run": True, **({"agent_restarted": True} if restarted else {})}
-    return {"exit_code": EXIT_RESTARTED, "duration_s": 0.0, "meta": meta,
+    return {"exit_code": EXIT_RESTARTED, "duration_s": 0.0, "meta": meta, "lease": lease,
             "output": f"cardmix-agent: did not run this command ({kind or 'unknown kind'}): {why}\n"}
 
 
@@ -514,7 +515,8 @@ class Agent:
         answer says the command did not run; one the platform never saw started is refused (409) and handed out
         again after its lease."""
         command_id = command["id"]
-        self.journal_write(command_id, {"id": command_id, "kind": command.get("kind"), "starting": time.time()})
+        self.journal_write(command_id, {"id": command_id, "kind": command.get("kind"), "lease": command["lease"],
+                                        "starting": time.time()})
         status, body = self.post_retrying(f"commands/{command_id}/start/", {"lease": command["lease"]},
                                           retry_s=self.args.start_retry_seconds, what=f"the start of {command_id}")
         if status == 200:
@@ -523,7 +525,8 @@ class Agent:
         if self.answered_for_good(status):  # refused: nothing to tell
             self.journal_forget(command_id)
         else:
-            result = not_run_result(command.get("kind"), f"its start acknowledgement got no answer ({status})")
+            result = not_run_result(command.get("kind"), command["lease"],
+                                    f"its start acknowledgement got no answer ({status})")
             status, _ = self.post_result(command_id, result)
             self.journal_settle(command_id, status, result)
         return False
@@ -631,8 +634,8 @@ class Agent:
                 left = stop_leftovers(command_id)
                 if "starting" in entry and "started" not in entry and not left:
                     # Died while acknowledging its start (nothing of it runs): said, in case the start was accepted.
-                    result = not_run_result(entry.get("kind"), "the agent restarted before it ran this command",
-                                            restarted=True)
+                    result = not_run_result(entry.get("kind"), entry.get("lease"),
+                                            "the agent restarted before it ran this command", restarted=True)
                 else:
                     result = restarted_result(entry, left)
             log.warning("command %s was running when the agent stopped: answering exit %s", command_id,

@@ -269,19 +269,23 @@ def agent_command_start(*, credential: NodeCredential, command_id, lease=None) -
 
 
 def agent_command_complete(*, credential: NodeCredential, command_id, exit_code: int, output: str,
-                           duration_s: float | None = None, meta: dict | None = None) -> AgentCommand:
+                           duration_s: float | None = None, meta: dict | None = None, lease=None) -> AgentCommand:
     """Store what the node printed for one of ITS commands (404 for any other); a repeat is a no-op.
 
     A command that cannot have run (still queued, or leased and never acknowledged) refuses it: the agent answers
     so for a start whose answer it never got, or that it was sending when it died. Its lease is taken back at once,
     under the row lock, so a start still on the way (a busy web worker, a row lock) is refused too and the command,
-    queued again, is handed out at the next poll: never left started with nobody running it."""
+    queued again, is handed out at the next poll: never left started with nobody running it. Such an answer names
+    its `lease`; one for an earlier hand-out (delayed on the way, while the command was handed out again and
+    started) is refused and changes nothing."""
     with transaction.atomic():
         cmd = _own_command_locked(credential, command_id)
         if cmd.state == CommandState.DONE:
             return cmd
         if cmd.state == CommandState.EXPIRED:
             raise InvalidState("The platform stopped waiting for this command.")
+        if lease is not None and str(cmd.lease_id) != str(lease):
+            raise InvalidState("This answer is for an earlier hand-out of this command.")
         started = _may_have_started(cmd.state, cmd.delivered_at, cmd.lease_id, cmd.started_at)
         if not started:
             AgentCommand.objects.filter(pk=cmd.pk).update(state=CommandState.QUEUED, delivered_at=None,

@@ -109,3 +109,5 @@ class ResultSerializer(serializers.Serializer):
     duration_s = serializers.FloatField(min_value=0, required=False, allow_null=True, default=None)
     meta = serializers.DictField(required=False, default=dict,
                                  validators=[JsonSafe(max_bytes=META_MAX_BYTES, max_depth=META_MAX_DEPTH)])
+    # Sent with an answer for a command the agent did not run: the hand-out it answers for (agents from 1.3.1).
+    lease = serializers.UUIDField(required=False, allow_null=True, default=None)

@@ -113,7 +113,8 @@ def test_a_result_for_a_command_that_never_started_is_refused_and_the_command_ha
     queued = client.post(result, NOT_RUN, format="json")
     assert queued.status_code == 409 and queued.json()["error"]["code"] == "invalid_state", queued.content
     first = claim(client)[0]
-    leased = client.post(result, NOT_RUN, format="json")  # before: stored, so the wipe was never run at all
+    not_run = {**NOT_RUN, "lease": first["lease"]}
+    leased = client.post(result, not_run, format="json")  # before: stored, so the wipe was never run at all
     assert leased.status_code == 409 and "never started" in leased.json()["error"]["message"]
     row = AgentCommand.objects.get(pk=cmd.pk)
     assert (row.state, row.lease_id, row.lease_until, row.started_at) == ("queued", None, None, None)
@@ -122,6 +123,10 @@ def test_a_result_for_a_command_that_never_started_is_refused_and_the_command_ha
     again = claim(client)[0]  # at once, not after the lease
     assert again["id"] == str(cmd.pk) and again["lease"] != first["lease"]
     assert start(client, again).status_code == 200
+    # A copy of the not-run answer delayed on the way lands now, on the hand-out that runs: it changes nothing.
+    delayed = client.post(result, not_run, format="json")
+    assert delayed.status_code == 409 and "earlier hand-out" in delayed.json()["error"]["message"]
+    assert AgentCommand.objects.get(pk=cmd.pk).state == "delivered"
     done = client.post(result, {"exit_code": 0, "output": "wiped\n"}, format="json")
     assert done.status_code == 200 and AgentCommand.objects.get(pk=cmd.pk).output == "wiped\n"
 
@@ -132,8 +137,10 @@ def test_a_not_run_answer_for_a_start_the_platform_recorded_ends_the_wait_at_onc
     node, secret = agent_node()
     cmd = agent_command_enqueue(node_id=node.pk, kind="wipe", payload={}, timeout_s=600)
     client = node_client(secret)
-    assert start(client, claim(client)[0]).status_code == 200  # its answer never reached the agent
-    answered = client.post(f"/api/v1/agent/commands/{cmd.pk}/result/", NOT_RUN, format="json")
+    handed = claim(client)[0]
+    assert start(client, handed).status_code == 200  # its answer never reached the agent
+    answered = client.post(f"/api/v1/agent/commands/{cmd.pk}/result/", {**NOT_RUN, "lease": handed["lease"]},
+                           format="json")
     assert answered.status_code == 200, answered.content
     row = services.agent_command_wait(command_id=cmd.pk, poll_s=0.05)
     assert (row.state, row.exit_code, row.meta) == ("done", 75, {"not_run": True})

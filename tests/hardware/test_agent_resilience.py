@@ -899,6 +899,7 @@ def test_the_journal_names_a_command_before_its_start_is_acknowledged(tmp_path, 
     serving(agent)
     wait_for(lambda: server.count("c-1/result/") == 1, timeout=10, what="the result")
     assert seen and seen[0]["kind"] == "wipe" and "starting" in seen[0] and "started" not in seen[0]
+    assert seen[0]["lease"] == "lease-c-1"
     wait_for(lambda: list(agent.journal_dir.iterdir()) == [], timeout=5, what="the entry to be forgotten")
 
 
@@ -913,6 +914,7 @@ def test_a_start_without_an_answer_is_answered_not_run(tmp_path, raw_server, ser
     wait_for(lambda: server.count("c-1/result/") == 1, timeout=10, what="the not-run answer")
     result = server.bodies[[p for _, p in server.hits].index("/api/v1/agent/commands/c-1/result/")]
     assert result["exit_code"] == agent_mod.EXIT_RESTARTED and result["meta"] == {"not_run": True}
+    assert result["lease"] == "lease-c-1"  # the hand-out it answers for
     assert "did not run this command (readiness): its start acknowledgement got no answer (503)" in result["output"]
     assert server.count("c-1/start/") >= 2 and not ran.exists()
     wait_for(lambda: list(agent.journal_dir.iterdir()) == [], timeout=5, what="the entry to be forgotten")
@@ -956,7 +958,8 @@ def test_commands_left_in_the_journal_are_answered_before_the_first_poll(tmp_pat
     (journal / "c-2.json").write_text(json.dumps({"id": "c-2", "kind": "topology", "result": stored}))
     (journal / "c-3.json.tmp").write_text('{"id": "c-3", "ki')
     # And one killed while acknowledging c-4's start (the platform may have accepted it).
-    (journal / "c-4.json").write_text(json.dumps({"id": "c-4", "kind": "wipe", "starting": time.time() - 1}))
+    (journal / "c-4.json").write_text(json.dumps({"id": "c-4", "kind": "wipe", "lease": "lease-c-4",
+                                                 "starting": time.time() - 1}))
     server = raw_server(lambda method, path, body, hits: http(200, {"results": []}) if "/commands/?" in path
                         else http(409, {}) if "c-3" in path else http(200, {"state": "done"}))
     agent = make_agent(tmp_path, server.url)
@@ -972,6 +975,7 @@ def test_commands_left_in_the_journal_are_answered_before_the_first_poll(tmp_pat
     assert results["c-2"] == stored
     assert results["c-3"]["exit_code"] == 75 and "(unknown kind, started an unknown time)" in results["c-3"]["output"]
     assert results["c-4"]["exit_code"] == 75 and results["c-4"]["meta"] == {"not_run": True, "agent_restarted": True}
+    assert results["c-4"]["lease"] == "lease-c-4"
     assert "did not run this command (wipe): the agent restarted before it ran" in results["c-4"]["output"]
     assert list(journal.iterdir()) == []  # stored, or refused for good (409): forgotten
 
