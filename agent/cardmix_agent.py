@@ -506,14 +506,11 @@ class Agent:
         """Journal the command as starting, then tell the platform it starts now, under the lease it came with.
         → whether to run it.
 
-        The acknowledgement is retried like a result (a repeat is harmless: the platform answers a start it has
-        already recorded the same way) for up to --start-retry-seconds; a 404 (not ours), 409 (the lease ran out:
-        it is handed out again; or the platform stopped waiting) or another 4xx means do not run it. The entry,
-        written first, covers the two ends the platform cannot see: the agent dying once its start may have been
-        accepted (the restart answers it), and an acknowledgement that never got an answer (answered now) — the
-        platform may have recorded that start, and would wait for a result until the command's deadline. Either
-        answer says the command did not run; one the platform never saw started is refused (409) and handed out
-        again after its lease."""
+        The acknowledgement is retried like a result (a repeat is answered the same) for up to
+        --start-retry-seconds; a 404 (not ours), 409 (the lease ran out, or the platform stopped waiting) or another
+        4xx means do not run it. The entry, written first, lets a restart answer a start that may have been accepted
+        (journal_recover); a start that never got an answer is answered here. Both say "did not run" under the
+        lease: the platform stores it if it recorded the start, else refuses it and hands the command out again."""
         command_id = command["id"]
         self.journal_write(command_id, {"id": command_id, "kind": command.get("kind"), "lease": command["lease"],
                                         "starting": time.time()})

@@ -208,8 +208,9 @@ def slurm_cluster(tmp_path_factory):
 
 # -- a raw HTTP server: answers the agent as a platform would, or as a broken one would -------------------
 
-def http(status: int, body: dict) -> bytes:
-    data = json.dumps(body).encode()
+def http(status: int, body: dict | bytes) -> bytes:
+    """A whole HTTP answer: a JSON body (a dict, or bytes already encoded)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
     return (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
             f"Connection: close\r\n\r\n").encode() + data
 

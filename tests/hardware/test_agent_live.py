@@ -1,6 +1,6 @@
 """The node agent as a separate OS process against the live test server (process runtime, fake device
 tools printing real formats, a recorded nccl-tests run as the readiness binary)."""
-import http.client
+import http.client as http_client
 import os
 import signal
 from datetime import timedelta
@@ -25,7 +25,7 @@ from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node
 from tests.races import Aside
 
-from .conftest import BIN, RawServer, heartbeats_settled, wait_for
+from .conftest import BIN, RawServer, heartbeats_settled, http, wait_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
@@ -278,7 +278,7 @@ def losing_start_answers(server_url: str, token: str) -> RawServer:
     host, port = server_url.split("//")[1].split(":")
 
     def relay(method, path, body, hits):
-        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn = http_client.HTTPConnection(host, int(port), timeout=30)
         conn.request(method, path, body=body or None,
                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
         answer = conn.getresponse()
@@ -286,8 +286,7 @@ def losing_start_answers(server_url: str, token: str) -> RawServer:
         conn.close()
         if path.endswith("/start/"):
             return b""  # the connection closes without an answer
-        return (f"HTTP/1.1 {answer.status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-                f"Connection: close\r\n\r\n").encode() + data
+        return http(answer.status, data)
     return RawServer(relay)
 
 
