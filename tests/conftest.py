@@ -52,6 +52,7 @@ def _available() -> dict[str, str | None]:
 _skipped_marked: list[str] = []
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     why = _available()
     for item in items:
@@ -59,6 +60,9 @@ def pytest_collection_modifyitems(config, items):
             if item.get_closest_marker(mark) and why[mark]:
                 item.add_marker(pytest.mark.skip(reason=f"[{mark}] {why[mark]}"))
                 break
+        if item.get_closest_marker("faults"):
+            # Under pytest-xdist (--dist loadgroup) the fault tests share one worker, one at a time.
+            item.add_marker(pytest.mark.xdist_group("faults"))
     # Fault tests start and stop servers: run them last.
     items.sort(key=lambda it: 1 if it.get_closest_marker("faults") else 0)
 
