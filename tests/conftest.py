@@ -1,6 +1,7 @@
 """Test infrastructure: service detection, marker enforcement, per-run database and queue names,
 API clients, and a real Celery worker running as a separate OS process."""
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from hypothesis import settings as hyp_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = os.getpid()
-MARKED = ("pg", "redis", "worker", "browser", "slurm")
+MARKED = ("pg", "redis", "worker", "browser", "slurm", "compose")
 
 hyp_settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 hyp_settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,6 +47,7 @@ def _available() -> dict[str, str | None]:
     chromium = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None)
     why["browser"] = None if chromium else "Debian chromium not installed"
     why["slurm"] = None if Path("/usr/sbin/slurmctld").exists() else "slurmctld not installed"
+    why["compose"] = None if shutil.which("docker-compose") else "docker-compose not installed"
     return why
 
 
@@ -79,7 +81,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.section("SKIPPED FOR LACK OF SERVICES", sep="!", red=True, bold=True)
         for nodeid in _skipped_marked:
             tr.write_line(f"SKIPPED: {nodeid}", red=True)
-        tr.write_line(f"{len(_skipped_marked)} tests needing PostgreSQL/Redis/worker/browser/slurm did not run.", red=True)
+        tr.write_line(f"{len(_skipped_marked)} tests needing PostgreSQL/Redis/worker/browser/slurm/compose did not run.", red=True)
 
 
 def pytest_sessionfinish(session, exitstatus):

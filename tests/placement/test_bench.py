@@ -95,3 +95,13 @@ def test_a_pod_list_without_the_needed_columns_is_one_clear_error(tmp_path, caps
     with pytest.raises(SystemExit):
         bench.main(["--pod-list", str(tmp_path / "absent.csv"), *QUICK])
     assert "absent.csv: No such file or directory" in capsys.readouterr().err
+
+
+def test_make_bench_runs_each_benchmark_and_ends_with_its_ratios(capsys):
+    from bench import __main__ as runner
+
+    assert runner.main(["placement-timing"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("=== benchmark ratios")[1]
+    assert "placement-timing  ok" in table and "decision p99 10k / 1k nodes = " in table
+    assert runner.main(["no-such-bench"]) == 2
