@@ -70,6 +70,7 @@ KEYS_MARKER = "keys-target"
 # Bare metal: the deploy boot's kernel command line carries a one-time enrollment secret (`cardmix.enroll=cmxe_…`,
 # put there by the platform through the BMC / boot server) that a freshly imaged node trades for its node token.
 ENROLL_ARG = "cardmix.enroll="
+DEFAULT_TOKEN_DIR = "/etc/cardmix-agent"
 EXIT_CONFIG = 78
 
 log = logging.getLogger("cardmix-agent")
@@ -891,8 +892,9 @@ class Agent:
         return freed + text, code, {**meta, "ssh_port": port if code == 0 else None}
 
     def protected_paths(self) -> list[Path]:
-        """What no container may see: the token file, its directory, the state dir."""
-        paths = [self.state_dir.resolve()]
+        """What no container may see: the token file, its directory, the state dir (and the usual token dir, even
+        for an agent given its token another way)."""
+        paths = [self.state_dir.resolve(), Path(DEFAULT_TOKEN_DIR)]
         token_file = getattr(self.args, "token_file", None)
         if token_file:
             paths += [Path(token_file).resolve(), Path(token_file).resolve().parent]
