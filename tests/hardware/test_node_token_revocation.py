@@ -181,3 +181,26 @@ def test_the_agent_driver_answers_at_once_for_a_revoked_node():
     out = AgentDriver(timeout_s=30, poll_s=0.05).wipe(node_ref(node))
     assert out.exit_code == EXIT_NO_AGENT and "revoked" in out.text
     assert not AgentCommand.objects.filter(node=node).exists()
+
+
+def test_a_redfish_deploy_boot_without_a_deploy_path_fails_at_once_and_boots_nothing(sushy_emulator, settings,
+                                                                                    tmp_path):
+    import sushy
+
+    from provisioning.drivers import get_driver
+    from provisioning.drivers.redfish import EXIT_CONFIG
+    from tests.factories.hardware import bmc_credential
+
+    bmc_credential(name="bmc-emulator", username=sushy_emulator["username"], password=sushy_emulator["password"])
+    system = f"{sushy_emulator['url']}/redfish/v1/Systems/{sushy_emulator['systems'][0]['uuid']}"
+    node, _ = agent_node(driver="redfish", hostname="bm-enroll.test", bmc_address=system,
+                         bmc_credentials_ref="bmc-emulator")
+    node_token_revoke(node_id=node.pk)
+    driver = get_driver("redfish", power_timeout_s=10, agent_timeout_s=10, poll_s=0.2)
+    settings.NODE_ENROLL_DIR = ""
+    out = driver.wipe(node_ref(node))
+    assert out.exit_code == EXIT_CONFIG and "NODE_ENROLL_DIR is not set" in out.text, out.text
+    root = sushy.Sushy(sushy_emulator["url"], username=sushy_emulator["username"],
+                       password=sushy_emulator["password"], verify=False)
+    assert root.get_system(system.split(sushy_emulator["url"])[1]).power_state == sushy.PowerState.OFF
+    assert NodeCredential.objects.get(node=node).enroll_hash is None  # no secret issued for a boot that never was
