@@ -23,6 +23,7 @@ from tenancy.audit import audit_record
 
 from .bmc_secrets import bmc_encrypt
 from .choices import CommandKind, CommandState
+from .enrollment import token_retire
 from .models import AgentCommand, BmcCredential, NodeCredential
 from .tokens import PREFIX_DISPLAY_LEN, node_token_generate, node_token_hash
 
@@ -44,8 +45,12 @@ def node_token_issue(*, node, actor=None, request=None) -> tuple[NodeCredential,
         rotated = cred is not None
         if cred is None:
             cred = NodeCredential(node=node)
+        else:
+            token_retire(cred, reason="rotated")  # still refused as this node's (and audited) from now on
         cred.token_hash, cred.prefix = node_token_hash(secret), secret[:PREFIX_DISPLAY_LEN]
         cred.registered_at = None  # the agent registers again with the new token
+        # An operator's token ends a revocation (e.g. a node reimaged by hand) and any pending enrollment.
+        cred.revoked_at = cred.enroll_hash = cred.enroll_until = None
         cred.save()
         if rotated:
             NodeCredential.objects.filter(pk=cred.pk).update(rotated_at=Now())

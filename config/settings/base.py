@@ -320,6 +320,9 @@ REDFISH_POWER_TIMEOUT_SECONDS = env.float("REDFISH_POWER_TIMEOUT_SECONDS", defau
 # Power-on + PXE deploy + boot take up to ~12 min; stay below the 15-min step deadline (no duplicate deploys).
 REDFISH_AGENT_TIMEOUT_SECONDS = env.float("REDFISH_AGENT_TIMEOUT_SECONDS", default=780.0)
 REDFISH_HTTP_TIMEOUT_SECONDS = env.float("REDFISH_HTTP_TIMEOUT_SECONDS", default=30.0)
+# Bare metal: where the platform puts a node's one-time enrollment secret for its deploy boot (the boot server
+# puts the file's line on that node's deploy kernel command line); empty = no deploy path (cleaning fails).
+NODE_ENROLL_DIR = env.str("NODE_ENROLL_DIR", default="")
 # A node-cleaning pass claims the node this long: longer than a whole pass can take (Redfish boot + wipe +
 # a health check per card, about 2 h at the timeouts above), so a redelivered task never wipes alongside it.
 NODE_CLEAN_CLAIM_SECONDS = env.int("NODE_CLEAN_CLAIM_SECONDS", default=3 * 3600)
