@@ -179,9 +179,10 @@ def slurm_cluster(tmp_path_factory):
         f"SlurmctldPidFile={work / 'slurmctld.pid'}", f"SlurmctldLogFile={work / 'log' / 'slurmctld.log'}",
         "AuthType=auth/munge", f"AuthInfo=socket={socket_path}", "CredType=cred/munge",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
-        "SchedulerType=sched/builtin", "ReturnToService=2", "MpiDefault=none", "GresTypes=gpu",
-        "NodeName=gpu-a[01-02] CPUs=4 RealMemory=1000 State=FUTURE",
-        "NodeName=npu-a[01-02] CPUs=4 RealMemory=1000 State=FUTURE",
+        # Backfill, as real clusters run: slurmctld refuses heterogeneous jobs (the hybrid's header) without it.
+        "SchedulerType=sched/backfill", "ReturnToService=2", "MpiDefault=none", "GresTypes=gpu,npu",
+        "NodeName=gpu-a[01-02] CPUs=4 RealMemory=1000 Gres=gpu:8 State=FUTURE",
+        "NodeName=npu-a[01-02] CPUs=4 RealMemory=1000 Gres=npu:8 State=FUTURE",
         "PartitionName=debug Nodes=ALL Default=YES State=UP", ""]))
     env = {**os.environ, "SLURM_CONF": str(conf)}
     slurmctld = None
