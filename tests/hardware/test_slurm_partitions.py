@@ -24,11 +24,10 @@ def hybrid(kind: str, cards: int) -> dict:
             "items": [{"accelerator": "ascend-910b", "count": cards}, {"accelerator": "h800-sxm-80g", "count": cards}]}
 
 
-@pytest.fixture
-def cluster(slurm_cluster, settings, monkeypatch):
-    """The real controller with the Slurm nodes of the fleet: gpu-a01/02 (H800) and npu-a01/02 (910B), 8 cards each."""
-    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster["conf"]))
-    settings.SLURM_SCONTROL = slurm_cluster["scontrol"]
+def _fleet_on(controller, settings, monkeypatch) -> dict:
+    """The fleet of the controller's Slurm nodes: gpu-a01/02 (H800) and npu-a01/02 (910B), 8 cards each."""
+    monkeypatch.setenv("SLURM_CONF", str(controller["conf"]))
+    settings.SLURM_SCONTROL = controller["scontrol"]
     settings.SIMULATOR_FAILURE_SCALE = 0
     settings.SIMULATOR_DELAY_SCALE = 0
     seed_catalog()
@@ -36,7 +35,13 @@ def cluster(slurm_cluster, settings, monkeypatch):
     for prefix, slug in (("gpu", "h800-sxm-80g"), ("npu", "ascend-910b")):
         for i in (1, 2):
             NodeFactory(zone=zone, accelerator=accelerator(slug), hostname=f"{prefix}-a{i:02d}.test", card_count=8)
-    return slurm_cluster
+    return controller
+
+
+@pytest.fixture
+def cluster(slurm_cluster, settings, monkeypatch):
+    """A real controller without accounting, and the fleet of its nodes."""
+    return _fleet_on(slurm_cluster, settings, monkeypatch)
 
 
 @pytest.fixture
@@ -189,3 +194,42 @@ def test_a_failing_delete_is_shown_on_the_stopped_instance_until_a_pass_removes_
     assert partition(cluster, name) is None
     assert Instance.objects.get(pk=body["id"]).state_reason == "stopped"
     assert len(mailoutbox) == 1
+
+
+def test_with_slurmdbd_only_the_org_account_can_submit_to_its_partition(slurm_accounting_cluster, settings,
+                                                                       monkeypatch, tenant, tmp_path):
+    """With accounting, as a production controller runs: Cardmix adds the organization's account (SLURM_SACCTMGR)
+    and the partition allows only it. A user associated with that account submits the header the API shows; the
+    same user under another organization's account, or under root's, is refused by slurmctld on submission."""
+    cluster = _fleet_on(slurm_accounting_cluster, settings, monkeypatch)
+    settings.SLURM_SACCTMGR = cluster["sacctmgr"]
+    env = cluster["env"]
+    owner_a, client_a = tenant()
+    owner_b, _ = tenant()
+    body = run(client_a, hybrid("bare_metal", 8))
+    info = body["slurm_partition"]
+    account_a, account_b = slurm.account_name(owner_a.organization_id), slurm.account_name(owner_b.organization_id)
+    assert partition(cluster, info["name"])["AllowAccounts"] == account_a
+    shown = subprocess.run([cluster["sacctmgr"], "-n", "-P", "show", "account", account_a, "format=account"],
+                           env=env, capture_output=True, text=True)
+    assert shown.stdout.split() == [account_a], shown  # made by Cardmix before the partition
+    assert slurm.account_ensure(account_a).ok  # again: it exists, which is done
+    assert slurm.account_ensure(account_b).ok
+    for account in (account_a, account_b):  # the submitting user (root here) may use either account
+        added = subprocess.run([cluster["sacctmgr"], "-i", "add", "user", "root", f"account={account}"], env=env,
+                               capture_output=True, text=True)
+        assert added.returncode == 0, added.stdout + added.stderr
+
+    script = tmp_path / "job.sh"
+    script.write_text(info["sbatch_header"] + "hostname\n")
+    ours = subprocess.run(["sbatch", "--hold", "--parsable", str(script)], env=env, capture_output=True, text=True)
+    assert ours.returncode == 0, ours.stderr
+    job = ours.stdout.strip().split(";")[0]
+    queued = subprocess.run(["squeue", "-h", "-j", job, "-o", "%P|%a"], env=env, capture_output=True, text=True)
+    assert sorted(queued.stdout.split()) == [f"{info['name']}|{account_a}"] * 2, queued.stdout
+    for other in (account_b, "root"):
+        theirs = subprocess.run(["sbatch", "--hold", f"--account={other}", "-p", info["name"], "--nodes=1",
+                                 "--wrap=hostname"], env=env, capture_output=True, text=True)
+        assert theirs.returncode != 0, theirs.stdout
+        assert "Invalid account or account/partition combination" in theirs.stderr, theirs.stderr
+    subprocess.run(["scancel", job], env=env)
