@@ -18,11 +18,7 @@ from django.conf import settings
 from inventory.choices import NodeState
 
 GRES_BY_VENDOR = {"nvidia": "gpu", "huawei": "npu"}
-PARTITION_PREFIX = "hybrid-"
 _PARTITION_NAME = re.compile(r"^hybrid-[0-9a-f]{8}$")  # only ours: an operator's partitions are never touched
-# Why a hybrid gets no partition: one covers whole nodes, and a shared node's other cards are other tenants'.
-SHARED_NODES = ("No Slurm partition: its container parts share nodes with other tenants, and a partition can only "
-                "cover whole nodes. Bare metal, or containers taking every card of their nodes, get one.")
 # What scontrol says when the partition does not exist (so a repeated delete is done, not failed).
 _PARTITION_GONE = re.compile(r"invalid partition name|partition \S+ not found", re.IGNORECASE)
 

@@ -37,19 +37,19 @@ def slurm_partition_name(instance_id) -> str:
     return slurm.partition_name(instance_id)
 
 
-def slurm_refusal(*, kind: str, parts) -> str:
-    """Why a hybrid gets no partition although Slurm is on (it shares nodes); "" when it gets one or is no hybrid."""
+def slurm_shared_nodes(*, kind: str, parts) -> list[str]:
+    """The hostnames a hybrid shares with other tenants while Slurm is on (it gets no partition: one covers whole
+    nodes, and a shared node's other cards are other tenants'); [] when it owns them all or is no hybrid."""
     from hardware import slurm
 
     if not slurm.enabled() or not _is_hybrid(parts):
-        return ""
-    shared = slurm.shared_nodes(kind=kind, parts=[(p.hostname, p.cards, p.card_count) for p in parts])
-    return slurm.SHARED_NODES if shared else ""
+        return []
+    return slurm.shared_nodes(kind=kind, parts=[(p.hostname, p.cards, p.card_count) for p in parts])
 
 
 def slurm_wanted(*, kind: str, parts) -> bool:
     """Whether the instance's placement gets a partition: Slurm on, a hybrid, and only nodes it owns."""
-    return slurm_enabled() and _is_hybrid(parts) and not slurm_refusal(kind=kind, parts=parts)
+    return slurm_enabled() and _is_hybrid(parts) and not slurm_shared_nodes(kind=kind, parts=parts)
 
 
 def slurm_account(organization_id) -> str:

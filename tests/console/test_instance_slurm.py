@@ -5,6 +5,7 @@ import html
 
 import pytest
 
+from console.views.instance_slurm import SHARED_NODES
 from hardware import slurm
 from provisioning.models import NodeGroup
 from tests.factories.provisioning import InstanceFactory
@@ -44,7 +45,7 @@ def test_a_hybrid_on_shared_nodes_says_why_it_has_no_partition(web, owner, fleet
     settings.SLURM_SCONTROL = "scontrol"
     inst = _hybrid(owner, fleet, kind="container", cards=4)
     page = web.get(f"/instances/{inst.pk}/").content.decode()
-    assert 'id="slurm-none"' in page and html.escape(slurm.SHARED_NODES) in page
+    assert 'id="slurm-none"' in page and html.escape(SHARED_NODES) in page
     assert "#SBATCH" not in page
 
 
