@@ -9,6 +9,7 @@ a capital, money as the console writes it."""
 import re
 
 from provisioning.choices import FUNDS_FAILURE, InstanceKind, InstanceState
+from provisioning.services.slurm_partitions import SLURM_FAILURE
 
 from .service_text import money_for_people
 
@@ -62,6 +63,12 @@ REPLACED = re.compile(r"^re-placed: \S+ quarantined$")
 STUCK = re.compile(r"^reconciler: stuck in (\w+) past its step deadline(?: \(released\))?$")
 AUTO_STOP = re.compile(r"^auto-stop: (.+)$")
 FUNDS = re.compile(rf"^{re.escape(FUNDS_FAILURE)}: (.+)$", re.S)
+# services/slurm_partitions.py: the partition's operation and the controller's answer (for operators).
+SLURM_FAILED = re.compile(rf"^{re.escape(SLURM_FAILURE)}: (create|delete) ")
+SLURM_FAILURES = {
+    "create": "Running, but its Slurm partition could not be created yet; Cardmix tries again automatically.",
+    "delete": "Its Slurm partition could not be removed yet; Cardmix tries again automatically.",
+}
 
 
 def _sentence(text: str) -> str:
@@ -104,6 +111,8 @@ def reason_for_people(reason, kind: str = "") -> str:
     if m := AUTO_STOP.match(reason):
         why = m.group(1)
         return "Stopped automatically: " + AUTO_STOPS.get(why, _lower_first(_sentence(why.replace("_", " "))))
+    if m := SLURM_FAILED.match(reason):
+        return SLURM_FAILURES[m.group(1)]
     if m := FUNDS.match(reason):
         return "Ready, but not handed over: " + _lower_first(_sentence(m.group(1)))
     return _sentence(reason)

@@ -329,6 +329,8 @@ NODE_CLEAN_CLAIM_SECONDS = env.int("NODE_CLEAN_CLAIM_SECONDS", default=3 * 3600)
 # Slurm hybrid partitions: the scontrol command prefix, e.g. "ssh slurm@ctl scontrol"; empty = disabled.
 SLURM_SCONTROL = env.str("SLURM_SCONTROL", default="")
 SLURM_COMMAND_TIMEOUT_SECONDS = env.float("SLURM_COMMAND_TIMEOUT_SECONDS", default=30.0)
+# sacctmgr command prefix that adds each organization's account to slurmdbd; empty = the operator does.
+SLURM_SACCTMGR = env.str("SLURM_SACCTMGR", default="")
 CELERY_BEAT_SCHEDULE["hardware-agent-heartbeats"] = {
     "task": "hardware.heartbeats_check", "schedule": env.float("AGENT_HEARTBEAT_CHECK_SECONDS", default=30.0)}
 # --- end hardware ---------------------------------------------------------------------------

@@ -6,7 +6,6 @@ the list and the detail cannot drift apart (tests/provisioning/test_instance_bod
 """
 from datetime import datetime
 from functools import lru_cache
-from types import SimpleNamespace
 from typing import NamedTuple
 
 from core.money import format_price_per_second, format_ucny
@@ -46,6 +45,7 @@ class InstanceRow(NamedTuple):
     sla_event_id: object
     sla_settled_event_id: object
     sla_compensation: int
+    organization_id: object  # its Slurm account (hardware.slurm.account_name)
     # The list's page query adds these three (selectors.instance_list_rows); a model's row leaves them unset.
     body_cost: int = 0
     body_groups: list | None = None
@@ -80,7 +80,7 @@ def row_of(instance) -> InstanceRow:
         instance.policy, instance.zone_id, instance.zone.slug if instance.zone_id else None, instance.image,
         instance.images, instance.billing, instance.package_renewal, instance.waitlist, instance.created_at,
         instance.ready_at, instance.price_per_hour, instance.sla_deadline, instance.sla_event_id,
-        instance.sla_settled_event_id, instance.sla_compensation)
+        instance.sla_settled_event_id, instance.sla_compensation, instance.organization_id)
 
 
 def group_row_from(instance_id, g: dict) -> GroupRow:
@@ -114,14 +114,12 @@ def _moment(value) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
-def _slurm_partition(instance_id, groups) -> dict | None:
-    vendors = {g.vendor for g in groups}
-    if len(vendors) < 2:  # hardware_port answers None for anything but a hybrid: skip building nodes
+def _slurm_partition(row: InstanceRow, groups) -> dict | None:
+    if len({g.vendor for g in groups}) < 2:  # hardware_port answers None for anything but a hybrid
         return None
-    # hardware.slurm reads hostname, card_count and accelerator.vendor of each distinct node.
-    nodes = {g.node_id: SimpleNamespace(hostname=g.hostname, card_count=g.card_count,
-                                        accelerator=SimpleNamespace(vendor=g.vendor)) for g in groups}
-    return hardware_port.slurm_partition(instance_id=instance_id, nodes=list(nodes.values()))
+    parts = [hardware_port.SlurmPart(g.hostname, g.card_count, g.vendor, len(g.card_indices)) for g in groups]
+    return hardware_port.slurm_partition(instance_id=row.id, organization_id=row.organization_id, kind=row.kind,
+                                         parts=parts)
 
 
 def _package(package) -> dict | None:
@@ -178,6 +176,6 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
                 "compensation": format_ucny(granted) if granted else None},
         "waitlist_position": positions.get(row.id),
-        "slurm_partition": _slurm_partition(row.id, groups) if len(groups) > 1 else None,
+        "slurm_partition": _slurm_partition(row, groups) if len(groups) > 1 else None,
         "actions": list(_actions(state)),
     }
