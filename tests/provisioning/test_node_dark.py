@@ -227,3 +227,12 @@ def test_another_tenant_sees_neither_the_instance_nor_its_notice(client, dark_no
     other = session_client_for(member_factory(role="owner"))
     assert other.get(f"{URL}{iid}/").status_code == 404
     assert other.get(URL).json()["results"] == []
+
+
+def test_operators_see_the_episode_on_the_instance_admin_page(client, dark_node, operator_client):
+    node, _ = dark_node
+    iid = running(client)
+    go_dark(node, iid)
+    instances_dark_sweep()
+    page = operator_client.get(f"/admin/provisioning/instance/{iid}/change/").content.decode()
+    assert "Dark episodes" in page and "<p>1.688889</p>" in page  # credited: 1000 s charged, 600 s owed
