@@ -45,3 +45,4 @@ class TransferCode(models.TextChoices):
     PACKAGE = "package", "Monthly package"
     ROUNDING = "rounding", "Rounding"
     ADJUSTMENT = "adjustment", "Adjustment"
+    NODE_DARK = "node_dark", "Unreachable node credit"

@@ -32,6 +32,10 @@ REASONS = {
     "waitlist_expired": "No cards freed up within the waitlist's time limit, so the request was ended.",
     "retention_expired": "Stopped for longer than the retention period, so it was terminated and its data disk freed.",
     "inter-node readiness failed twice": "The readiness test across its nodes failed twice, so it was not handed over.",
+    "node unreachable past its timeout": "Its machine stopped answering and did not come back in time, so it was "
+                                         "failed and its cards released; it was not charged from when it was last seen.",
+    "re-placed: node unreachable": "Its machine stopped answering, so it is being moved to other cards; it was not "
+                                   "charged from when it was last seen.",
     "monthly package ended (renewal: stop)": "The monthly package ended and was not renewed, so it is stopped.",
     "monthly package ended (renewal: on_demand): billed on demand":
         "The monthly package ended; it is billed on demand from now on.",

@@ -111,6 +111,15 @@ def _node_resume(node_id) -> None:
         cred.resume_state, cred.resume_reason = "", ""
         cred.save(update_fields=["resume_state", "resume_reason"])
         node_set_state(node=node, state=state, reason=reason)
+        _dark_sweep_dispatch()  # its instances' notices end and their meters open again
+
+
+def _dark_sweep_dispatch() -> None:
+    """Ask provisioning (by task name: it sits above hardware) to act on nodes gone dark or back, after this
+    transaction commits; its beat does the same every NODE_DARK_SWEEP_SECONDS, so a lost message only delays it."""
+    from core.outbox import outbox_send
+
+    outbox_send("provisioning.instances_dark_sweep")
 
 
 def node_resume_state(node) -> str | None:
@@ -171,6 +180,8 @@ def heartbeats_check() -> list[str]:
                              target_id=holder_id, details={"node": str(node.pk), "hostname": node.hostname,
                                                            "last_heartbeat": last})
             marked.append(node.hostname)
+        if marked:
+            _dark_sweep_dispatch()  # tell the users, stop billing from the last heartbeat
     return marked
 
 

@@ -130,7 +130,8 @@ def _package(package) -> dict | None:
             "ends_at": package.ends_at, "renewal": package.renewal}
 
 
-def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages=None) -> dict:
+def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages=None,
+                  notices=None) -> dict:
     """The instance body from its row and its live group rows (ordered by item index, id)."""
     nodes = [{"node": g.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
               "cards": g.card_indices, "state": g.state} for g in groups]
@@ -142,8 +143,10 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         # On the way to running the current window has no ready_at yet (one left from an earlier run
         # is not this window's): late once the deadline has passed.
         breached = now is not None and now > _moment(deadline)
-    elif state == InstanceState.FAILED:  # fails only before running, so any ready_at is an earlier run's
-        breached = True
+    elif state == InstanceState.FAILED:
+        # Failed on the way to running (ready_at cleared by every start), or after this window was met: a node that
+        # went dark past its timeout (services/dark.py).
+        breached = row.ready_at is None or _moment(row.ready_at) > _moment(deadline)
     elif row.ready_at is not None:
         breached = _moment(row.ready_at) > _moment(deadline)
     else:
@@ -178,4 +181,5 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         "waitlist_position": positions.get(row.id),
         "slurm_partition": _slurm_partition(row, groups) if len(groups) > 1 else None,
         "actions": list(_actions(state)),
+        "notices": (notices or {}).get(row.id, []),  # e.g. its node stopped answering (provisioning/notices.py)
     }
