@@ -192,12 +192,18 @@ def _detail_context(request, instance_id, action_error: str = "") -> dict:
     instance = or_404(selectors.instance_get, org=request.org, instance_id=instance_id)
     (instance,) = ic.decorate([instance], can_write=request_can(request, "instances"))
     events = list(selectors.instance_events(instance=instance))
+    reports, earlier_reports = ic.readiness_split(ic.readiness_rows(selectors.instance_reports(instance=instance)),
+                                                  events)
+    verdicts = ic.readiness_by_node(reports)
     return {
         "instance": instance,
         "renewal_choices": PackageRenewal.choices,
         "events": events,
         "steps": ic.progress(instance, events),
-        "reports": ic.readiness_rows(selectors.instance_reports(instance=instance)),
+        "reports": reports,
+        "earlier_reports": earlier_reports,
+        "node_verdicts": verdicts,
+        "readiness_failure": ic.readiness_failure_text(verdicts) if instance.state == InstanceState.FAILED else "",
         "compensation": ic.compensation_for(events),
         "topology": ic.topology(ic.topology_groups(instance)),
         "slurm": slurm_section(instance),
