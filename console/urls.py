@@ -64,4 +64,5 @@ urlpatterns += [
     path("instances/<str:instance_id>/retry/", instance_retry.instance_retry_view, name="instance_retry"),
     path("instances/<str:instance_id>/<str:action>/", instances.instance_action, name="instance_action"),
     path("billing/", billing_views.billing, name="billing"),
+    path("billing/ledger/<str:instance_id>/<str:day>/", billing_views.ledger_day, name="billing_ledger_day"),
 ]

@@ -169,6 +169,22 @@ def instance_names(*, org, ids) -> dict[str, str]:
     return {str(pk): name for pk, name in Instance.objects.filter(organization=org, pk__in=ids).values_list("pk", "name")}
 
 
+def event_instances(*, org, event_ids) -> dict[str, tuple[str, str]]:
+    """{str(event id): (str(instance id), instance name)} for the organization's instance events among `event_ids`
+    (an SLA credit names its breach, the event of the create/start request); other tenants' are left out."""
+    ids = set()
+    for i in event_ids:
+        try:
+            ids.add(uuid.UUID(str(i)))
+        except ValueError:
+            continue
+    if not ids:
+        return {}
+    rows = InstanceEvent.objects.filter(pk__in=ids, instance__organization=org).values_list(
+        "pk", "instance_id", "instance__name")
+    return {str(pk): (str(iid), name) for pk, iid, name in rows}
+
+
 def instance_events(*, instance: Instance):
     """The state history, oldest first."""
     return InstanceEvent.objects.filter(instance=instance).order_by("created_at", "id")

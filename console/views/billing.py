@@ -2,7 +2,7 @@
 
 All numbers come from billing's selectors; this module only lays them out (money stays int µCNY
 until the `fen` filter rounds it for display)."""
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -10,17 +10,18 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Sum
 from django.db.models.functions import TruncDate
+from django.http import Http404
 from django.shortcuts import render
 
 from billing.choices import TransferCode
 from billing.rating import whole_seconds
-from billing.selectors import transfer_list, usage_list
+from billing.selectors import transfer_day_lines, transfer_groups, transfer_list, usage_list
 from core.dbclock import db_now
-from provisioning.selectors import instance_names
+from provisioning.selectors import event_instances, instance_get, instance_names
 from tenancy.permissions import request_can
 
 from ..catalog_names import accelerator_names
-from .access import require_capability
+from .access import or_404, require_capability
 from .dashboard import balance_context
 
 LEDGER_PAGE = 25
@@ -39,6 +40,31 @@ def ledger_rows(lines, org) -> list:
         t.account_kind = (t.credit_account if credited else t.debit_account).kind
         t.label = labels.get(t.code, t.code)
     return lines
+
+
+def ledger_group_rows(rows, org) -> list:
+    """transfer_groups rows seen from the organization (direction, its account's kind, what for), each naming its
+    instance: metered usage and packages by their instance id, an SLA credit by the request event it compensates."""
+    from billing.models import Account
+
+    kinds = dict(Account.objects.filter(organization=org).values_list("pk", "kind"))
+    labels = dict(TransferCode.choices)
+    rows = list(rows)
+    breaches = event_instances(org=org, event_ids=[r["grant_ref"] for r in rows if r["code"] == TransferCode.SLA])
+    for r in rows:
+        credited = r["credit_account_id"] in kinds
+        r["direction"] = "credit" if credited else "debit"
+        r["account_kind"] = kinds.get(r["credit_account_id"] if credited else r["debit_account_id"], "")
+        r["label"] = labels.get(r["code"], r["code"])
+        r["meter_id"] = r["min_meter"] if r["min_meter"] == r["max_meter"] else None
+        r["grouped"] = r["code"] == TransferCode.METER and r["lines"] > 1
+        if r["code"] == TransferCode.SLA and r["grant_ref"] in breaches:
+            r["instance_id"] = breaches[r["grant_ref"]][0]
+            r["compensates"] = True
+    names = instance_names(org=org, ids=[r["instance_id"] for r in rows])
+    for r in rows:
+        r["instance_name"] = names.get(str(r["instance_id"]), "") if r["instance_id"] else ""
+    return rows
 
 
 def spend_by_day(org, now) -> list[dict]:
@@ -74,15 +100,13 @@ def billing(request):
     require_capability(request, "read_billing")
     org = request.org
     now = db_now()
-    page = Paginator(transfer_list(org=org), LEDGER_PAGE).get_page(request.GET.get("page"))
-    ledger_rows(page.object_list, org)
+    tz = ZoneInfo(settings.BILLING_TIME_ZONE)
+    page = Paginator(transfer_groups(org=org, tz=tz), LEDGER_PAGE).get_page(request.GET.get("page"))
+    page.object_list = ledger_group_rows(page.object_list, org)
     start = now - timedelta(days=CHART_DAYS)
     usage = list(usage_list(org=org, start=start, end=now)[:USAGE_ROWS])
     names = accelerator_names(m.accelerator for m in usage) if usage else {}
-    lines = list(page.object_list)  # ledger lines and usage rows name instances: one lookup for both
-    instances = instance_names(org=org, ids=[row.instance_id for row in lines + usage])
-    for t in lines:
-        t.instance_name = instances.get(str(t.instance_id), "")
+    instances = instance_names(org=org, ids=[row.instance_id for row in usage])
     for m in usage:
         m.seconds = whole_seconds(max(m.opened_at, start), min(m.closed_at or now, now))
         m.accelerator_name = names.get(m.accelerator, m.accelerator)
@@ -93,3 +117,21 @@ def billing(request):
     if request.htmx and request.GET.get("page"):
         return render(request, "console/partials/ledger_table.html", context)
     return render(request, "console/billing/ledger.html", context)
+
+
+@login_required
+def ledger_day(request, instance_id, day):
+    """The drill-down of a grouped ledger row: one instance's metered-usage lines of one day (another tenant's
+    instance → 404, like its page)."""
+    require_capability(request, "read_billing")
+    org = request.org
+    instance = or_404(instance_get, org=org, instance_id=instance_id)
+    try:
+        on = date.fromisoformat(day)
+    except ValueError:
+        raise Http404("No such day.") from None
+    tz = ZoneInfo(settings.BILLING_TIME_ZONE)
+    lines = ledger_rows(list(transfer_day_lines(org=org, instance_id=instance.pk, day=on, tz=tz)), org)
+    context = {"instance": instance, "day": on, "lines": lines, "total": sum(t.amount for t in lines),
+               "time_zone": settings.BILLING_TIME_ZONE, "link_instances": request_can(request, "read")}
+    return render(request, "console/billing/ledger_day.html", context)
