@@ -48,7 +48,7 @@ class CatalogChoices:
 
     def zone_choices(self):
         return [("", "Any zone (Cardmix picks)")] + [
-            (z.slug, f"{z.name} · {z.get_fabric_kind_display()} {z.fabric_gbps} Gb/s · {n} free") for z, n in self.zones]
+            (z.slug, f"{z.name} · {z.fabric_label} · {n} free") for z, n in self.zones]
 
     def accelerator_choices(self, blank: str | None = None):
         rows = [("", blank)] if blank else []

@@ -81,17 +81,25 @@ def spend_by_day(org, now) -> list[dict]:
             for i in range(CHART_DAYS)]
 
 
+CHART_TOP = 18  # px above the tallest bar: the "max … /day" label sits there, never on a bar
+CHART_AXIS = 16  # px below the bars for the day labels
+
+
 def spend_chart(days: list[dict]) -> dict:
-    """Bar geometry for a server-rendered SVG (no JavaScript, no chart library)."""
+    """Bar geometry for a server-rendered SVG (no JavaScript, no chart library). Day labels are anchored so that
+    none runs past an edge: the first starts at its bar, the last ends at its bar, the others centre on theirs."""
     top = max((d["amount"] for d in days), default=0)
     slot = CHART_W / len(days)
+    base = CHART_H - CHART_AXIS
     bars = []
     for i, d in enumerate(days):
-        h = round(d["amount"] / top * (CHART_H - 20), 1) if top else 0
-        bars.append({**d, "x": round(i * slot + 2, 1), "w": round(slot - 4, 1), "h": h,
-                     "y": round(CHART_H - 16 - h, 1), "label": i % 5 == 0 or i == len(days) - 1})
+        h = round(d["amount"] / top * (base - CHART_TOP), 1) if top else 0
+        x, w = round(i * slot + 2, 1), round(slot - 4, 1)
+        anchor, label_x = ("start", x) if i == 0 else ("end", x + w) if i == len(days) - 1 else ("middle", x + w / 2)
+        bars.append({**d, "x": x, "w": w, "h": h, "y": round(base - h, 1),
+                     "label": i % 5 == 0 or i == len(days) - 1, "anchor": anchor, "label_x": round(label_x, 1)})
     return {"bars": bars, "top": top, "total": sum(d["amount"] for d in days), "width": CHART_W,
-            "height": CHART_H, "base": CHART_H - 16}
+            "height": CHART_H, "base": base, "top_y": CHART_TOP}
 
 
 @login_required

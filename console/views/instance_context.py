@@ -217,5 +217,4 @@ def topology(groups) -> list[str]:
 
 
 def fabric(zone) -> str:
-    kind = "InfiniBand" if zone.fabric_kind == "infiniband" else "RoCE v2"
-    return f"{kind} {zone.fabric_gbps} Gbps"
+    return zone.fabric_label
