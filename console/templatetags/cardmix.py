@@ -145,3 +145,9 @@ def readiness_error(text):
     """A readiness report's reason as people read it: byte counts as "8 GiB" ("… at 8589934592 B" → "… at 8 GiB");
     the API keeps the bytes."""
     return BYTES.sub(lambda m: bytes_for_people(int(m.group(1))), str(text or ""))
+
+
+@register.simple_tag(name="zone_name")
+def zone_name_tag():
+    """{% zone_name %} → "Asia/Shanghai" (BILLING_TIME_ZONE), beside the offset where a page explains its times."""
+    return billing_tz().key

@@ -49,3 +49,37 @@ def test_the_spend_charts_labels_fit_and_the_max_label_sits_above_the_bars(e2e_e
         bar = bars.nth(i).bounding_box()
         if bar["height"]:
             assert not _overlap(maximum, bar), (maximum, bar)
+
+
+def _operator_page(chromium, live_server, width=1280):
+    from django.conf import settings
+    from django.test import Client
+
+    from tests.factories.tenancy import UserFactory
+
+    client = Client()
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    context = chromium.new_context(viewport={"width": width, "height": 900})
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME]
+                          .value, "url": live_server.url}])
+    return context.new_page()
+
+
+def test_the_admin_node_list_shows_card_counts_and_state_reason_at_1280_px(e2e_env, live_server, chromium):
+    from inventory.services import node_set_state
+
+    nodes = make_fleet(zone="cn-east-1a-long-zone-slug", h100=2, ascend=1)
+    node_set_state(node=nodes[0], state="drain", reason="rack 7 move: waiting for the new top-of-rack switch",
+                   actor=None)
+    page = _operator_page(chromium, live_server)
+    page.goto(f"{live_server.url}/admin/inventory/node/")
+    Shots(page, "admin-nodes")("list")
+    # Visible without scrolling: inside the viewport and inside the results box (which scrolls what overflows).
+    results = page.locator("#changelist .results").bounding_box()
+    right = min(page.viewport_size["width"], results["x"] + results["width"])
+    for column in ("cards_free", "cards_allocated", "cards_failed", "state_reason"):
+        header = page.locator(f"#result_list th.column-{column}").bounding_box()
+        assert header is not None, column
+        assert header["x"] >= results["x"] and header["x"] + header["width"] <= right, (column, header, right)
+    cell = page.locator("#result_list td.field-state_reason", has_text="rack 7").bounding_box()
+    assert cell["x"] + cell["width"] <= right, (cell, right)
