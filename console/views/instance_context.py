@@ -48,6 +48,9 @@ def decorate(instances, *, can_write: bool) -> list:
         inst.position = context["positions"].get(inst.pk)
         inst.actions = [(name, label, style) for name, target, label, style in ACTIONS
                         if can_write and inst.can_become(target)]
+        if inst.state == S.WAITLISTED:  # terminating a waiting request only takes it out of the queue
+            inst.actions = [(n, "Leave the waitlist" if n == "terminate" else label, style)
+                            for n, label, style in inst.actions]
         if can_write and inst.state == S.FAILED:  # not a transition: a new instance with the same request
             inst.actions.insert(0, ("retry", "Retry as a new instance", "primary"))
         inst.may_start = can_write  # the console only suggests starting to a role that may

@@ -28,10 +28,12 @@ from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
 from .instance_slurm import slurm_section
+from .waitlist_context import waitlist_context
 
 PAGE_SIZE = 25
 NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
 SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instance_terminate}
+LEAVE_WAITLIST = "Your request leaves the queue and is ended; nothing was charged for it."
 POLICY_SHORTFALL = {"total": "cards", "domestic": "domestic cards"}  # the keys of a policy's `missing`
 
 
@@ -208,6 +210,7 @@ def _detail_context(request, instance_id, action_error: str = "") -> dict:
         "topology": ic.topology(ic.topology_groups(instance)),
         "slurm": slurm_section(instance),
         "action_error": action_error,
+        **waitlist_context(instance),
     }
 
 
@@ -238,9 +241,12 @@ def instance_action(request, instance_id, action):
     if request.method == "GET":
         if not instance.can_become(InstanceState.TERMINATING):  # already terminating or gone: nothing to ask
             return redirect(detail_url)
+        if instance.state == InstanceState.WAITLISTED:
+            return confirm_page(request, title=f"Leave the waitlist with {instance.name}?", label="Leave the waitlist",
+                                cancel=detail_url, detail=LEAVE_WAITLIST)
         return confirm_page(request, title=f"Terminate {instance.name}?", label="Terminate", cancel=detail_url,
                             detail=terminate_warning(instance.kind))
-    error = ""
+    error, leaving = "", instance.state == InstanceState.WAITLISTED
     try:
         service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
     except ServiceError as exc:
@@ -251,7 +257,8 @@ def instance_action(request, instance_id, action):
     if error:
         messages.error(request, error)
     else:
-        messages.success(request, {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
+        messages.success(request, "You left the waitlist." if leaving and action == "terminate" else
+                         {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
     return redirect(detail_url)
 
 
