@@ -150,3 +150,11 @@ def transfer_day_lines(*, org, instance_id, day, tz):
     end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=tz)
     return transfer_list(org=org).filter(code=TransferCode.METER, instance_id=instance_id, created_at__gte=start,
                                          created_at__lt=end)
+
+
+def trial_expiry(*, org):
+    """When the organization's trial credit expires (None: no trial, or already expired)."""
+    from .models import BillingProfile
+
+    return (BillingProfile.objects.filter(pk=org.pk, trial_expired_at__isnull=True)
+            .values_list("trial_expires_at", flat=True).first())
