@@ -39,3 +39,40 @@ def test_a_cards_holder_is_the_instance_name_and_organization_linked(operator_cl
         page = operator_client.get(url).content.decode()
         assert link in page, url
         assert f">{inst.pk}<" not in page, url
+
+
+def test_the_admin_index_shows_capacity_per_accelerator_and_zone(operator_client, catalog):
+    from inventory.services import cards_set_health, node_set_state
+    from tests.factories.provisioning import make_fleet
+
+    east = make_fleet(zone="east", h100=2)
+    west = make_fleet(zone="west", h100=1, ascend=1)
+    for card in east[0].cards.order_by("index")[:3]:
+        CardAllocationFactory(card=card)
+    cards_set_health(card_ids=[east[1].cards.get(index=7).pk], health="failed", reason="xid 79", actor=None)
+    node_set_state(node=west[0], state="drain", reason="rack move", actor=None)
+    page = operator_client.get("/admin/").content.decode()
+
+    def row(acc, zone):
+        body = re.search(rf'<tr data-accelerator="{acc}" data-zone="{zone}">(.*?)</tr>', page, re.S).group(1)
+        return {k: int(re.sub(r"<[^>]+>", "", v)) for k, v in
+                re.findall(r'<td class="(free|allocated|failed|draining|out|total)">(.*?)</td>', body)}
+
+    assert row("h100-sxm-80g", "east") == {"free": 12, "allocated": 3, "failed": 1, "draining": 0, "out": 0,
+                                           "total": 16}
+    assert row("h100-sxm-80g", "west") == {"free": 0, "allocated": 0, "failed": 0, "draining": 8, "out": 0,
+                                           "total": 8}
+    assert row("ascend-910b", "west")["free"] == 8
+    link = re.search(rf'href="(/admin/inventory/node/\?accelerator__id__exact={east[0].accelerator_id}'
+                     rf'&amp;zone__id__exact={east[0].zone_id})"', page)
+    listed = operator_client.get(link.group(1).replace("&amp;", "&"))
+    assert listed.status_code == 200 and east[0].hostname in listed.content.decode()
+    assert west[0].hostname not in listed.content.decode()
+
+
+def test_staff_without_node_permission_see_no_capacity(client, catalog):
+    from tests.factories.tenancy import UserFactory
+
+    client.force_login(UserFactory(is_staff=True))
+    page = client.get("/admin/").content.decode()
+    assert client.get("/admin/").status_code == 200 and 'id="capacity"' not in page
