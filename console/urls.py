@@ -66,3 +66,12 @@ urlpatterns += [
     path("billing/", billing_views.billing, name="billing"),
     path("billing/ledger/<str:instance_id>/<str:day>/", billing_views.ledger_day, name="billing_ledger_day"),
 ]
+
+# --- teams: invitations by email, organizations created from the console (issue 33) ---
+from .views import teams  # noqa: E402
+
+urlpatterns += [
+    path("account/members/invite/", teams.member_invite, name="member_invite"),
+    path("invite/<str:token>/", teams.invitation_accept, name="invitation_accept"),
+    path("account/organizations/new/", teams.organization_new, name="organization_new"),
+]
