@@ -239,6 +239,28 @@ def test_the_probe_passes_between_listening_parts_and_names_one_that_never_answe
     assert f"reach part 0 (127.0.0.1) -> part 1 127.0.0.1:{base + 1} FAILED ConnectionRefusedError" in text
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nsenter"), reason="nsenter needs root")
+def test_docker_probe_runs_inside_each_containers_network_namespace(tmp_path, docker):
+    """On a VXLAN network the probe must run where the container's address is: `nsenter -t <its pid> -n`. The fake
+    docker answers the agent's own pid (its network namespace), so the exact command runs for real."""
+    agent = make_agent(tmp_path, "--runtime", "docker", "--nsenter", shutil.which("nsenter"))
+    for name in ("c0", "c1"):
+        subprocess.run([str(BIN / "docker"), "run", "-d", "--name", name, "img"], check=True, capture_output=True)
+    base = _free_port_pair()
+    parts = [{"part": 0, "address": "127.0.0.1", "probe_port": base, "node_id": "a"},
+             {"part": 1, "address": "127.0.0.1", "probe_port": base + 1, "node_id": "a"}]
+    payload = {"instance_id": IID, "mode": "vxlan", "parts": parts, "timeout_s": 5,
+               "local": [{"part": 0, "name": "c0"}, {"part": 1, "name": "c1"}]}
+    text, code, _ = agent.do_reachability(payload)
+    assert code == 0, text
+    assert text.count(" ok ") == 2
+    assert sorted(c for c in docker.calls() if c[0] == "inspect") == [
+        ["inspect", "-f", "{{.State.Pid}}", "c0"], ["inspect", "-f", "{{.State.Pid}}", "c1"]]
+    # A part whose container is gone cannot probe: said, and a failure.
+    text, code, _ = agent.do_reachability({**payload, "local": [{"part": 0, "name": "gone"}], "timeout_s": 1})
+    assert code == 1 and "part 0: container gone is not running" in text
+
+
 def _free_port_pair() -> int:
     while True:
         with socket.socket() as s:
