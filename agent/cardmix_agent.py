@@ -1228,8 +1228,9 @@ class Agent:
 
     def rdma_devices(self) -> list[str]:
         """The host's RDMA devices (/dev/infiniband/uverbs*, rdma_cm), sorted; none on a host without an HCA."""
-        try:
-            return sorted(str(p) for p in Path(self.args.rdma_dir).iterdir() if not p.is_dir())
+        try:  # an Agent built on hand-made args (tests) has no option: the default place
+            return sorted(str(p) for p in Path(getattr(self.args, "rdma_dir", "/dev/infiniband")).iterdir()
+                          if not p.is_dir())
         except OSError:
             return []
 
@@ -1241,8 +1242,9 @@ class Agent:
         return {"NCCL_IB_DISABLE": "0" if rdma else "1"}
 
     def rdma_said(self, rdma: list[str]) -> str:
-        return (f"RDMA: {len(rdma)} device(s) under {self.args.rdma_dir}, IPC_LOCK\n" if rdma
-                else f"no RDMA device under {self.args.rdma_dir}: NCCL_IB_DISABLE=1\n")
+        where = getattr(self.args, "rdma_dir", "/dev/infiniband")
+        return (f"RDMA: {len(rdma)} device(s) under {where}, IPC_LOCK\n" if rdma
+                else f"no RDMA device under {where}: NCCL_IB_DISABLE=1\n")
 
     def cluster_write(self, cluster: dict, where: Path) -> Path:
         """The hostfile every part gets, and this part's view (cluster.json: a release reads its network)."""
