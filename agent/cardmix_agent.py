@@ -1116,6 +1116,9 @@ class Agent:
         legacy_name, legacy_dirs = self.legacy_of(payload)
         # Bare metal (no cards): the keys its prepare wrote go first, so a failed docker rm cannot keep them.
         revoked = self.revoke_bare_metal_keys(where) if not payload.get("cards") and where.is_dir() else ""
+        if not payload.get("cards") and self.args.runtime == "docker" and (where / "cluster.json").exists():
+            # The tenant's cluster hostfile on the host: the next tenant's instance writes its own.
+            (Path(self.args.cluster_dir) / "hostfile").unlink(missing_ok=True)
         if self.args.runtime == "docker":
             text = revoked
             for container in filter(None, (name, legacy_name)):

@@ -210,6 +210,33 @@ def test_process_runtime_records_the_network_and_exports_the_part_environment(tm
         agent.do_release({"cards": payload["cards"], "instance_id": IID, "name": payload["name"]})
 
 
+def test_bare_metal_part_gets_the_hostfile_on_the_host_and_release_takes_it(tmp_path, docker):
+    zone = Zone(slug="z", cluster_network="vxlan", cluster_interface="bond1")  # bare metal: the host's network
+    h100 = Accelerator(slug="h100-sxm-80g", vendor="nvidia", collective="nccl")
+    nodes = [Node(hostname=f"bm-{i}", zone=zone, accelerator=h100, fabric_address=f"192.0.2.{41 + i}")
+             for i in range(2)]
+    plan = cluster_plan(kind="bare_metal", groups=[NodeGroup(node=n, card_indices=list(range(8))) for n in nodes],
+                        slot=None)
+    part = part_view(plan, 1)
+    agent = make_agent(tmp_path, "--runtime", "docker", "--cluster-dir", str(tmp_path / "etc-cardmix"),
+                       "--authorized-keys", str(tmp_path / "root-keys"), "--rdma-dir", str(rdma_dir(tmp_path)))
+    payload = {"instance_id": IID, "kind": "bare_metal", "cards": [], "ssh_keys": ["k"], "image": "",
+               "env": {"NCCL_IB_DISABLE": "0", **part["env"]}, "vendor": "nvidia", "collective": "nccl",
+               "cluster": part}
+    text, code, meta = agent.do_prepare(payload)
+    assert code == 0, text
+    hostfile = tmp_path / "etc-cardmix" / "hostfile"
+    assert hostfile.read_text() == "192.0.2.41 slots=8\n192.0.2.42 slots=8\n"
+    env = dict(line.split("=", 1) for line in
+               (agent.state_dir / "instances" / IID / "environment").read_text().splitlines())
+    assert env["CARDMIX_HOSTFILE"] == str(hostfile) and env["NODE_RANK"] == "1" and env["NCCL_IB_DISABLE"] == "0"
+    assert env["MASTER_ADDR"] == "192.0.2.41" and env["NCCL_SOCKET_IFNAME"] == "bond1"
+    assert meta["cluster"]["network"] == "host" and docker.calls() == []  # nothing to set up on the host's network
+    text, code, _ = agent.do_release({"cards": [], "instance_id": IID})
+    assert code == 0, text
+    assert not hostfile.exists()
+
+
 def test_inter_node_runs_each_hosts_own_cards(tmp_path):
     agent = make_agent(tmp_path, "--runtime", "process", "--mpirun", str(BIN / "mpirun"),
                        "--readiness-bin", str(BIN))
