@@ -431,7 +431,8 @@ def _cluster_lines(node: NodeRef, cluster: Mapping[str, Any] | None) -> str:
     else:
         where = f"host network{' on ' + net['device'] if net.get('device') else ''}"
     env = cluster.get("env", {})
+    hosts = ", ".join(line for line in str(cluster.get("hostfile", "")).splitlines() if line)
     return (f"cluster part {cluster['part']} of {len(cluster['parts'])} on {node.hostname}: {where}, address "
             f"{cluster['address']}\nhostfile {cluster['hostfile_path']}: {len(cluster['parts'])} host(s), WORLD_SIZE "
             f"{env.get('WORLD_SIZE', '?')}, NODE_RANK {env.get('NODE_RANK', '?')}, MASTER_ADDR "
-            f"{env.get('MASTER_ADDR', '?')}:{env.get('MASTER_PORT', '?')}\n")
+            f"{env.get('MASTER_ADDR', '?')}:{env.get('MASTER_PORT', '?')}\nhostfile: {hosts}\n")

@@ -31,11 +31,11 @@ def _create(client, kind, items) -> str:
 def _said(text: str) -> dict:
     """The rendezvous a simulated prepare says it set up."""
     m = re.search(r"cluster part (\d+) of (\d+) on \S+: (.*), address (\S+)\nhostfile (\S+): (\d+) host\(s\), "
-                  r"WORLD_SIZE (\d+), NODE_RANK (\d+), MASTER_ADDR (\S+)\n", text)
+                  r"WORLD_SIZE (\d+), NODE_RANK (\d+), MASTER_ADDR (\S+)\nhostfile: (.*)\n", text)
     assert m, text
-    part, parts, network, address, hostfile, hosts, world, rank, master = m.groups()
+    part, parts, network, address, hostfile, hosts, world, rank, master, lines = m.groups()
     return {"part": int(part), "parts": int(parts), "network": network, "address": address, "hostfile": hostfile,
-            "world": int(world), "rank": int(rank), "master": master}
+            "world": int(world), "rank": int(rank), "master": master, "hosts": lines}
 
 
 def _groups(iid):
@@ -137,6 +137,27 @@ def test_each_placed_cluster_holds_its_own_slot_and_the_pool_can_run_out(client,
     inst = Instance.objects.get(pk=first)
     assert "no free /24 left in CLUSTER_SUBNET_POOL" in inst.events.order_by("-created_at").first().reason
     assert set(Node.objects.values_list("state", flat=True)) == {"available"}  # no node was blamed
+
+
+def test_a_part_re_placed_during_readiness_makes_every_part_take_the_new_hostfile(client):
+    make_fleet(ascend=1, h800=2)
+    Zone.objects.filter(slug="zone-a").update(cluster_network="host")
+    for i, node in enumerate(Node.objects.order_by("hostname")):
+        Node.objects.filter(pk=node.pk).update(fabric_address=f"192.0.2.{51 + i}")
+    iid = _create(client, "container", [("ascend-910b", 8), ("h800-sxm-80g", 8)])
+    first_gpu = _groups(iid)[1].node
+    fault_force(node=first_gpu, operation="readiness", faults=["low_bandwidth"], times=2)
+    assert instance_advance(iid) == "running"
+    npu_group, gpu_group = _groups(iid)[0], [g for g in _groups(iid) if g.released_at is None][1]
+    assert gpu_group.node != first_gpu and Node.objects.get(pk=first_gpu.pk).state == "quarantined"
+    hosts = f"{npu_group.node.fabric_address} slots=8, {gpu_group.node.fabric_address} slots=8"
+    # The NPU part was prepared again (its first hostfile named the quarantined node) and checked again.
+    assert _said(npu_group.prepare_output)["hosts"] == _said(gpu_group.prepare_output)["hosts"] == hosts
+    npu_checks = ReadinessReport.objects.filter(instance_id=iid, group=npu_group, scope=ReportScope.INTRA_NODE)
+    assert npu_checks.count() == 2 and all(r.passed for r in npu_checks)
+    probes = ReadinessReport.objects.filter(instance_id=iid, scope=ReportScope.REACHABILITY)
+    assert [p.passed for p in probes] == [True]
+    assert probes[0].rows[0]["address"] == gpu_group.node.fabric_address
 
 
 def test_a_one_part_instance_is_no_cluster(client):
