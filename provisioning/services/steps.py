@@ -265,7 +265,8 @@ def group_check(instance: Instance, group: NodeGroup) -> bool | None:
 
 def _passed_since_placed(first: NodeGroup, groups: list[NodeGroup], scope: str) -> bool:
     """A cross-node run passed after the last of these groups was placed (one before a re-placement tested
-    another set of nodes)."""
+    another set of nodes). created_at is the app's clock, started_at the database's: a skew can only make a resumed
+    check run the test once more."""
     return ReadinessReport.objects.filter(group=first, scope=scope, passed=True,
                                           started_at__gte=max(g.created_at for g in groups)).exists()
 
