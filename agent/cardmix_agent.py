@@ -1080,8 +1080,8 @@ class Agent:
 
     def exposed_mounts(self, argv: list[str]) -> list[str]:
         """The bind-mount sources in a `docker run` argv that would show a container a protected path: the path
-        itself, anything inside it, or a directory above it. Only an instance's own authorized_keys file (in its
-        instance dir) is allowed out of the state dir, read-only."""
+        itself, anything inside it, or a directory above it. Only the files the agent writes for an instance to see
+        (its authorized_keys and cluster hostfile, in its instance dir) are allowed out of the state dir, read-only."""
         sources = []
         for i, arg in enumerate(argv[:-1]):
             if arg in ("-v", "--volume"):
@@ -1098,7 +1098,7 @@ class Agent:
             if not source.startswith("/"):
                 continue  # a named volume, not a host path
             path = Path(source).resolve()
-            if path.parent.parent == instances and path.name == "authorized_keys":
+            if path.parent.parent == instances and path.name in ("authorized_keys", "hostfile"):
                 continue
             if any(path == p or p.is_relative_to(path) or path.is_relative_to(p) for p in protected):
                 exposed.append(source)
