@@ -3,6 +3,8 @@
 The form only shapes input; quota, funds, capacity and image/vendor rules stay in provisioning's
 services (their ServiceErrors are attached back onto this form by the view).
 """
+import uuid
+
 from django import forms
 
 from inventory.models import Accelerator, Image, Zone
@@ -61,10 +63,20 @@ def _default_image(images):
     return (preferred or images or [None])[0].slug if (preferred or images) else None
 
 
+def no_maxlength(field: forms.CharField) -> forms.CharField:
+    """Leave the length to the server: a browser's maxlength cuts a pasted 300-character name to 100 without a
+    word; the form's max_length then says so instead."""
+    field.widget.attrs.pop("maxlength", None)
+    return field
+
+
 class InstanceCreateForm(forms.Form):
     """Card mix (items or policy), kind, images per vendor, SSH keys, billing and waitlist."""
 
-    name = forms.CharField(max_length=100, initial="my-instance")
+    name = no_maxlength(forms.CharField(max_length=100, initial="my-instance"))
+    # One key per render of the form (Idempotency-Key, as the API's): two tabs of one render, a double click or
+    # back + resubmit create one instance.
+    idempotency_key = forms.CharField(required=False, max_length=255, widget=forms.HiddenInput)
     mode = forms.ChoiceField(choices=MODE_CHOICES, initial="items", widget=forms.RadioSelect)
     kind = forms.ChoiceField(choices=KIND_CHOICES, initial=InstanceKind.CONTAINER, widget=forms.RadioSelect)
     zone = forms.ChoiceField(required=False, label="Zone")
@@ -85,6 +97,7 @@ class InstanceCreateForm(forms.Form):
     def __init__(self, *args, catalog: CatalogChoices, ssh_keys=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.catalog = catalog
+        self.fields["idempotency_key"].initial = uuid.uuid4().hex
         self.fields["accelerator"].choices = catalog.accelerator_choices()
         self.fields["accelerator2"].choices = catalog.accelerator_choices(blank="— none —")
         self.fields["compatible_vendors"].choices = [(v, VENDOR_LABELS.get(v, v)) for v in catalog.vendors]
@@ -124,6 +137,10 @@ class InstanceCreateForm(forms.Form):
         return data
 
     # --- what the services take --------------------------------------------------------------
+
+    def submission(self) -> dict:
+        """What was asked for, as the body its idempotency key is compared with (the key itself left out)."""
+        return {k: v for k, v in self.cleaned_data.items() if k != "idempotency_key"}
 
     def items(self) -> tuple[Item, ...]:
         data = self.cleaned_data
