@@ -151,6 +151,10 @@ class InstanceCreateForm(forms.Form):
             rows.append(Item(data["accelerator2"], data["count2"]))
         return tuple(rows)
 
+    def item_names(self) -> list[str]:
+        """The items' accelerators by name, in the order the services number them (their refusals name them)."""
+        return [getattr(self.catalog.by_slug.get(it.accelerator), "name", it.accelerator) for it in self.items()]
+
     def policy(self) -> Policy | None:
         data = self.cleaned_data
         if data.get("mode") != "policy":
@@ -175,7 +179,7 @@ class InstanceCreateForm(forms.Form):
                             billing=self.cleaned_data["billing"])
 
 
-def attach_service_error(form: forms.Form, exc, *, items: int = 1) -> None:
+def attach_service_error(form: forms.Form, exc, *, items=1) -> None:
     """Show a service refusal next to the form: a 400's field details on their fields, anything else
     (quota, funds, capacity, state) as one message on top, worded for people (`items`: how many card rows the
     request had); the typed values stay in the bound form."""

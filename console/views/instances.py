@@ -170,7 +170,7 @@ def _quote_context(form, org=None, user=None, can_top_up=False) -> dict:
         quote = quote_compute(spec=form.spec())
     except ServiceError as exc:
         texts = [m for msgs in exc.details.values() for m in (msgs if isinstance(msgs, list) else [msgs])]
-        ctx["quote_error"] = " ".join(for_people(m, items=len(form.items())) for m in texts or [exc.message])
+        ctx["quote_error"] = " ".join(for_people(m, items=form.item_names()) for m in texts or [exc.message])
         return ctx
     catalog = form.catalog
     billing = form.cleaned_data["billing"]
@@ -273,7 +273,7 @@ def instance_new(request):
                                      "look at All instances before pressing Create again.")
                 status = 409
             except ServiceError as exc:
-                attach_service_error(form, exc, items=len(form.items()))
+                attach_service_error(form, exc, items=form.item_names())
                 status = exc.status
             else:
                 if replayed:
