@@ -73,7 +73,8 @@ def _log_lines(log_path: Path) -> str:
     return "\n".join(line[:400] for line in text.splitlines() if any(w in line.lower() for w in words))[-6000:]
 
 
-def test_the_demo_user_tops_up_50_cny_on_make_run_defaults(make_run):
+def test_the_demo_user_tops_up_50_cny_on_make_run_defaults(make_run, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # chromium_launched closes Django's connections at the end
     url, log_path = make_run
     assert "Payments: test mode at localstripe" in log_path.read_text(errors="replace")
     for chromium in chromium_launched():
@@ -99,6 +100,7 @@ def test_the_demo_user_tops_up_50_cny_on_make_run_defaults(make_run):
         except Exception as exc:
             raise AssertionError(f"no credit: {_log_lines(log_path)}") from exc
         assert page.inner_text("#cash-balance") == "¥50.00"
+        assert page.inner_text("#balance-now") == "¥50.00"  # the page's balance card follows
         shot("credited")
         page.goto(f"{url}/billing/topup/")
         assert page.inner_text("#balance-now") == "¥50.00"
