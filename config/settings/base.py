@@ -269,6 +269,9 @@ TOPUP_MAX_UCNY = env.int("TOPUP_MAX_UCNY", default=100_000_000_000)
 # Extra Stripe payment method types besides card, e.g. "alipay,wechat_pay" (only where the
 # Stripe account supports them); the console shows their buttons when listed.
 STRIPE_EXTRA_PAYMENT_METHODS = env.list("STRIPE_EXTRA_PAYMENT_METHODS", default=[])
+# Set by `make run` (manage.py runall) for web, worker and beat when it starts localstripe, a local Stripe stand-in,
+# on embedded defaults: top-ups are test payments there (billing/payments/standin.py). Refused in production.
+STRIPE_STANDIN = env.bool("STRIPE_STANDIN", default=False)
 STRIPE_WEBHOOK_TOLERANCE_SECONDS = env.int("STRIPE_WEBHOOK_TOLERANCE_SECONDS", default=300)
 # Reconciliation looks at PaymentIntents created in the last N hours, at most M of them per run.
 STRIPE_RECONCILE_HOURS = env.int("STRIPE_RECONCILE_HOURS", default=72)
