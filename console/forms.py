@@ -193,3 +193,12 @@ def attach_service_error(form: forms.Form, exc, *, items=1) -> None:
             form.add_error(target if target in form.fields else None, for_people(msg, items=items))
     if not exc.details:
         form.add_error(None, for_people(exc.message, items=items))
+
+
+def form_errors_add(form, exc) -> None:
+    """Attach a service refusal's (core.errors.ServiceError) details to the form's fields, or to the form itself."""
+    for field, msgs in (exc.details or {}).items():
+        for msg in msgs if isinstance(msgs, list) else [msgs]:
+            form.add_error(field if field in form.fields else None, msg)
+    if not exc.details:
+        form.add_error(None, exc.message)

@@ -24,7 +24,7 @@ from tenancy.models import TokenScope
 from tenancy.permissions import request_can
 from tenancy.throttles import LoginRateThrottle, SignupRateThrottle
 
-from ..forms import no_maxlength
+from ..forms import form_errors_add, no_maxlength
 from .confirm import confirm_page
 
 SSH_UPLOAD_MAX_BYTES = 16_384
@@ -43,15 +43,6 @@ def _back_to(request, name: str):
     # After a confirmed action htmx posted: a full page load of `name` (with its message), not a page in the row.
     url = reverse(name)
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
-def _form_errors(form, exc: ServiceError) -> None:
-    """Attach a service refusal's details to the form's fields (or to the form itself)."""
-    for field, msgs in (exc.details or {}).items():
-        for msg in msgs if isinstance(msgs, list) else [msgs]:
-            form.add_error(field if field in form.fields else None, msg)
-    if not exc.details:
-        form.add_error(None, exc.message)
 
 
 # --- Signup, verification, login, password reset --------------------------------------------------
@@ -73,7 +64,7 @@ def signup(request):
         try:
             user = services.user_signup(request=request, **form.cleaned_data)
         except ServiceError as exc:
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             return redirect("console:check_email")
@@ -197,7 +188,7 @@ def members(request):
             try:
                 services.member_invite(actor_membership=request.membership, request=request, **form.cleaned_data)
             except ServiceError as exc:
-                _form_errors(form, exc)
+                form_errors_add(form, exc)
             else:
                 messages.success(request, f"Added {form.cleaned_data['email']}.")
                 return redirect("console:members")
@@ -303,7 +294,7 @@ def tokens(request):
         try:
             _, secret = services.token_create(membership=request.membership, request=request, **form.cleaned_data)
         except ServiceError as exc:
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             form = TokenForm()
     response = render(request, "console/account/tokens.html", {
@@ -372,7 +363,7 @@ def ssh_keys(request):
                 services.ssh_key_add(user=request.user, org=request.org, request=request,
                                      name=form.cleaned_data["name"], public_key=form.cleaned_data["public_key"])
             except ServiceError as exc:
-                _form_errors(form, exc)
+                form_errors_add(form, exc)
             else:
                 messages.success(request, "SSH key added.")
                 return redirect("console:ssh_keys")

@@ -13,6 +13,7 @@ from tenancy.choices import Role
 from tenancy.middleware import SESSION_ORG_KEY
 from tenancy.throttles import SignupRateThrottle
 
+from ..forms import form_errors_add
 from .access import require_capability
 
 
@@ -30,14 +31,6 @@ class OrganizationForm(forms.Form):
     name = forms.CharField(max_length=150)
 
 
-def _form_errors(form, exc: ServiceError) -> None:
-    for field, msgs in (exc.details or {}).items():
-        for msg in msgs if isinstance(msgs, list) else [msgs]:
-            form.add_error(field if field in form.fields else None, msg)
-    if not exc.details:
-        form.add_error(None, exc.message)
-
-
 @login_required
 def member_invite(request):
     """Owners and admins of the current organization email an invitation (only owners invite owners)."""
@@ -49,7 +42,7 @@ def member_invite(request):
         try:
             invitations.invitation_send(actor_membership=request.membership, request=request, **form.cleaned_data)
         except ServiceError as exc:
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             messages.success(request, f"Invitation sent to {form.cleaned_data['email']}; the link is valid for "
                                       "seven days.")
@@ -76,7 +69,7 @@ def invitation_accept(request, token):
             except ServiceError as exc:
                 error = exc.message  # the link's own fault, or the account's fields (next to them too)
                 if form is not None and exc.details and set(exc.details) <= set(form.fields):
-                    _form_errors(form, exc)
+                    form_errors_add(form, exc)
                     error = ""
             else:
                 if user is None:
@@ -100,7 +93,7 @@ def organization_new(request):
             org = invitations.organization_create_for_user(user=request.user, name=form.cleaned_data["name"],
                                                            request=request)
         except ServiceError as exc:
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             request.session[SESSION_ORG_KEY] = str(org.pk)
             messages.success(request, f"Created {org.name}; you are its owner. Invite your team from Members.")

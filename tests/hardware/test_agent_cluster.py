@@ -55,29 +55,6 @@ def make_agent(tmp_path, *extra):
     return agent_mod.Agent(args)
 
 
-@pytest.fixture
-def docker(tmp_path, monkeypatch):
-    state = tmp_path / "docker" / "containers.json"
-    state.parent.mkdir()
-    monkeypatch.setenv("CARDMIX_FAKE_DOCKER_STATE", str(state))
-
-    class Docker:
-        def containers(self):
-            return json.loads(state.read_text()) if state.exists() else {}
-
-        def networks(self):
-            path = state.parent / "networks.json"
-            return json.loads(path.read_text()) if path.exists() else {}
-
-        def calls(self):
-            log = state.parent / "calls.log"
-            return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-        def net_calls(self):
-            return [c for c in self.calls() if c[0] in ("ip", "bridge")]
-    return Docker()
-
-
 def rdma_dir(tmp_path):
     where = tmp_path / "infiniband"
     where.mkdir()

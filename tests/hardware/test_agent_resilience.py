@@ -340,35 +340,6 @@ def test_process_release_and_wipe_survive_an_empty_or_truncated_pid_file(tmp_pat
                 os.killpg(pid, signal.SIGKILL)
 
 
-@pytest.fixture
-def docker(tmp_path, monkeypatch):
-    """The fake docker CLI (tests/hardware/bin/docker) with its own state; → helpers to read and break it."""
-    state = tmp_path / "docker" / "containers.json"
-    state.parent.mkdir()
-    monkeypatch.setenv("CARDMIX_FAKE_DOCKER_STATE", str(state))
-
-    class Docker:
-        def containers(self):
-            return json.loads(state.read_text()) if state.exists() else {}
-
-        def networks(self):
-            networks = state.parent / "networks.json"
-            return json.loads(networks.read_text()) if networks.exists() else {}
-
-        def calls(self):
-            log = state.parent / "calls.log"
-            return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-        def run(self, *argv):
-            """The fake CLI itself, e.g. to start something the agent did not."""
-            return subprocess.run([str(BIN / "docker"), *argv], capture_output=True, text=True, check=True).stdout
-
-        def daemon(self, up: bool):
-            down = state.parent / "daemon-down"
-            down.unlink(missing_ok=True) if up else down.touch()
-    return Docker()
-
-
 def docker_agent(tmp_path):
     return make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--docker", str(BIN / "docker"))
 
