@@ -23,7 +23,7 @@ from tenancy.selectors import ssh_key_list
 
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
 from ..service_text import action_refusal, for_people
-from ..state_reasons import terminate_warning
+from ..state_reasons import stop_warning, terminate_warning
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
@@ -31,6 +31,9 @@ from .confirm import confirm_page
 PAGE_SIZE = 25
 NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
 SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instance_terminate}
+# The actions that ask first (both delete what is on the instance's disks): the state they lead to, the button.
+ASKS = {"stop": (InstanceState.STOPPING, "Stop", stop_warning),
+        "terminate": (InstanceState.TERMINATING, "Terminate", terminate_warning)}
 POLICY_SHORTFALL = {"total": "cards", "domestic": "domestic cards"}  # the keys of a policy's `missing`
 
 
@@ -217,21 +220,23 @@ def instance_detail(request, instance_id):
 @require_http_methods(["GET", "POST"])
 def instance_action(request, instance_id, action):
     """stop / start / terminate: POST and redirect without JavaScript; htmx swaps the live block in place.
-    GET is terminate's confirmation page (its button leads there without JavaScript)."""
+    GET is terminate's or stop's confirmation page (their buttons lead there without JavaScript): both delete
+    what is on the instance's disks."""
     require_capability(request, "read")
     service = SERVICES.get(action)
     if service is None:
         raise Http404("No such action.")
     instance = or_404(selectors.instance_get, org=request.org, instance_id=instance_id)  # 404 before any lock
-    if request.method == "GET" and action != "terminate":
+    if request.method == "GET" and action not in ASKS:
         return HttpResponseNotAllowed(["POST"])
     require_write(request, "instances")
     detail_url = reverse("console:instance_detail", kwargs={"instance_id": instance_id})
     if request.method == "GET":
-        if not instance.can_become(InstanceState.TERMINATING):  # already terminating or gone: nothing to ask
+        to, label, warning = ASKS[action]
+        if not instance.can_become(to):  # already there or gone: nothing to ask
             return redirect(detail_url)
-        return confirm_page(request, title=f"Terminate {instance.name}?", label="Terminate", cancel=detail_url,
-                            detail=terminate_warning(instance.kind))
+        return confirm_page(request, title=f"{label} {instance.name}?", label=label, cancel=detail_url,
+                            detail=warning(instance.kind))
     error = ""
     try:
         service(org=request.org, instance_id=instance_id, actor=request.user, request=request)

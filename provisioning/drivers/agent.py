@@ -88,7 +88,8 @@ class AgentDriver(Driver):
         return self.run(node, "topology", {"collective": node.collective}, meta={"command": command})
 
     def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
-        """Remove the container on `cards`, or the bare-metal instance's keys (no cards); the data disk stays.
+        """Remove the container on `cards`, or the bare-metal instance's keys (no cards); the container's disk
+        goes with it (`docker rm`): nothing is kept.
 
         When no prepare of it ever reached the agent (still queued ones are withdrawn), nothing runs there:
         answer at once rather than wait for an agent that may be gone.

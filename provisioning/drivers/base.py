@@ -83,7 +83,7 @@ class Driver(abc.ABC):
         """Stop the container on `cards`, or power the node down when no cards are given (bare metal).
 
         Releasing what is not there succeeds: the platform also releases a group whose prepare may
-        have been cut short. The data disk is not touched.
+        have been cut short. A container goes with its disk: nothing of it is kept (provisioning/stop_keeps.py).
         """
 
     @abc.abstractmethod
