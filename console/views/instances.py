@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import ServiceError
 from provisioning import selectors
+from provisioning.card_share import CardShare, cpus_text
 from provisioning.choices import InstanceState
 from provisioning.models import PackageRenewal
 from provisioning.services.instances import instance_create, instance_start, instance_stop, instance_terminate
@@ -34,6 +35,15 @@ SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instanc
 # The actions that ask first (both delete what is on the instance's disks): the state they lead to, the button.
 ASKS = {"stop": (InstanceState.STOPPING, "Stop", stop_warning),
         "terminate": (InstanceState.TERMINATING, "Terminate", terminate_warning)}
+
+
+def share_text(share: CardShare) -> str:
+    """"56 CPUs and 512 GiB memory": what a quote item's cards bring on the nodes chosen now ("" when unknown)."""
+    parts = [f"{cpus_text(share.millicpus)} CPUs" if share.millicpus else "",
+             f"{share.memory_gib:.2f}".rstrip("0").rstrip(".") + " GiB memory" if share.memory_mib else ""]
+    return " and ".join(p for p in parts if p)
+
+
 POLICY_SHORTFALL = {"total": "cards", "domestic": "domestic cards"}  # the keys of a policy's `missing`
 
 
@@ -136,7 +146,8 @@ def _quote_context(form, org=None) -> dict:
         rows.append({**row, "name": acc.name if acc else row["accelerator"],
                      "vendor": VENDOR_LABELS.get(acc.vendor, acc.vendor) if acc else "",
                      "available_cards": acc.stock["available_cards"] if acc else 0,
-                     "subtotal": row["price_per_card_hour"] * row["count"]})
+                     "subtotal": row["price_per_card_hour"] * row["count"],
+                     "share": share_text(CardShare(row.get("millicpus"), row.get("memory_mib")))})
     ctx.update(quote=quote, rows=rows, monthly=billing == "monthly", missing=quote_missing(quote.missing, catalog),
                package_total=quote.price_per_hour * 720,
                topology=quote_topology(form.cleaned_data["kind"], quote.items, catalog),

@@ -22,6 +22,8 @@ class NodeRef:
     fabric: str = ""  # e.g. "roce-200g", "ib-400g": the zone's inter-node network
     ssh_host: str = ""
     ssh_port: int = 22
+    cpu_cores: int | None = None  # the host's logical CPUs and RAM: a container's share follows its cards
+    memory_mib: int | None = None
 
 
 @dataclass
