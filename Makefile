@@ -19,8 +19,15 @@ run: $(STAMP)
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runall
 
+# The Debian packages some tests need (Chromium, slurmctld, docker-compose…) are installed first
+# when missing and this is root with apt-get; otherwise bin/system-deps says how.
 test: $(STAMP)
+	bin/system-deps
 	bin/test $(ARGS)
+
+bench: $(STAMP)
+	bin/system-deps
+	bin/bench $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

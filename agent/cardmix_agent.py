@@ -68,6 +68,11 @@ PORT_LABEL = "cardmix.ssh_port"
 # and the mark a bare-metal instance's state dir gets when this agent saved it (an older agent's did not).
 ORIGINAL_KEYS_DIR = "original-authorized-keys"
 KEYS_MARKER = "keys-target"
+# Bare metal: the deploy boot's kernel command line carries a one-time enrollment secret (`cardmix.enroll=cmxe_…`,
+# put there by the platform through the BMC / boot server) that a freshly imaged node trades for its node token.
+ENROLL_ARG = "cardmix.enroll="
+DEFAULT_TOKEN_DIR = "/etc/cardmix-agent"
+EXIT_CONFIG = 78
 
 log = logging.getLogger("cardmix-agent")
 
@@ -468,6 +473,9 @@ class Agent:
         self.state_dir = Path(args.state_dir)
         self.journal_dir = self.state_dir / "journal"  # one file per command started and not yet answered
         if not getattr(args, "report", False):  # a report only reads: it must work unprivileged
+            # Only the agent reads its state (journal, the operator's saved keys): 0700, whatever it was.
+            make_private_dir(self.state_dir)
+            self.state_dir.chmod(0o700)
             (self.state_dir / "instances").mkdir(parents=True, exist_ok=True)
             self.journal_dir.mkdir(parents=True, exist_ok=True)
         self.stop = threading.Event()
@@ -530,7 +538,7 @@ class Agent:
             log.warning("heartbeat failed: %s: %s", type(exc).__name__, exc)
             return False
         if status == 401:
-            log.error("the platform refused the node token (401); rotate it in the admin")
+            log.error("the platform refused the node token (401: rotated or revoked); issue a new one")
             return False
         if status != 200:
             log.warning("heartbeat answered %s: %s", status, body)
@@ -960,8 +968,48 @@ class Agent:
             error, code = self.docker_network_create(name, str(payload["instance_id"]))
             if code != 0:
                 return freed + error, code, meta
-        text, code = run(self.docker_run_argv(payload, keys_file), timeout=self.args.prepare_timeout)
+        argv = self.docker_run_argv(payload, keys_file)
+        exposed = self.exposed_mounts(argv)
+        if exposed:  # never: the token and the agent's state stay out of every container
+            return (freed + f"cardmix-agent: refusing to start {name}: it would mount {', '.join(exposed)}, "
+                    "the agent's token or state\n", EXIT_CONFIG, meta)
+        text, code = run(argv, timeout=self.args.prepare_timeout)
         return freed + text, code, {**meta, "ssh_port": port if code == 0 else None}
+
+    def protected_paths(self) -> list[Path]:
+        """What no container may see: the token file, its directory, the state dir (and the usual token dir, even
+        for an agent given its token another way)."""
+        paths = [self.state_dir.resolve(), Path(DEFAULT_TOKEN_DIR)]
+        token_file = getattr(self.args, "token_file", None)
+        if token_file:
+            paths += [Path(token_file).resolve(), Path(token_file).resolve().parent]
+        return paths
+
+    def exposed_mounts(self, argv: list[str]) -> list[str]:
+        """The bind-mount sources in a `docker run` argv that would show a container a protected path: the path
+        itself, anything inside it, or a directory above it. Only an instance's own authorized_keys file (in its
+        instance dir) is allowed out of the state dir, read-only."""
+        sources = []
+        for i, arg in enumerate(argv[:-1]):
+            if arg in ("-v", "--volume"):
+                sources.append(argv[i + 1].split(":", 1)[0])
+            elif arg == "--mount":
+                fields = dict(f.split("=", 1) for f in argv[i + 1].split(",") if "=" in f)
+                sources.append(fields.get("source") or fields.get("src") or "")
+            elif arg.startswith(("--volume=", "--mount=")):
+                return [arg]  # not a form this agent writes: refuse rather than parse it
+        protected = self.protected_paths()
+        instances = (self.state_dir / "instances").resolve()
+        exposed = []
+        for source in sources:
+            if not source.startswith("/"):
+                continue  # a named volume, not a host path
+            path = Path(source).resolve()
+            if path.parent.parent == instances and path.name == "authorized_keys":
+                continue
+            if any(path == p or p.is_relative_to(path) or path.is_relative_to(p) for p in protected):
+                exposed.append(source)
+        return exposed
 
     def docker_rm(self, name: str) -> tuple[str, int]:
         """`docker rm -f` a container; one that does not exist counts as removed."""
@@ -1320,7 +1368,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="platform URL, e.g. https://cardmix.example.com; default $CARDMIX_SERVER")
     p.add_argument("--token", default=os.environ.get("CARDMIX_AGENT_TOKEN", ""),
                    help="node token (cmxn_…); default $CARDMIX_AGENT_TOKEN")
-    p.add_argument("--token-file", help="read the node token from this file")
+    p.add_argument("--token-file", help="read the node token from this file (0600, the agent's own); an enrolling "
+                                        "agent writes the token it gets there")
+    p.add_argument("--kernel-cmdline", default="/proc/cmdline",
+                   help="where the deploy boot's one-time enrollment secret (cardmix.enroll=cmxe_…) is looked for")
+    p.add_argument("--enroll-retry-seconds", type=float, default=600.0,
+                   help="keep retrying the enrollment this long through network errors and 5xx")
     p.add_argument("--runtime", choices=["docker", "process"], default="docker")
     p.add_argument("--vendor", choices=["auto", "nvidia", "huawei"], default="auto")
     p.add_argument("--readiness-bin", default="", help="all_reduce_perf / all_reduce_test, or their directory")
@@ -1355,11 +1408,79 @@ def parse_args(argv=None) -> argparse.Namespace:
         return args
     if not args.server:
         p.error("the platform URL is required: --server or $CARDMIX_SERVER")
-    if args.token_file:
+    args.enroll_secret = enroll_secret_of(args.kernel_cmdline)
+    if args.token_file and os.path.exists(args.token_file):
+        problem = token_file_check(Path(args.token_file))
+        if problem:
+            p.error(problem)
         args.token = Path(args.token_file).read_text().strip()
-    if not args.token.startswith("cmxn_"):
-        p.error("a node token (cmxn_…) is required: --token, --token-file or $CARDMIX_AGENT_TOKEN")
+    if not args.token.startswith("cmxn_") and not args.enroll_secret:
+        p.error("a node token (cmxn_…) is required: --token, --token-file or $CARDMIX_AGENT_TOKEN "
+                f"(or an enrollment secret, {ENROLL_ARG}cmxe_…, on the deploy boot's kernel command line)")
     return args
+
+
+def enroll_secret_of(cmdline_path: str) -> str | None:
+    """The one-time enrollment secret on the kernel command line (the deploy boot's), if any."""
+    try:
+        words = Path(cmdline_path).read_text().split()
+    except OSError:
+        return None
+    for word in words:
+        if word.startswith(ENROLL_ARG) and word[len(ENROLL_ARG):].startswith("cmxe_"):
+            return word[len(ENROLL_ARG):]
+    return None
+
+
+def token_file_check(path: Path) -> str | None:
+    """The token file must be this agent's (root's, under systemd) and readable by nobody else: a looser mode is
+    tightened to 0600; another owner is refused (→ the reason), since whoever owns it can swap the token."""
+    st = path.stat()
+    if st.st_uid != os.geteuid():
+        return f"{path} is owned by uid {st.st_uid}, not by this agent's ({os.geteuid()}): refusing to use it"
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(path, 0o600)
+        log.warning("%s was mode %o; now 0600", path, stat.S_IMODE(st.st_mode))
+    return None
+
+
+def enroll(args: argparse.Namespace) -> str | None:
+    """Trade the deploy boot's one-time enrollment secret for a node token (POST /api/v1/agent/enroll/, no token
+    sent), retried through network errors, 5xx, 408 and 429 for --enroll-retry-seconds; the token goes to
+    --token-file (0600, replaced atomically). → the token, or None when refused (used already: an agent restarted
+    in the same deploy boot; or expired): the token file then holds the one this boot got."""
+    ssl_context = ssl.create_default_context(cafile=args.ca_file) if args.ca_file else None
+    body = json.dumps({"secret": args.enroll_secret}).encode()
+    give_up, pause = time.monotonic() + args.enroll_retry_seconds, 1.0
+    while True:
+        req = urllib.request.Request(f"{args.server.rstrip('/')}/api/v1/agent/enroll/", data=body, method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              "User-Agent": f"cardmix-agent/{VERSION}"})
+        try:
+            with urllib.request.urlopen(req, timeout=args.http_timeout, context=ssl_context) as resp:
+                token = str(json.loads(resp.read() or b"{}").get("token") or "")
+            if token.startswith("cmxn_"):
+                break
+            status = "no token in the answer"
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+            if 400 <= exc.code < 500 and exc.code not in (408, 429):
+                log.warning("enrollment refused (%s): the secret was used or expired", exc.code)
+                return None
+        except TRANSIENT_ERRORS as exc:
+            status = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= give_up:
+            log.error("enrollment failed: %s", status)
+            return None
+        log.warning("enrollment failed (%s); retrying", status)
+        time.sleep(pause)
+        pause = min(30.0, pause * 2)
+    if args.token_file:
+        target = Path(args.token_file)
+        make_private_dir(target.parent)
+        atomic_put(target, data=(token + "\n").encode(), mode=0o600)
+    log.info("enrolled: node token %s… issued for this boot", token[:13])
+    return token
 
 
 def main(argv=None) -> int:
@@ -1377,6 +1498,11 @@ def main(argv=None) -> int:
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
+    if args.enroll_secret:
+        agent.token = enroll(args) or args.token
+        if not agent.token.startswith("cmxn_"):
+            log.error("no node token: the enrollment was refused and --token-file holds none")
+            return EXIT_CONFIG
     log.info("cardmix-agent %s: server %s, runtime %s", VERSION, agent.server, args.runtime)
     return agent.serve()
 

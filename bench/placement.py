@@ -3,13 +3,16 @@
 Churn mode (default): the openb fleet (one accelerator type per GPU model, node sizes kept) is filled
 to utilisation U with tasks sampled (seeded, with replacement) from a pod list; then, N times, one
 random running task departs and sampled tasks arrive until utilisation is back at U or one is
-refused. Prints one JSON object per (pod list, policy, U) on stdout and a table on stderr.
+refused. Prints one JSON object per (pod list, policy, U) on stdout and a table on stderr. The openb files
+ship in `bench/data/openb/`; `--node-list` and `--pod-list` replay any other cluster's files with
+the same columns (see that folder's README).
 
 Timing mode (--timing): decision time of Fleet.place on synthetic 1k and 10k node fleets held at
 ~70 % fragmented utilisation.
 
     python -m bench.placement --pod-lists multigpu50 --utilisations 0.97 --seeds 3
     python -m bench.placement --steps 2000 --seeds 1          # quick run
+    python -m bench.placement --node-list nodes.csv --pod-list pods.csv   # your own trace
     python -m bench.placement --timing
 """
 
@@ -39,7 +42,8 @@ from provisioning.placement import (  # noqa: E402
     Workload,
 )
 
-DEFAULT_TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "openb"
+DEFAULT_TRACES = Path(__file__).resolve().parent / "data" / "openb"
+NODE_LIST = "openb_node_list_gpu_node.csv"
 POD_LISTS = ("default", "multigpu50", "gpuspec33")
 POLICIES = ("spread", "first_fit", "best_fit", "ours")
 ZONE = "openb"
@@ -47,27 +51,60 @@ ZONE = "openb"
 Task = tuple[int, frozenset[str] | None]  # (cards, allowed accelerators or None for any)
 
 
-def load_nodes(traces: Path) -> list[NodeSnapshot]:
-    """openb GPU nodes as fully free snapshots in one zone."""
-    with open(traces / "openb_node_list_gpu_node.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return [
-        NodeSnapshot(r["sn"], ZONE, r["model"], int(r["gpu"]), frozenset(range(int(r["gpu"])))) for r in rows
-    ]
+class TraceError(ValueError):
+    """A node or pod list the benchmark cannot read (missing file, column or bad value)."""
 
 
-def load_tasks(traces: Path, pod_list: str) -> list[Task]:
+def _rows(path: Path, needed: tuple[str, ...]) -> list[dict]:
+    """The CSV's rows, after checking it has the columns the benchmark reads."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in needed if c not in (reader.fieldnames or ())]
+            if missing:
+                raise TraceError(f"{path}: missing column(s) {', '.join(missing)} (needs {', '.join(needed)})")
+            return list(reader)
+    except OSError as e:
+        raise TraceError(f"{path}: {e.strerror}") from e
+
+
+def load_nodes(path: Path) -> list[NodeSnapshot]:
+    """A node list (sn, gpu, model) as fully free snapshots in one zone."""
+    rows = _rows(path, ("sn", "gpu", "model"))
+    try:
+        nodes = [
+            NodeSnapshot(r["sn"], ZONE, r["model"], int(r["gpu"]), frozenset(range(int(r["gpu"])))) for r in rows
+        ]
+    except ValueError as e:
+        raise TraceError(f"{path}: {e}") from e
+    if not nodes:
+        raise TraceError(f"{path}: no nodes")
+    return nodes
+
+
+def load_tasks(path: Path) -> list[Task]:
     """GPU tasks of a pod list as (whole cards, allowed models); CPU-only tasks are dropped."""
-    with open(traces / f"openb_pod_list_{pod_list}.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
     tasks: list[Task] = []
-    for r in rows:
-        num_gpu, milli = int(r["num_gpu"]), int(r["gpu_milli"])
+    for line, r in enumerate(_rows(path, ("num_gpu", "gpu_milli")), start=2):
+        try:
+            num_gpu, milli = int(r["num_gpu"]), int(r["gpu_milli"])
+        except ValueError as e:
+            raise TraceError(f"{path}, line {line}: {e}") from e
         if num_gpu == 0 and milli == 0:
             continue
         spec = (r.get("gpu_spec") or "").strip()
         tasks.append((max(1, num_gpu), frozenset(spec.split("|")) if spec else None))
+    if not tasks:
+        raise TraceError(f"{path}: no GPU tasks")
     return tasks
+
+
+def pod_list_files(args) -> list[tuple[str, Path]]:
+    """(label, file) of every pod list asked for: the named openb lists, then --pod-list files."""
+    named = [(name, args.traces / f"openb_pod_list_{name}.csv") for name in args.pod_lists]
+    # A file's label is its name without openb's prefix, and it seeds the task stream: a copy of a
+    # named list replays exactly the named list's runs.
+    return named + [(path.stem.removeprefix("openb_pod_list_"), path) for path in args.pod_list]
 
 
 def workload_of(tasks: list[Task]) -> Workload:
@@ -83,9 +120,9 @@ def workload_of(tasks: list[Task]) -> Workload:
 
 def churn(job: tuple) -> dict:
     """One (pod list, U, policy, seed) steady-state run; returns raw counters."""
-    traces, pod_list, util, policy, seed, steps = job
-    nodes = load_nodes(Path(traces))
-    tasks = load_tasks(Path(traces), pod_list)
+    node_list, pod_list, pod_file, util, policy, seed, steps = job
+    nodes = load_nodes(Path(node_list))
+    tasks = load_tasks(Path(pod_file))
     fleet = Fleet(nodes, workload_of(tasks))
     total = sum(n.card_count for n in nodes)
     target = util * total
@@ -196,9 +233,14 @@ def table(rows: list[dict]) -> str:
 
 def run_churn(args) -> list[dict]:
     """Run every (pod list, U, policy, seed) job, in `--processes` worker processes."""
+    node_list = args.node_list or args.traces / NODE_LIST
+    pod_lists = pod_list_files(args)
+    load_nodes(node_list)  # a bad file is one clear error here, not one per worker process
+    for _, path in pod_lists:
+        load_tasks(path)
     jobs = [
-        (str(args.traces), p, u, pol, s, args.steps)
-        for p in args.pod_lists
+        (str(node_list), label, str(path), u, pol, s, args.steps)
+        for label, path in pod_lists
         for u in args.utilisations
         for pol in args.policies
         for s in range(args.seeds)
@@ -275,7 +317,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="folder with the openb CSV files")
-    parser.add_argument("--pod-lists", nargs="+", default=list(POD_LISTS), choices=POD_LISTS)
+    parser.add_argument("--pod-lists", nargs="*", default=None, choices=POD_LISTS,
+                        help="named openb pod lists (default: all three, unless --pod-list is given)")
+    parser.add_argument("--pod-list", type=Path, action="append", default=[], metavar="PATH",
+                        help="a pod-list CSV of your own (num_gpu, gpu_milli[, gpu_spec]); repeatable")
+    parser.add_argument("--node-list", type=Path, default=None, metavar="PATH",
+                        help="a node-list CSV (sn, gpu, model); default: the openb node list")
     parser.add_argument("--utilisations", nargs="+", type=float, default=[0.90, 0.97], help="target U")
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
     parser.add_argument("--steps", type=int, default=30_000, help="departures per run after the fill")
@@ -285,7 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing-requests", type=int, default=5_000, help="requests timed per fleet size")
     parser.add_argument("--timing-strategy", default="ours", choices=POLICIES)
     args = parser.parse_args(argv)
-    rows = timing(args) if args.timing else run_churn(args)
+    if args.pod_lists is None:
+        args.pod_lists = [] if args.pod_list else list(POD_LISTS)
+    try:
+        rows = timing(args) if args.timing else run_churn(args)
+    except TraceError as e:
+        parser.exit(2, f"{parser.prog}: error: {e}\n")
     for row in rows:
         print(json.dumps(row), flush=True)
     if not args.timing:

@@ -45,6 +45,7 @@ class TransferCode(models.TextChoices):
     PACKAGE = "package", "Monthly package"
     ROUNDING = "rounding", "Rounding"
     ADJUSTMENT = "adjustment", "Adjustment"
+    NODE_DARK = "node_dark", "Unreachable node credit"
 
 # What an instance billing stops (auto-stop, a package that did not renew) keeps, for its emails: nothing. Billing
 # knows no instance kind, so it names both; provisioning/stop_keeps.py says the same per kind.

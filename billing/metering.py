@@ -4,12 +4,12 @@ from django.db import IntegrityError, transaction
 from core.dbclock import db_now
 from core.failpoints import failpoint
 
-from .choices import TransferCode
+from .choices import AccountKind, TransferCode
 from .funds import spend
-from .ledger import org_account_ids
+from .ledger import Leg, leg_post, org_account_ids, platform_id
 from .lock_objects import meter_lock, meters_lock_open
 from .models import Meter, WriteOff
-from .rating import posting_plan, whole_seconds, writeoff_seconds
+from .rating import cumulative_charge, posting_plan, whole_seconds, writeoff_seconds
 
 
 def meter_open(*, org, instance_id, item_index: int, accelerator: str, cards: int, rate: int,
@@ -83,3 +83,33 @@ def meters_close(*, instance_id, at=None) -> None:
             failpoint("billing.meters_close:before_close")
             meter.closed_at = max(now, meter.opened_at)
             Meter.objects.filter(pk=meter.pk).update(closed_at=meter.closed_at)
+
+
+def meters_pause(*, instance_id, at, key: str) -> int:
+    """Close the instance's open meters at `at`, a second that may lie behind ticks already posted (its node went
+    dark then), and give back what they charged after it; returns the µCNY credited.
+
+    Each meter is posted through `at` first (a tick may not have got there), then what it charged beyond the
+    cumulative floor of its seconds up to `at` returns from compute_revenue to the organization's compensation
+    account as one `node_dark` transfer keyed `<key>:<meter id>`, and `credited_amount` records it, all under the
+    meter's row lock in one transaction: a retry finds the meter closed and posts nothing. So a meter's net charge
+    is min(posted, floor(rate × cards × seconds up to `at` / 3600)), exact to the µCNY whenever the ticks ran.
+    """
+    credited = 0
+    with transaction.atomic():
+        at = min(at, db_now())
+        for meter in meters_lock_open(instance_id=instance_id):
+            through = whole_seconds(meter.opened_at, at)
+            meter_post(meter, seconds=through)
+            excess = meter.posted_amount - meter.credited_amount - cumulative_charge(meter.rate, meter.cards, through)
+            if excess > 0:
+                org_id = meter.organization_id
+                leg_post(Leg(key=f"{key}:{meter.pk}", debit_id=platform_id(AccountKind.COMPUTE_REVENUE),
+                             credit_id=org_account_ids([org_id])[org_id][AccountKind.COMPENSATION], amount=excess,
+                             code=TransferCode.NODE_DARK, meter_id=meter.pk, instance_id=meter.instance_id))
+                meter.credited_amount += excess
+                credited += excess
+            failpoint("billing.meters_pause:before_close")
+            meter.closed_at = max(at, meter.opened_at)
+            Meter.objects.filter(pk=meter.pk).update(closed_at=meter.closed_at, credited_amount=meter.credited_amount)
+    return credited

@@ -128,6 +128,9 @@ class Meter(models.Model):
     written_off_amount = models.BigIntegerField(default=0)
     # Auto-stop: seconds after this one are not billed (funds ran out); they become write-offs.
     billable_until_seconds = models.BigIntegerField(null=True, blank=True)
+    # µCNY given back (code node_dark) for seconds ticks charged past the second it was closed at: its node stopped
+    # heartbeating before the platform noticed (metering.meters_pause). What it cost = posted − credited.
+    credited_amount = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -136,6 +139,8 @@ class Meter(models.Model):
             models.CheckConstraint(condition=Q(cards__gt=0) & Q(rate__gte=0), name="meter_cards_rate_valid"),
             models.CheckConstraint(condition=Q(posted_amount__gte=0) & Q(written_off_amount__gte=0)
                                    & Q(posted_through_seconds__gte=0), name="meter_counters_non_negative"),
+            models.CheckConstraint(condition=Q(credited_amount__gte=0) & Q(credited_amount__lte=F("posted_amount")),
+                                   name="meter_credited_within_posted"),
         ]
         indexes = [
             models.Index(fields=["organization"], condition=Q(closed_at__isnull=True), name="meter_open_org_idx"),

@@ -25,7 +25,8 @@ from .rating import posting_plan, whole_seconds
 
 def instance_costs(instance_ids, *, now=None) -> dict:
     """µCNY per instance id, to the second: its monthly package periods (each charged in full when it starts), what
-    its meters posted, plus what the open ones accrued since their last posting (never past the auto-stop second),
+    its meters posted less what was credited back for a dark node (metering.meters_pause), plus what the open ones
+    accrued since their last posting (never past the auto-stop second),
     so the cost does not lag a tick. Two queries; keys as given."""
     given = {uuid.UUID(str(i)): i for i in instance_ids}
     costs = {i: 0 for i in given.values()}
@@ -34,8 +35,9 @@ def instance_costs(instance_ids, *, now=None) -> dict:
     now = now or db_now()
     for m in Meter.objects.filter(instance_id__in=list(given)).only(
             "instance_id", "rate", "cards", "opened_at", "closed_at", "posted_through_seconds", "posted_amount",
-            "written_off_amount", "billable_until_seconds"):
-        costs[given[m.instance_id]] += m.posted_amount + (_unposted(m, now) if m.closed_at is None else 0)
+            "written_off_amount", "billable_until_seconds", "credited_amount"):
+        costs[given[m.instance_id]] += (m.posted_amount - m.credited_amount
+                                        + (_unposted(m, now) if m.closed_at is None else 0))
     for instance_id, amount in (Package.objects.filter(instance_id__in=list(given)).order_by()
                                 .values("instance_id").annotate(total=Sum("amount")).values_list("instance_id", "total")):
         costs[given[instance_id]] += amount
@@ -107,7 +109,8 @@ def instance_cost_expression(instance_id_ref):
     through = Greatest(Least(seconds, Coalesce("billable_until_seconds", seconds)), F("posted_through_seconds"))
     unposted = Greatest(F("rate") * F("cards") * through / 3600 - F("posted_amount") - F("written_off_amount"),
                         Value(0))
-    cost = F("posted_amount") + Case(When(closed_at__isnull=True, then=unposted), default=Value(0))
+    cost = (F("posted_amount") - F("credited_amount")
+            + Case(When(closed_at__isnull=True, then=unposted), default=Value(0)))
     total = (Meter.objects.filter(instance_id=instance_id_ref).order_by().values("instance_id")
              .annotate(total=Sum(cost, output_field=BigIntegerField())).values("total"))
     packages = (Package.objects.filter(instance_id=instance_id_ref).order_by().values("instance_id")

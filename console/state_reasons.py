@@ -9,6 +9,7 @@ a capital, money as the console writes it."""
 import re
 
 from provisioning.choices import FUNDS_FAILURE, InstanceKind, InstanceState
+from provisioning.services.slurm_partitions import SLURM_FAILURE
 from provisioning.stop_keeps import stop_reason
 
 from .service_text import money_for_people
@@ -34,6 +35,10 @@ REASONS = {
     "waitlist_expired": "No cards freed up within the waitlist's time limit, so the request was ended.",
     "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
     "inter-node readiness failed twice": "The readiness test across its nodes failed twice, so it was not handed over.",
+    "node unreachable past its timeout": "Its machine stopped answering and did not come back in time, so it was "
+                                         "failed and its cards released; it was not charged from when it was last seen.",
+    "re-placed: node unreachable": "Its machine stopped answering, so it is being moved to other cards; it was not "
+                                   "charged from when it was last seen.",
     "monthly package ended (renewal: stop)": "The monthly package ended and was not renewed, so it is stopped.",
     "monthly package ended (renewal: on_demand): billed on demand":
         "The monthly package ended; it is billed on demand from now on.",
@@ -70,6 +75,12 @@ REPLACED = re.compile(r"^re-placed: \S+ quarantined$")
 STUCK = re.compile(r"^reconciler: stuck in (\w+) past its step deadline(?: \(released\))?$")
 AUTO_STOP = re.compile(r"^auto-stop: (.+)$")
 FUNDS = re.compile(rf"^{re.escape(FUNDS_FAILURE)}: (.+)$", re.S)
+# services/slurm_partitions.py: the partition's operation and the controller's answer (for operators).
+SLURM_FAILED = re.compile(rf"^{re.escape(SLURM_FAILURE)}: (create|delete) ")
+SLURM_FAILURES = {
+    "create": "Running, but its Slurm partition could not be created yet; Cardmix tries again automatically.",
+    "delete": "Its Slurm partition could not be removed yet; Cardmix tries again automatically.",
+}
 
 
 def _sentence(text: str) -> str:
@@ -112,6 +123,8 @@ def reason_for_people(reason, kind: str = "") -> str:
     if m := AUTO_STOP.match(reason):
         why = m.group(1)
         return "Stopped automatically: " + AUTO_STOPS.get(why, _lower_first(_sentence(why.replace("_", " "))))
+    if m := SLURM_FAILED.match(reason):
+        return SLURM_FAILURES[m.group(1)]
     if m := FUNDS.match(reason):
         return "Ready, but not handed over: " + _lower_first(_sentence(m.group(1)))
     return _sentence(reason)

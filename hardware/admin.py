@@ -154,11 +154,12 @@ class BmcCredentialAdmin(AuditedDeleteMixin, admin.ModelAdmin):
 
 @admin.register(NodeCredential)
 class NodeCredentialAdmin(admin.ModelAdmin):
-    list_display = ["node", "prefix", "registered_at", "last_heartbeat_at", "heartbeat_deadline", "runtime"]
+    list_display = ["node", "prefix", "registered_at", "last_heartbeat_at", "heartbeat_deadline", "runtime",
+                    "revoked_at"]
     list_select_related = ["node"]
     readonly_fields = ["node", "prefix", "issued_at", "rotated_at", "registered_at", "last_heartbeat_at",
-                       "heartbeat_deadline", "agent_version", "runtime", "facts"]
-    exclude = ["token_hash"]
+                       "heartbeat_deadline", "agent_version", "runtime", "facts", "revoked_at", "enroll_until"]
+    exclude = ["token_hash", "enroll_hash"]
 
     def has_add_permission(self, request):
         return False

@@ -5,10 +5,12 @@ from rest_framework.permissions import BasePermission
 
 from core.authentication import bearer_secret
 
+from .enrollment import node_token_refused, revoked_token_find
 from .models import NodeCredential
 from .selectors import node_credential_authenticate
+from .tokens import NODE_TOKEN_PREFIX
 
-INVALID = "The node token is invalid or was rotated."
+INVALID = "The node token is invalid, rotated or revoked."
 
 
 class NodeAgentPrincipal:
@@ -39,6 +41,11 @@ class NodeTokenAuthentication(BaseAuthentication):
             return None  # → 401 not_authenticated (sessions are not consulted here)
         cred = node_credential_authenticate(secret=secret)
         if cred is None:
+            revoked = revoked_token_find(secret) if secret.startswith(NODE_TOKEN_PREFIX) else None
+            if revoked is not None:  # a node's own old token (a tenant may hold it): audited, then 401
+                match = request._request.resolver_match
+                node_token_refused(revoked=revoked, endpoint=match.url_name if match else request.path[:100],
+                                   request=request._request)
             raise AuthenticationFailed(INVALID)
         return NodeAgentPrincipal(cred), cred
 

@@ -14,7 +14,9 @@ class NodeCredential(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     node = models.OneToOneField("inventory.Node", on_delete=models.CASCADE, related_name="agent_credential")
-    token_hash = models.CharField(max_length=64, unique=True)
+    # None while revoked: the token a bare-metal tenant could read is revoked at release and the node waits for
+    # its freshly imaged OS to enroll (`enroll_hash`, a one-time secret the deploy path delivers) for a new one.
+    token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
     prefix = models.CharField(max_length=16)  # shown to operators to tell tokens apart
     issued_at = models.DateTimeField(auto_now_add=True)
     rotated_at = models.DateTimeField(null=True, blank=True)
@@ -30,9 +32,27 @@ class NodeCredential(models.Model):
     # restores them, so a draining or cleaning node does not slip back into the pool.
     resume_state = models.CharField(max_length=12, blank=True)
     resume_reason = models.CharField(max_length=500, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)  # set while no token is valid (waiting to enroll)
+    enroll_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)  # sha256 of the cmxe_ secret
+    enroll_until = models.DateTimeField(null=True, blank=True)  # DB clock
 
     def __str__(self):
         return f"agent token {self.prefix}… for node {self.node_id}"
+
+
+class RevokedNodeToken(models.Model):
+    """A node token that no longer authenticates (rotated, or revoked at a bare-metal release): kept so an
+    attempt with it is refused as that node's and audited, not just unknown."""
+
+    id = models.BigAutoField(primary_key=True)
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="revoked_agent_tokens")
+    token_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=16)
+    reason = models.CharField(max_length=40)  # "rotated" | "bare_metal_release"
+    revoked_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"revoked agent token {self.prefix}… of node {self.node_id}"
 
 
 class AgentCommand(models.Model):

@@ -54,3 +54,23 @@ def unreachable_instance_ids() -> set:
     return set(CardAllocation.objects.filter(released_at__isnull=True, holder_kind=HolderKind.INSTANCE,
                                              card__node__state=NodeState.UNREACHABLE)
                .values_list("holder_id", flat=True))
+
+
+def dark_nodes(node_ids=None, *, silent: bool = False) -> dict:
+    """{node id: its agent's last heartbeat (None: never)} of the nodes the heartbeat check marked unreachable (not
+    an operator), among `node_ids` (all when None): the ones whose instances are told and not billed.
+
+    `silent` also counts an agent node whose heartbeat deadline has passed in any state (not marked yet, or an
+    operator quarantined it while dark): the node is back only once its agent heartbeats again."""
+    from django.db.models import Q
+    from django.db.models.functions import Now
+
+    from .services import UNREACHABLE_REASON
+
+    dark = Q(node__state=NodeState.UNREACHABLE, node__state_reason__startswith=UNREACHABLE_REASON)
+    if silent:
+        dark |= Q(heartbeat_deadline__lt=Now())
+    creds = NodeCredential.objects.filter(dark)
+    if node_ids is not None:
+        creds = creds.filter(node_id__in=list(node_ids))
+    return dict(creds.values_list("node_id", "last_heartbeat_at"))

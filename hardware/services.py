@@ -23,6 +23,7 @@ from tenancy.audit import audit_record
 
 from .bmc_secrets import bmc_encrypt
 from .choices import CommandKind, CommandState
+from .enrollment import token_retire
 from .models import AgentCommand, BmcCredential, NodeCredential
 from .tokens import PREFIX_DISPLAY_LEN, node_token_generate, node_token_hash
 
@@ -44,8 +45,12 @@ def node_token_issue(*, node, actor=None, request=None) -> tuple[NodeCredential,
         rotated = cred is not None
         if cred is None:
             cred = NodeCredential(node=node)
+        else:
+            token_retire(cred, reason="rotated")  # still refused as this node's (and audited) from now on
         cred.token_hash, cred.prefix = node_token_hash(secret), secret[:PREFIX_DISPLAY_LEN]
         cred.registered_at = None  # the agent registers again with the new token
+        # An operator's token ends a revocation (e.g. a node reimaged by hand) and any pending enrollment.
+        cred.revoked_at = cred.enroll_hash = cred.enroll_until = None
         cred.save()
         if rotated:
             NodeCredential.objects.filter(pk=cred.pk).update(rotated_at=Now())
@@ -118,6 +123,15 @@ def _node_resume(node_id) -> None:
         cred.resume_state, cred.resume_reason = "", ""
         cred.save(update_fields=["resume_state", "resume_reason"])
         node_set_state(node=node, state=state, reason=reason)
+        _dark_sweep_dispatch()  # its instances' notices end and their meters open again
+
+
+def _dark_sweep_dispatch() -> None:
+    """Ask provisioning (by task name: it sits above hardware) to act on nodes gone dark or back, after this
+    transaction commits; its beat does the same every NODE_DARK_SWEEP_SECONDS, so a lost message only delays it."""
+    from core.outbox import outbox_send
+
+    outbox_send("provisioning.instances_dark_sweep")
 
 
 def node_resume_state(node) -> str | None:
@@ -178,6 +192,8 @@ def heartbeats_check() -> list[str]:
                              target_id=holder_id, details={"node": str(node.pk), "hostname": node.hostname,
                                                            "last_heartbeat": last})
             marked.append(node.hostname)
+        if marked:
+            _dark_sweep_dispatch()  # tell the users, stop billing from the last heartbeat
     return marked
 
 

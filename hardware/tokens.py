@@ -15,3 +15,11 @@ def node_token_generate() -> str:
 def node_token_hash(secret: str) -> str:
     """Hex sha256 of the whole secret."""
     return token_hash(secret)
+
+
+ENROLL_SECRET_PREFIX = "cmxe_"
+
+
+def node_enroll_secret_generate() -> str:
+    """A one-time enrollment secret (256 random bits) the deploy path hands a freshly imaged node."""
+    return ENROLL_SECRET_PREFIX + _secrets.token_urlsafe(32)

@@ -5,7 +5,7 @@ from django.contrib import admin
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, cny_display, cny_fields
 from core.money import format_ucny
 
-from .models import Instance, InstanceEvent, NodeGroup, ReadinessReport, SimulatedFault
+from .models import DarkEpisode, Instance, InstanceEvent, NodeGroup, ReadinessReport, SimulatedFault
 
 
 class InstanceEventInline(ReadOnlyInline):
@@ -17,6 +17,15 @@ class NodeGroupInline(ReadOnlyInline):
     model = NodeGroup
     fields = ("item_index", "accelerator", "node", "card_indices", "state", "ssh_port", "prepare_attempts",
               "check_attempts", "prepare_started_at", "prepared_at", "checked_at", "released_at", "driver_seconds")
+
+
+class DarkEpisodeInline(ReadOnlyInline):
+    """Times a node of the instance went dark: when it was last seen, what was credited, how it ended."""
+
+    model = DarkEpisode
+    fields = readonly_fields = ("node", "last_heartbeat_at", "paused_at", "credited_cny", "noticed_at", "deadline",
+                                "emailed_at", "ended_at", "outcome")
+    credited_cny = cny_display("credited", "credited (CNY)")
 
 
 @admin.register(Instance)
@@ -31,7 +40,7 @@ class InstanceAdmin(ReadOnlyAdmin):
     # The view page shows id and times too, and the hourly price in CNY (never the raw µCNY integer).
     fields = readonly_fields = cny_fields(Instance, ["price_per_hour"])
     price_per_hour_cny = cny_display("price_per_hour", "price per hour (CNY)")
-    inlines = [NodeGroupInline, InstanceEventInline]
+    inlines = [NodeGroupInline, InstanceEventInline, DarkEpisodeInline]
 
     @admin.display(description="CNY / hour", ordering="price_per_hour")
     def price_cny(self, obj):

@@ -34,14 +34,16 @@ class InstanceState(models.TextChoices):
 
 S = InstanceState
 
-# SPEC §3, verbatim: the only source of truth for which state may follow which. Every change
+# SPEC §3 (plus running → failed / provisioning for a dark node): the only source of truth for which state may follow which. Every change
 # goes through provisioning.services.transitions.instance_transition, which checks this table.
 INSTANCE_TRANSITIONS: dict[str, frozenset[str]] = {
     S.PENDING: frozenset({S.PROVISIONING, S.WAITLISTED, S.TERMINATING, S.FAILED}),
     S.WAITLISTED: frozenset({S.PROVISIONING, S.TERMINATING}),
     S.PROVISIONING: frozenset({S.CHECKING, S.PROVISIONING, S.TERMINATING, S.FAILED}),
     S.CHECKING: frozenset({S.RUNNING, S.PROVISIONING, S.TERMINATING, S.FAILED}),
-    S.RUNNING: frozenset({S.STOPPING, S.TERMINATING}),
+    # Beyond SPEC: its node went dark past NODE_DARK_TIMEOUT_SECONDS (services/dark.py) → failed (cards released,
+    # as a provisioning failure) or, for a container, provisioning again on other cards (re-placed).
+    S.RUNNING: frozenset({S.STOPPING, S.TERMINATING, S.FAILED, S.PROVISIONING}),
     S.STOPPING: frozenset({S.STOPPED, S.TERMINATING}),
     S.STOPPED: frozenset({S.STARTING, S.TERMINATING}),
     S.STARTING: frozenset({S.PROVISIONING, S.WAITLISTED, S.TERMINATING, S.FAILED}),

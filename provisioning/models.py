@@ -192,3 +192,34 @@ class SimulatedFault(models.Model):
 
     def __str__(self):
         return f"{self.operation}: {self.faults}"
+
+
+class DarkEpisode(models.Model):
+    """A time a running instance's node stopped heartbeating: its meters closed at `paused_at`, its creator
+    emailed, and at `deadline` NODE_DARK_ACTION applies unless the node comes back (services/dark.py)."""
+
+    class Outcome(models.TextChoices):
+        RESUMED = "resumed"  # the node came back in time: meters opened again
+        FAILED = "failed"  # NODE_DARK_ACTION=fail (or a move that found no cards)
+        MOVED = "moved"  # NODE_DARK_ACTION=move: placed on other cards
+        LEFT = "left"  # the instance left running another way meanwhile (stopped, terminated)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="dark_episodes")
+    node = models.ForeignKey("inventory.Node", on_delete=models.PROTECT, related_name="+")  # the first one dark
+    last_heartbeat_at = models.DateTimeField()  # the node agent's last heartbeat: the instance was last seen then
+    paused_at = models.DateTimeField()  # last heartbeat + NODE_DARK_GRACE_SECONDS: meters closed at this second
+    credited = models.BigIntegerField(default=0)  # µCNY given back for seconds ticks charged after paused_at
+    noticed_at = models.DateTimeField()  # DB clock when the sweep saw it
+    deadline = models.DateTimeField()  # last heartbeat + NODE_DARK_TIMEOUT_SECONDS (DB clock): the action is due
+    emailed_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=8, choices=Outcome.choices, blank=True)
+
+    class Meta:
+        ordering = ["noticed_at"]
+        constraints = [models.UniqueConstraint(fields=["instance"], condition=Q(ended_at__isnull=True),
+                                               name="dark_episode_one_open_per_instance")]
+
+    def __str__(self):
+        return f"{self.instance_id} dark since {self.last_heartbeat_at:%Y-%m-%d %H:%M:%S} ({self.outcome or 'open'})"

@@ -34,7 +34,8 @@ def instance_list(*, org, state: str | None = None):
 INSTANCE_BODY_COLUMNS = (
     "id", "name", "kind", "state", "state_reason", "items", "policy", "zone_id", "zone__slug", "image", "images",
     "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline",
-    "sla_event_id", "sla_settled_event_id", "sla_compensation", "body_cost", "body_groups", "body_now")
+    "sla_event_id", "sla_settled_event_id", "sla_compensation", "organization_id", "body_cost", "body_groups",
+    "body_now")
 GROUP_BODY_FIELDS = {"i": "item_index", "a": "accelerator", "c": "card_indices", "s": "state", "n": "node_id",
                      "h": "node__hostname", "sh": "node__ssh_host", "sp": "node__ssh_port",
                      "gp": "ssh_port", "cc": "node__card_count", "v": "node__accelerator__vendor"}

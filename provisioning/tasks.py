@@ -115,3 +115,11 @@ def node_clean_task(self, node_id: str, previous_state: str | None = None) -> st
         if self.request.is_eager:  # development: no broker to wait with
             return "taken"
         raise self.retry(countdown=min(taken.retry_after + 5, NODE_CLEAN_RECHECK_MAX_S)) from taken
+
+
+@shared_task(name="provisioning.instances_dark_sweep")
+def instances_dark_sweep_task() -> dict:
+    """After a heartbeat check or a returning heartbeat, and by beat: act on instances whose node went dark."""
+    from .services.dark import instances_dark_sweep
+
+    return instances_dark_sweep()

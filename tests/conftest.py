@@ -1,6 +1,7 @@
 """Test infrastructure: service detection, marker enforcement, per-run database and queue names,
 API clients, and a real Celery worker running as a separate OS process."""
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from hypothesis import settings as hyp_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = os.getpid()
-MARKED = ("pg", "redis", "worker", "browser", "slurm")
+MARKED = ("pg", "redis", "worker", "browser", "slurm", "compose")
 
 hyp_settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 hyp_settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,12 +47,14 @@ def _available() -> dict[str, str | None]:
     chromium = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None)
     why["browser"] = None if chromium else "Debian chromium not installed"
     why["slurm"] = None if Path("/usr/sbin/slurmctld").exists() else "slurmctld not installed"
+    why["compose"] = None if shutil.which("docker-compose") else "docker-compose not installed"
     return why
 
 
 _skipped_marked: list[str] = []
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     why = _available()
     for item in items:
@@ -59,6 +62,9 @@ def pytest_collection_modifyitems(config, items):
             if item.get_closest_marker(mark) and why[mark]:
                 item.add_marker(pytest.mark.skip(reason=f"[{mark}] {why[mark]}"))
                 break
+        if item.get_closest_marker("faults"):
+            # Under pytest-xdist (--dist loadgroup) the fault tests share one worker, one at a time.
+            item.add_marker(pytest.mark.xdist_group("faults"))
     # Fault tests start and stop servers: run them last.
     items.sort(key=lambda it: 1 if it.get_closest_marker("faults") else 0)
 
@@ -75,7 +81,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.section("SKIPPED FOR LACK OF SERVICES", sep="!", red=True, bold=True)
         for nodeid in _skipped_marked:
             tr.write_line(f"SKIPPED: {nodeid}", red=True)
-        tr.write_line(f"{len(_skipped_marked)} tests needing PostgreSQL/Redis/worker/browser/slurm did not run.", red=True)
+        tr.write_line(f"{len(_skipped_marked)} tests needing PostgreSQL/Redis/worker/browser/slurm/compose did not run.", red=True)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -130,6 +130,7 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_FILE_PATH = env.str("EMAIL_FILE_PATH", default="") or None  # the file-based backend's folder
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Cardmix <noreply@cardmix.local>")
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000")
 
@@ -320,14 +321,32 @@ REDFISH_POWER_TIMEOUT_SECONDS = env.float("REDFISH_POWER_TIMEOUT_SECONDS", defau
 # Power-on + PXE deploy + boot take up to ~12 min; stay below the 15-min step deadline (no duplicate deploys).
 REDFISH_AGENT_TIMEOUT_SECONDS = env.float("REDFISH_AGENT_TIMEOUT_SECONDS", default=780.0)
 REDFISH_HTTP_TIMEOUT_SECONDS = env.float("REDFISH_HTTP_TIMEOUT_SECONDS", default=30.0)
+# Bare metal: where the platform puts a node's one-time enrollment secret for its deploy boot (the boot server
+# puts the file's line on that node's deploy kernel command line); empty = no deploy path (cleaning fails).
+NODE_ENROLL_DIR = env.str("NODE_ENROLL_DIR", default="")
 # A node-cleaning pass claims the node this long: longer than a whole pass can take (Redfish boot + wipe +
 # a health check per card, about 2 h at the timeouts above), so a redelivered task never wipes alongside it.
 NODE_CLEAN_CLAIM_SECONDS = env.int("NODE_CLEAN_CLAIM_SECONDS", default=3 * 3600)
 # Slurm hybrid partitions: the scontrol command prefix, e.g. "ssh slurm@ctl scontrol"; empty = disabled.
 SLURM_SCONTROL = env.str("SLURM_SCONTROL", default="")
 SLURM_COMMAND_TIMEOUT_SECONDS = env.float("SLURM_COMMAND_TIMEOUT_SECONDS", default=30.0)
+# sacctmgr command prefix that adds each organization's account to slurmdbd; empty = the operator does.
+SLURM_SACCTMGR = env.str("SLURM_SACCTMGR", default="")
 CELERY_BEAT_SCHEDULE["hardware-agent-heartbeats"] = {
     "task": "hardware.heartbeats_check", "schedule": env.float("AGENT_HEARTBEAT_CHECK_SECONDS", default=30.0)}
+# A running instance whose node went dark (agent heartbeat missed, provisioning/services/dark.py): its meters close
+# at the node's last heartbeat + NODE_DARK_GRACE_SECONDS (seconds still billed: 0 = none of the dark period), what
+# ticks charged after that is credited back; NODE_DARK_TIMEOUT_SECONDS after the last heartbeat NODE_DARK_ACTION
+# applies: "fail" (cards released) or "move" (containers placed on other cards; bare metal fails).
+NODE_DARK_GRACE_SECONDS = env.int("NODE_DARK_GRACE_SECONDS", default=0)
+NODE_DARK_TIMEOUT_SECONDS = env.int("NODE_DARK_TIMEOUT_SECONDS", default=900)
+NODE_DARK_ACTION = env.str("NODE_DARK_ACTION", default="fail")
+if NODE_DARK_ACTION not in ("fail", "move"):
+    raise ImproperlyConfigured("NODE_DARK_ACTION must be 'fail' or 'move'.")
+if not 0 <= NODE_DARK_GRACE_SECONDS <= NODE_DARK_TIMEOUT_SECONDS:
+    raise ImproperlyConfigured("NODE_DARK_GRACE_SECONDS must be between 0 and NODE_DARK_TIMEOUT_SECONDS.")
+CELERY_BEAT_SCHEDULE["provisioning-dark-sweep"] = {
+    "task": "provisioning.instances_dark_sweep", "schedule": env.float("NODE_DARK_SWEEP_SECONDS", default=30.0)}
 # --- end hardware ---------------------------------------------------------------------------
 
 # --- Security (tests/security, core/security.py) --------------------------------------------

@@ -7,6 +7,7 @@ from core.dbclock import db_now
 from provisioning import selectors
 from provisioning.api.serializers import InstanceSerializer
 from provisioning.choices import InstanceState as S
+from provisioning.notices import instance_notices
 from provisioning.services import billing_port
 
 from ..catalog_names import accelerator_names
@@ -38,7 +39,7 @@ def decorate(instances, *, can_write: bool) -> list:
     ids = [i.pk for i in instances]
     costs = billing_port.instance_costs(ids, now=now) if ids else {}
     context = {"costs": costs, "positions": selectors.waitlist_positions(instances), "now": now,
-               "packages": billing_port.packages_current(instances)}
+               "packages": billing_port.packages_current(instances), "notices": instance_notices(instances)}
     slugs = {it["accelerator"] for inst in instances for it in inst.items}
     names = accelerator_names(slugs) if slugs else {}
     for inst in instances:

@@ -28,6 +28,7 @@ from ..state_reasons import stop_warning, terminate_warning
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
+from .instance_slurm import slurm_section
 
 PAGE_SIZE = 25
 NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
@@ -213,6 +214,7 @@ def _detail_context(request, instance_id, action_error: str = "") -> dict:
         "reports": ic.readiness_rows(selectors.instance_reports(instance=instance)),
         "compensation": ic.compensation_for(events),
         "topology": ic.topology(ic.topology_groups(instance)),
+        "slurm": slurm_section(instance),
         "action_error": action_error,
     }
 

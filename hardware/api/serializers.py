@@ -115,3 +115,9 @@ class ResultSerializer(serializers.Serializer):
                                  validators=[JsonSafe(max_bytes=META_MAX_BYTES, max_depth=META_MAX_DEPTH)])
     # Sent with an answer for a command the agent did not run: the hand-out it answers for (agents from 1.3.1).
     lease = serializers.UUIDField(required=False, allow_null=True, default=None)
+
+
+class EnrollSerializer(serializers.Serializer):
+    """A freshly imaged node's one-time enrollment secret (`cmxe_…`, from the deploy path)."""
+
+    secret = serializers.CharField(max_length=200, trim_whitespace=True)

@@ -5,7 +5,10 @@ Not idempotency-keyed: a heartbeat overwrites the last one, a repeated start ack
 no-op (the command id is the idempotency key), so a retrying agent is always safe.
 """
 from django.conf import settings
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from core.dbclock import db_now
@@ -13,8 +16,10 @@ from core.errors import ValidationFailed
 
 from .. import services
 from ..authentication import IsNodeAgent, NodeTokenAuthentication
+from ..enrollment import node_enroll_exchange
 from .serializers import (
     CommandSerializer,
+    EnrollSerializer,
     HeartbeatSerializer,
     LeasedCommandSerializer,
     ResultSerializer,
@@ -84,3 +89,19 @@ class ResultView(AgentView):
         data = _valid(ResultSerializer, request.data)
         cmd = services.agent_command_complete(credential=request.auth, command_id=command_id, **data)
         return Response({"id": str(cmd.pk), "state": cmd.state})
+
+
+class EnrollView(AgentView):
+    """A freshly imaged node's agent trades its one-time enrollment secret for a new node token, once. No node
+    token here (it has none yet); a used, expired or unknown secret answers 401 token_invalid."""
+
+    permission_classes = [AllowAny]
+    throttle_classes = [AnonRateThrottle]
+
+    def post(self, request):
+        data = _valid(EnrollSerializer, request.data)
+        enrolled = node_enroll_exchange(secret=data["secret"], request=request._request)
+        if enrolled is None:
+            raise AuthenticationFailed("The enrollment secret is invalid, used or expired.")
+        cred, token = enrolled
+        return Response({"token": token, "node": {"id": str(cred.node_id), "hostname": cred.node.hostname}})

@@ -6,7 +6,6 @@ the list and the detail cannot drift apart (tests/provisioning/test_instance_bod
 """
 from datetime import datetime
 from functools import lru_cache
-from types import SimpleNamespace
 from typing import NamedTuple
 
 from core.money import format_price_per_second, format_ucny
@@ -46,6 +45,7 @@ class InstanceRow(NamedTuple):
     sla_event_id: object
     sla_settled_event_id: object
     sla_compensation: int
+    organization_id: object  # its Slurm account (hardware.slurm.account_name)
     # The list's page query adds these three (selectors.instance_list_rows); a model's row leaves them unset.
     body_cost: int = 0
     body_groups: list | None = None
@@ -80,7 +80,7 @@ def row_of(instance) -> InstanceRow:
         instance.policy, instance.zone_id, instance.zone.slug if instance.zone_id else None, instance.image,
         instance.images, instance.billing, instance.package_renewal, instance.waitlist, instance.created_at,
         instance.ready_at, instance.price_per_hour, instance.sla_deadline, instance.sla_event_id,
-        instance.sla_settled_event_id, instance.sla_compensation)
+        instance.sla_settled_event_id, instance.sla_compensation, instance.organization_id)
 
 
 def group_row_from(instance_id, g: dict) -> GroupRow:
@@ -114,14 +114,12 @@ def _moment(value) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
-def _slurm_partition(instance_id, groups) -> dict | None:
-    vendors = {g.vendor for g in groups}
-    if len(vendors) < 2:  # hardware_port answers None for anything but a hybrid: skip building nodes
+def _slurm_partition(row: InstanceRow, groups) -> dict | None:
+    if len({g.vendor for g in groups}) < 2:  # hardware_port answers None for anything but a hybrid
         return None
-    # hardware.slurm reads hostname, card_count and accelerator.vendor of each distinct node.
-    nodes = {g.node_id: SimpleNamespace(hostname=g.hostname, card_count=g.card_count,
-                                        accelerator=SimpleNamespace(vendor=g.vendor)) for g in groups}
-    return hardware_port.slurm_partition(instance_id=instance_id, nodes=list(nodes.values()))
+    parts = [hardware_port.SlurmPart(g.hostname, g.card_count, g.vendor, len(g.card_indices)) for g in groups]
+    return hardware_port.slurm_partition(instance_id=row.id, organization_id=row.organization_id, kind=row.kind,
+                                         parts=parts)
 
 
 def _package(package) -> dict | None:
@@ -132,7 +130,8 @@ def _package(package) -> dict | None:
             "ends_at": package.ends_at, "renewal": package.renewal}
 
 
-def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages=None) -> dict:
+def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages=None,
+                  notices=None) -> dict:
     """The instance body from its row and its live group rows (ordered by item index, id)."""
     nodes = [{"node": g.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
               "cards": g.card_indices, "state": g.state} for g in groups]
@@ -144,8 +143,10 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         # On the way to running the current window has no ready_at yet (one left from an earlier run
         # is not this window's): late once the deadline has passed.
         breached = now is not None and now > _moment(deadline)
-    elif state == InstanceState.FAILED:  # fails only before running, so any ready_at is an earlier run's
-        breached = True
+    elif state == InstanceState.FAILED:
+        # Failed on the way to running (ready_at cleared by every start), or after this window was met: a node that
+        # went dark past its timeout (services/dark.py).
+        breached = row.ready_at is None or _moment(row.ready_at) > _moment(deadline)
     elif row.ready_at is not None:
         breached = _moment(row.ready_at) > _moment(deadline)
     else:
@@ -178,6 +179,7 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
                 "compensation": format_ucny(granted) if granted else None},
         "waitlist_position": positions.get(row.id),
-        "slurm_partition": _slurm_partition(row.id, groups) if len(groups) > 1 else None,
+        "slurm_partition": _slurm_partition(row, groups) if len(groups) > 1 else None,
         "actions": list(_actions(state)),
+        "notices": (notices or {}).get(row.id, []),  # e.g. its node stopped answering (provisioning/notices.py)
     }

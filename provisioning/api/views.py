@@ -13,6 +13,7 @@ from tenancy.permissions import require
 
 from .. import selectors
 from ..choices import InstanceState
+from ..notices import instance_notices
 from ..services import billing_port
 from ..services.instances import instance_create, instance_start, instance_stop, instance_terminate
 from ..services.packages import instance_package_renewal_set
@@ -36,7 +37,7 @@ def _context(instances) -> dict:
     ids = [i.pk for i in instances]
     return {"costs": billing_port.instance_costs(ids) if ids else {},
             "positions": selectors.waitlist_positions(instances), "now": db_now(),
-            "packages": billing_port.packages_current(instances)}
+            "packages": billing_port.packages_current(instances), "notices": instance_notices(instances)}
 
 
 def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:
@@ -74,7 +75,7 @@ class InstanceListCreateView(APIView):
                 ids = [r.id for r in rows]
                 groups, costs = selectors.live_group_rows(ids), billing_port.instance_costs(ids, now=now)
             context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
-                       "packages": billing_port.packages_current(rows)}
+                       "packages": billing_port.packages_current(rows), "notices": instance_notices(rows)}
             data = [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
         return paginator.get_paginated_response(data)
 

@@ -38,6 +38,12 @@ class AgentDriver(Driver):
         if not NodeCredential.objects.filter(node_id=node.id).exists():
             return DriverOutput(f"{node.hostname}: no agent token issued for this node; issue one in the admin\n",
                                 EXIT_NO_AGENT, 0.0, meta)
+        if NodeCredential.objects.filter(node_id=node.id, token_hash__isnull=True).exists():
+            # Revoked at a bare-metal release: no agent can answer until the node's fresh OS enrolls (the
+            # Redfish driver's deploy boot), or an operator reimages it and issues a new token.
+            return DriverOutput(f"{node.hostname}: the node's agent token was revoked when its bare-metal lease "
+                                "ended; reimage the node (Redfish deploy boot) or issue a new token in the "
+                                "admin\n", EXIT_NO_AGENT, 0.0, meta)
         timeout = self.timeout_s if timeout_s is None else timeout_s
         cmd = agent_command_enqueue(node_id=node.id, kind=kind, payload=payload, timeout_s=timeout)
         cmd = agent_command_wait(command_id=cmd.pk, poll_s=self.poll_s)

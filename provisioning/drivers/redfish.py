@@ -20,6 +20,12 @@ EXIT_CONFIG = 78  # EX_CONFIG: no BMC address / credential for the node
 EXIT_TIMEOUT = 124
 
 
+def node_token_revoked_of(node: NodeRef) -> bool:
+    from hardware.enrollment import node_token_revoked
+
+    return node_token_revoked(node_id=node.id)
+
+
 class BmcFailure(Exception):
     """A step failed; the message is what the operator reads (no secrets)."""
 
@@ -87,13 +93,41 @@ class RedfishDriver(Driver):
             time.sleep(self.poll_s)
 
     def _boot(self, node: NodeRef, lines: list[str]) -> None:
-        """One-time network boot and power on (restart when already on); then wait for the agent."""
+        """One-time network boot and power on (restart when already on); then wait for the agent (which
+        enrolls first when the node's token was revoked)."""
+        from hardware.enrollment import enroll_withdraw
+
+        system = self._system(node)
+        enrolling = self._enroll(node, lines)
+        try:
+            self._boot_and_wait(node, system, lines)
+        finally:
+            if enrolling:
+                enroll_withdraw(hostname=node.hostname)
+
+    def _enroll(self, node: NodeRef, lines: list[str]) -> bool:
+        """The node's token was revoked (its last tenant was root there): hand the OS this boot brings up a
+        one-time enrollment secret through the deploy path, which it trades for a new token. → whether."""
+        from hardware.enrollment import enroll_deliver, enroll_file, node_enroll_issue
+
+        if not node_token_revoked_of(node):
+            return False
+        if enroll_file(node.hostname) is None:
+            raise BmcFailure(f"{node.hostname}: the node's agent token is revoked and NODE_ENROLL_DIR is not set: "
+                             "no deploy path to hand the fresh OS its enrollment secret", EXIT_CONFIG)
+        secret = node_enroll_issue(node_id=node.id, ttl_s=self.power_timeout_s + self.agent_timeout_s)
+        if secret is None:
+            return False
+        enroll_deliver(hostname=node.hostname, secret=secret)
+        lines.append(f"[enroll] {node.hostname}: one-time enrollment secret handed to the deploy boot")
+        return True
+
+    def _boot_and_wait(self, node: NodeRef, system, lines: list[str]) -> None:
         import sushy
 
         from core.dbclock import db_now
         from hardware.services import agent_wait_heartbeat
 
-        system = self._system(node)
         target = sushy.BootSource(self.boot_target)
         system.set_system_boot_options(target=target, enabled=sushy.BootSourceOverrideEnabled.ONCE)
         lines.append(f"[bmc] {node.hostname}: boot override {target.value} once")

@@ -80,6 +80,12 @@ def meters_close(*, instance_id, at=None) -> None:
     _services().meters_close(instance_id=instance_id, at=at)
 
 
+def meters_pause(*, instance_id, at, key: str) -> int:
+    """Close the instance's open meters at `at` (behind the ticks, maybe) and credit back what was charged after it
+    (its node went dark); returns the µCNY credited."""
+    return _services().meters_pause(instance_id=instance_id, at=at, key=key)
+
+
 def instance_costs(instance_ids, now=None) -> dict:
     """{instance id: µCNY cost so far, to the second}; empty when billing cannot answer yet."""
     try:

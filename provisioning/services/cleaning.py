@@ -19,6 +19,7 @@ from django.db import transaction
 
 from core.dbclock import db_now
 from core.outbox import outbox_send
+from hardware.enrollment import node_token_revoke
 from hardware.services import node_resume_state, node_resume_state_replace
 from inventory.choices import NodeState
 from inventory.lock_objects import node_lock
@@ -47,6 +48,9 @@ class PassTaken(Exception):
 def node_clean_begin(*, node, reason: str = "cleaning after a bare-metal instance") -> Node:
     """Take the node out of the pool now (→ cleaning) and run `node_clean` in a worker after commit."""
     previous = node.state
+    # The tenant was root where the node token sits: it never authenticates again. The fresh OS the clean
+    # boots enrolls for a new one (hardware/enrollment.py); in this transaction, before the clean is queued.
+    node_token_revoke(node_id=node.pk, reason="bare_metal_release")
     node = node_set_state(node=node, state=NodeState.CLEANING, reason=reason)
     # A new pass: a claim left by an earlier one (whose outcome an operator overrode) must not hold it up.
     Node.objects.filter(pk=node.pk).update(clean_claim=None, clean_claim_until=None)

@@ -8,7 +8,8 @@ Under the advisory lock "reconciler" (a second beat does nothing) it
 - closes every meter open for an instance that is not `running`, at the second it left running;
 - applies a monthly package's end to its instance when the package-end hook was lost (a crash between
   billing's commit and the hook): a monthly instance whose latest period ended without renewing;
-- queues a release for every container an agent still runs that no live group holds (orphans.py).
+- queues a release for every container an agent still runs that no live group holds (orphans.py);
+- makes the controller's Slurm partitions match the running hybrids that own their nodes (slurm_partitions.py).
 """
 import logging
 from datetime import timedelta
@@ -32,6 +33,7 @@ from . import billing_port
 from .instances import instance_dispatch, step_deadline
 from .orphans import containers_orphaned_release
 from .sla import sla_dispatch
+from .slurm_partitions import partitions_reconcile
 from .steps import groups_release, placement_release_clean
 from .transitions import instance_transition
 
@@ -188,6 +190,7 @@ def reconcile() -> dict:
         stats["meters_closed"] = meters_leaked_close()
         stats["package_ends"] = packages_ended_apply()
         stats["containers_released"] = containers_orphaned_release()
+        stats.update(partitions_reconcile())  # Slurm partitions against the controller
     if any(stats.values()):
         logger.info("reconciler pass", extra=stats)
     return stats

@@ -24,7 +24,7 @@ from ..lock_objects import instance_lock
 from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
 from ..readiness import evaluate, parse_device_health, parse_output
 from ..stop_keeps import stop_reason
-from . import billing_port, hardware_port
+from . import billing_port, slurm_partitions
 from .claims import placement_release
 from .cleaning import node_clean_begin
 from .fleet import driver_for, driver_touched, forced_faults, instance_env, node_ref, release_cards
@@ -305,7 +305,7 @@ def instance_check(instance_id) -> None:
         _failed_for_funds(instance, exc.message)
         return
     if moved is not None:
-        hardware_port.slurm_partition_create(instance_id=instance_id, nodes=[g.node for g in groups])
+        slurm_partitions.partition_open(instance=moved, groups=groups)
 
 
 def _failed_for_funds(instance: Instance, message: str) -> None:
@@ -363,8 +363,7 @@ def groups_release(instance_id, *, expect: str | None = None) -> bool:
         # Another task ended this stop: the partition (named by instance) and the cards the instance holds now,
         # even in the same state again (started and stopped meanwhile), belong to a newer placement.
         return False
-    nodes = list({g.node_id: g.node for g in groups}.values())
-    hardware_port.slurm_partition_delete(instance_id=instance_id, nodes=nodes)
+    slurm_partitions.partition_close(instance=instance, groups=groups)
     return placement_release_clean(instance=instance, expect=expect)
 
 

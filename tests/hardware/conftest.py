@@ -179,9 +179,10 @@ def slurm_cluster(tmp_path_factory):
         f"SlurmctldPidFile={work / 'slurmctld.pid'}", f"SlurmctldLogFile={work / 'log' / 'slurmctld.log'}",
         "AuthType=auth/munge", f"AuthInfo=socket={socket_path}", "CredType=cred/munge",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
-        "SchedulerType=sched/builtin", "ReturnToService=2", "MpiDefault=none", "GresTypes=gpu",
-        "NodeName=gpu-a[01-02] CPUs=4 RealMemory=1000 State=FUTURE",
-        "NodeName=npu-a[01-02] CPUs=4 RealMemory=1000 State=FUTURE",
+        # Backfill, as real clusters run: slurmctld refuses heterogeneous jobs (the hybrid's header) without it.
+        "SchedulerType=sched/backfill", "ReturnToService=2", "MpiDefault=none", "GresTypes=gpu,npu",
+        "NodeName=gpu-a[01-02] CPUs=4 RealMemory=1000 Gres=gpu:8 State=FUTURE",
+        "NodeName=npu-a[01-02] CPUs=4 RealMemory=1000 Gres=npu:8 State=FUTURE",
         "PartitionName=debug Nodes=ALL Default=YES State=UP", ""]))
     env = {**os.environ, "SLURM_CONF": str(conf)}
     slurmctld = None
@@ -204,6 +205,96 @@ def slurm_cluster(tmp_path_factory):
         if slurmctld is not None:
             stop_process(slurmctld)
         stop_process(munged)
+
+
+# The socket sacctmgr's connection to slurmdbd reaches munged on: slurm 22.05 ignores AuthInfo's socket= there.
+MUNGE_DEFAULT_SOCKET = Path("/run/munge/munge.socket.2")
+ACCOUNTING_BINARIES = ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db", "/usr/bin/sacctmgr")
+
+
+@pytest.fixture
+def slurm_accounting_cluster(tmp_path_factory):
+    """munged + MariaDB + slurmdbd + slurmctld with accounting enforced (AccountingStorageEnforce=associations,
+    EnforcePartLimits=ALL): the controller ties each job to an account and refuses one a partition does not allow.
+    Skipped without slurmdbd / MariaDB, or while another munged holds the default socket."""
+    missing = [b for b in ACCOUNTING_BINARIES if not Path(b).exists()]
+    if missing:
+        pytest.skip(f"slurm accounting needs {', '.join(missing)}")
+    if MUNGE_DEFAULT_SOCKET.exists():
+        pytest.skip(f"{MUNGE_DEFAULT_SOCKET} is in use: this cluster's munged needs it")
+    work = tmp_path_factory.mktemp("slurmdbd")
+    for sub in ("state", "munge", "log", "db", "run"):
+        (work / sub).mkdir()
+    os.chmod(work / "munge", 0o700)
+    key = work / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    os.chmod(key, 0o600)
+    MUNGE_DEFAULT_SOCKET.parent.mkdir(parents=True, exist_ok=True)
+    procs = []
+
+    def start(argv, name, env=None):
+        procs.append(subprocess.Popen(argv, env=env, stdout=open(work / "log" / f"{name}.out", "wb"),
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+        return procs[-1]
+
+    try:
+        start(["/usr/sbin/munged", "--foreground", "--force", f"--socket={MUNGE_DEFAULT_SOCKET}", f"--key-file={key}",
+               f"--pid-file={work / 'munge' / 'munged.pid'}", f"--log-file={work / 'log' / 'munged.log'}",
+               f"--seed-file={work / 'munge' / 'munged.seed'}"], "munged")
+        subprocess.run(["/usr/bin/mariadb-install-db", "--no-defaults", f"--datadir={work / 'db'}", "--user=root",
+                        "--auth-root-authentication-method=normal", "--skip-test-db"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=120)
+        db_port, db_socket = free_port(), work / "run" / "db.sock"
+        start(["/usr/sbin/mariadbd", "--no-defaults", f"--datadir={work / 'db'}", f"--socket={db_socket}",
+               "--bind-address=127.0.0.1", f"--port={db_port}", "--skip-name-resolve", "--user=root",
+               f"--pid-file={work / 'run' / 'db.pid'}", f"--log-error={work / 'log' / 'db.err'}"], "mariadbd")
+        wait_for(lambda: db_socket.exists() and MUNGE_DEFAULT_SOCKET.exists(), timeout=60, what="MariaDB and munged")
+        subprocess.run(["mariadb", "--no-defaults", f"--socket={db_socket}", "-uroot", "-e",
+                        "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm'; "
+                        "GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"], check=True, timeout=30)
+        dbd_port, ctld_port = free_port(), free_port()
+        # slurmdbd reads slurmdbd.conf beside $SLURM_CONF (it has no option for it); the file must be 0600.
+        dbd_conf = work / "slurmdbd.conf"
+        dbd_conf.write_text("\n".join([
+            "AuthType=auth/munge", "DbdHost=localhost", f"DbdPort={dbd_port}", "SlurmUser=root",
+            f"PidFile={work / 'run' / 'slurmdbd.pid'}", f"LogFile={work / 'log' / 'slurmdbd.log'}",
+            "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1", f"StoragePort={db_port}",
+            "StorageUser=slurm", "StoragePass=slurm", "StorageLoc=slurm_acct_db", ""]))
+        os.chmod(dbd_conf, 0o600)
+        conf = work / "slurm.conf"
+        conf.write_text("\n".join([
+            "ClusterName=cardmixacct", "SlurmctldHost=localhost", f"SlurmctldPort={ctld_port}",
+            f"SlurmdPort={free_port()}", "SlurmUser=root", f"StateSaveLocation={work / 'state'}",
+            f"SlurmctldPidFile={work / 'run' / 'slurmctld.pid'}", f"SlurmctldLogFile={work / 'log' / 'slurmctld.log'}",
+            "AuthType=auth/munge", "CredType=cred/munge", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "SelectType=select/cons_tres", "SchedulerType=sched/backfill", "ReturnToService=2", "MpiDefault=none",
+            "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
+            f"AccountingStoragePort={dbd_port}", "AccountingStorageEnforce=associations", "EnforcePartLimits=ALL",
+            "GresTypes=gpu,npu",
+            "NodeName=gpu-a[01-02] CPUs=4 RealMemory=1000 Gres=gpu:8 State=FUTURE",
+            "NodeName=npu-a[01-02] CPUs=4 RealMemory=1000 Gres=npu:8 State=FUTURE",
+            "PartitionName=debug Nodes=ALL Default=YES State=UP", ""]))
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+        dbd = start(["/usr/sbin/slurmdbd", "-D"], "slurmdbd", env=env)
+
+        def cluster_added():
+            if dbd.poll() is not None:
+                raise AssertionError("slurmdbd exited:\n" + (work / "log" / "slurmdbd.out").read_text()[-3000:])
+            return subprocess.run(["sacctmgr", "-i", "add", "cluster", "cardmixacct"], env=env, capture_output=True,
+                                  text=True, timeout=30).returncode == 0
+        wait_for(cluster_added, timeout=60, interval=0.5, what="slurmdbd to take the cluster")
+        ctld = start(["/usr/sbin/slurmctld", "-D", "-i", "-f", str(conf)], "slurmctld", env=env)
+        scontrol = shutil.which("scontrol") or "/usr/bin/scontrol"
+
+        def ping():
+            if ctld.poll() is not None:
+                raise AssertionError("slurmctld exited:\n" + (work / "log" / "slurmctld.out").read_text()[-3000:])
+            return "UP" in subprocess.run([scontrol, "ping"], env=env, capture_output=True, text=True).stdout
+        wait_for(ping, timeout=30, interval=0.3, what="slurmctld to answer")
+        yield {"conf": conf, "env": env, "scontrol": scontrol, "sacctmgr": shutil.which("sacctmgr"), "work": work}
+    finally:
+        for proc in reversed(procs):
+            stop_process(proc)
 
 
 # -- a raw HTTP server: answers the agent as a platform would, or as a broken one would -------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench import placement as bench
 
 KEYS = {
@@ -53,3 +55,53 @@ def test_timing_mode_reports_median_and_p99(capsys):
     assert [r["nodes"] for r in sizes] == [1_000, 10_000]
     assert all(0 < r["median_ms"] <= r["p99_ms"] for r in sizes)
     assert any("ratio_10k_1k_p99_ms" in r for r in rows)
+
+
+QUICK = ["--utilisations", "0.97", "--seeds", "1", "--steps", "200", "--processes", "1"]
+
+
+def _rows(capsys) -> list[dict]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_a_pod_list_file_of_ones_own_prints_what_the_named_list_prints(tmp_path, capsys):
+    own = tmp_path / "gpuspec33.csv"
+    own.write_bytes((bench.DEFAULT_TRACES / "openb_pod_list_gpuspec33.csv").read_bytes())
+    assert bench.main(["--pod-lists", "gpuspec33", *QUICK]) == 0
+    named = _rows(capsys)
+    assert bench.main(["--pod-list", str(own), *QUICK]) == 0
+    assert _rows(capsys) == named
+
+
+def test_own_node_and_pod_lists_are_replayed(tmp_path, capsys):
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,gpu,model\n" + "".join(f"n{i},8,H100\n" for i in range(4)) + "s0,4,910B\n")
+    pods = tmp_path / "lab.csv"
+    pods.write_text("num_gpu,gpu_milli,gpu_spec\n8,1000,\n1,500,\n2,1000,910B\n0,0,\n4,1000,H100\n")
+    assert bench.main(["--node-list", str(nodes), "--pod-list", str(pods), "--pod-list", str(pods), *QUICK]) == 0
+    rows = _rows(capsys)
+    assert {(r["pod_list"], r["policy"]) for r in rows} == {("lab", p) for p in bench.POLICIES}
+    assert all(r["arrivals"] > 0 and 0 <= r["free_whole_nodes"] <= 4 for r in rows)
+
+
+def test_a_pod_list_without_the_needed_columns_is_one_clear_error(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,gpus\na,1\n")
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--pod-list", str(bad), *QUICK])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "bad.csv: missing column(s) num_gpu, gpu_milli" in err
+    with pytest.raises(SystemExit):
+        bench.main(["--pod-list", str(tmp_path / "absent.csv"), *QUICK])
+    assert "absent.csv: No such file or directory" in capsys.readouterr().err
+
+
+def test_make_bench_runs_each_benchmark_and_ends_with_its_ratios(capsys):
+    from bench import __main__ as runner
+
+    assert runner.main(["placement-timing"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("=== benchmark ratios")[1]
+    assert "placement-timing  ok" in table and "decision p99 10k / 1k nodes = " in table
+    assert runner.main(["no-such-bench"]) == 2

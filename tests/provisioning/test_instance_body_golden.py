@@ -16,7 +16,8 @@ from billing.models import Meter
 from billing.models_products import Package
 from provisioning.models import Instance, NodeGroup
 from tests.factories.billing import MeterFactory
-from tests.factories.provisioning import InstanceFactory, make_fleet
+from tests.factories.provisioning import InstanceFactory, funded, make_fleet
+from tests.factories.tenancy import OrganizationFactory
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 URL = "/api/v1/instances/"
@@ -35,6 +36,13 @@ def _group(inst, node, item_index, cards, state="checked", released=False, ssh_p
     NodeGroup.objects.create(instance=inst, item_index=item_index, accelerator=node.accelerator.slug, node=node,
                              card_indices=cards, card_ids=[], state=state, ssh_port=ssh_port,
                              released_at=_at(2) if released else None)
+
+
+@pytest.fixture
+def owner(member_factory):
+    # A fixed organization id: the hybrid's Slurm account (cm- + its first 12 hex digits) is in the bodies.
+    org = OrganizationFactory(id=uuid.UUID("5c0ffee0-1234-4abc-8def-000000000001"))
+    return funded(member_factory(role="owner", org=org))
 
 
 @pytest.fixture

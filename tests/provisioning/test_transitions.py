@@ -14,7 +14,8 @@ SPEC_TABLE = {
     "waitlisted": {"provisioning", "terminating"},
     "provisioning": {"checking", "provisioning", "terminating", "failed"},
     "checking": {"running", "provisioning", "terminating", "failed"},
-    "running": {"stopping", "terminating"},
+    # Beyond SPEC §3: a node dark past NODE_DARK_TIMEOUT_SECONDS fails or moves its instance (services/dark.py).
+    "running": {"stopping", "terminating", "failed", "provisioning"},
     "stopping": {"stopped", "terminating"},
     "stopped": {"starting", "terminating"},
     "starting": {"provisioning", "waitlisted", "terminating", "failed"},
@@ -23,7 +24,7 @@ SPEC_TABLE = {
     "terminated": set(),
 }
 ALLOWED = [(a, b) for a, targets in SPEC_TABLE.items() for b in sorted(targets)]
-FORBIDDEN = [("running", "provisioning"), ("running", "running"), ("terminated", "terminating"),
+FORBIDDEN = [("running", "running"), ("running", "checking"), ("terminated", "terminating"),
              ("terminated", "running"), ("stopped", "running"), ("failed", "running"), ("pending", "running"),
              ("waitlisted", "running"), ("stopping", "running"), ("terminating", "stopped"),
              ("checking", "stopped"), ("starting", "running")]

@@ -223,6 +223,7 @@ SKIP = {
     "api:agent-commands": "node-token auth (tests/hardware/test_agent_api.py)",
     "api:agent-command-start": "node-token auth; another node's command → 404 (tests/hardware/test_agent_lease.py)",
     "api:agent-command-result": "node-token auth; another node's command → 404 (tests/hardware)",
+    "api:agent-enroll": "one-time enrollment secret, no tenant data (tests/hardware/test_node_token_revocation.py)",
     "console:landing": "public page",
     "console:login": "public page",
     "console:logout": "ends the session",

@@ -10,7 +10,8 @@ from .urlwalk import walk
 
 ROUTES = {r.name: r for r in walk()}
 # POSTs without an id that do not create a row of the caller's (previews, foreign-auth endpoints).
-NOT_CREATING = {"api:quote", "api:stripe-webhook", "api:agent-heartbeat", "api:agent-commands"}
+NOT_CREATING = {"api:quote", "api:stripe-webhook", "api:agent-heartbeat", "api:agent-commands",
+                "api:agent-enroll"}
 # POSTs on an id that do create something (paying an invoice creates a top-up).
 CREATING_ON_ID = {"api:invoice-pay"}
 

@@ -1,0 +1,53 @@
+"""Notices on the instance body (`notices`): what the users of an instance must know now that its state does not
+say. Today one kind: `node_unreachable`, while a node holding its cards is silent (hardware.heartbeats_check marked
+it), read live from the node's state, so it shows the moment the node is marked and goes the moment it is back."""
+from datetime import timedelta
+
+from django.conf import settings
+
+from .choices import InstanceKind
+from .choices import InstanceState as S
+
+
+def instance_notices(instances) -> dict:
+    """{instance id: [notice]} for the running ones among `instances` (rows or models); one query, none when
+    nothing runs."""
+    running = [i.pk for i in instances if i.state == S.RUNNING]
+    if not running:
+        return {}
+    from .models import NodeGroup
+
+    kinds = {i.pk: (i.kind, i.billing) for i in instances}
+    found: dict = {}
+    rows = (NodeGroup.objects.filter(instance_id__in=running, released_at__isnull=True,
+                                     node__agent_credential__node_id__in=_dark_node_ids())
+            .values_list("instance_id", "node__hostname", "node__agent_credential__last_heartbeat_at"))
+    for instance_id, hostname, last in rows:
+        found.setdefault(instance_id, {})[hostname] = last
+    return {iid: [notice_node_unreachable(node=host, since=last, kind=kinds[iid][0], billing=kinds[iid][1])
+                  for host, last in sorted(nodes.items())] for iid, nodes in found.items()}
+
+
+def _dark_node_ids():
+    # A subquery: the page's one statement joins the marked nodes instead of reading them first.
+    from hardware.models import NodeCredential
+    from hardware.services import UNREACHABLE_REASON
+    from inventory.choices import NodeState
+
+    return NodeCredential.objects.filter(node__state=NodeState.UNREACHABLE,
+                                         node__state_reason__startswith=UNREACHABLE_REASON).values("node_id")
+
+
+def notice_node_unreachable(*, node: str, since, kind: str = "", billing: str = "on_demand") -> dict:
+    """The notice of one silent node: since when, and what happens at `action_at` unless it answers again.
+
+    `billing`: "paused" (on demand: no meter runs while it is silent) or "package" (a monthly period runs on)."""
+    action = settings.NODE_DARK_ACTION if kind == InstanceKind.CONTAINER else "fail"
+    action_at = since + timedelta(seconds=settings.NODE_DARK_TIMEOUT_SECONDS) if since else None
+    what = "failed, its cards released" if action == "fail" else "moved to other cards (the container starts afresh)"
+    paid = ("You are not charged from when it was last seen until it answers again" if billing != "monthly"
+            else "Its monthly package period runs on")
+    return {"code": "node_unreachable", "node": node, "since": since,
+            "billing": "package" if billing == "monthly" else "paused", "action": action, "action_at": action_at,
+            "message": f"The machine running this instance stopped answering. {paid}; if it does not answer in "
+                       f"time, the instance is {what}."}
