@@ -141,3 +141,19 @@ def test_only_a_role_that_may_start_it_is_told_to_start_a_stopped_instance(owner
             ssh_none = page.split('id="ssh-none">')[1].split("</p>")[0]
             kept = "container deleted with its disk, so nothing is kept" in ssh_none
             assert (kept, "data disk" in page, "Start it" in ssh_none) == (True, False, told), (state, membership.role)
+
+
+def test_the_create_form_and_the_low_balance_banner_say_a_stop_keeps_nothing(owner, member_factory):
+    """Before: nothing warned that a stop (an auto-stop too) deletes a container with its disk."""
+    from tests.factories.billing import MeterFactory, fund
+
+    form = html.unescape(login_client(owner).get("/instances/new/").content.decode())
+    said = form.split('id="stop-keeps">')[1].split("</p>")[0]
+    assert said.startswith("A stop keeps nothing: a container is deleted with its disk") and "wiped" in said
+    poor = member_factory(role="owner")
+    fund(poor.organization, 1_000_000, key="tiny")  # minutes left at ¥19.00/h
+    inst = InstanceFactory(organization=poor.organization, state="running")
+    MeterFactory(organization=poor.organization, instance_id=inst.pk, cards=10, rate=1_900_000)
+    page = html.unescape(login_client(poor).get("/dashboard/").content.decode())
+    banner = page.split('id="low-balance-banner"')[1].split("</div>")[0]
+    assert "stop automatically when they do, and a stop keeps nothing on their disks" in banner
