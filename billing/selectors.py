@@ -117,3 +117,44 @@ def instance_cost_expression(instance_id_ref):
                 .annotate(total=Sum("amount")).values("total"))  # each period charged in full when it starts
     return (Coalesce(Subquery(total, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField())
             + Coalesce(Subquery(packages, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField()))
+
+
+def transfer_groups(*, org, tz):
+    """The organization's ledger lines for reading, newest first: metered usage summed per instance, day (in `tz`)
+    and pair of accounts — a tick posts one line per meter per minute, which buried everything else — and every
+    other line on its own. Each row: code, instance_id, day, debit/credit account ids, payment_ref, grant_ref,
+    total (µCNY), lines, first_at, last_at, last_id, meter_id (when the group has one meter, else None)."""
+    from django.db.models import Count, Max, Min
+    from django.db.models.functions import TruncDate
+
+    from .choices import TransferCode
+
+    return (transfer_list(org=org).order_by()
+            .annotate(day=TruncDate("created_at", tzinfo=tz),
+                      grp=Case(When(code=TransferCode.METER, then=Value(0)), default=F("id"),
+                               output_field=BigIntegerField()))
+            .values("grp", "day", "code", "instance_id", "debit_account_id", "credit_account_id", "payment_ref",
+                    "grant_ref")
+            .annotate(total=Sum("amount"), lines=Count("id"), first_at=Min("created_at"), last_at=Max("created_at"),
+                      last_id=Max("id"), min_meter=Min("meter_id"), max_meter=Max("meter_id"))
+            .order_by("-last_id"))
+
+
+def transfer_day_lines(*, org, instance_id, day, tz):
+    """One instance's metered-usage lines of one day (in `tz`): the drill-down of a transfer_groups row."""
+    from datetime import datetime, time, timedelta
+
+    from .choices import TransferCode
+
+    start = datetime.combine(day, time.min, tzinfo=tz)
+    end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=tz)
+    return transfer_list(org=org).filter(code=TransferCode.METER, instance_id=instance_id, created_at__gte=start,
+                                         created_at__lt=end)
+
+
+def trial_expiry(*, org):
+    """When the organization's trial credit expires (None: no trial, or already expired)."""
+    from .models import BillingProfile
+
+    return (BillingProfile.objects.filter(pk=org.pk, trial_expired_at__isnull=True)
+            .values_list("trial_expires_at", flat=True).first())

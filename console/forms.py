@@ -54,8 +54,7 @@ class CatalogChoices:
             return "free: " + ", ".join(f"{n} × {name}" for name, n in rows) if rows else "no cards"
 
         return [("", "Any zone (Cardmix picks)")] + [
-            (z.slug, f"{z.name} · {z.get_fabric_kind_display()} {z.fabric_gbps} Gb/s · {stock(rows)}")
-            for z, rows in self.zones]
+            (z.slug, f"{z.name} · {z.fabric_label} · {stock(rows)}") for z, rows in self.zones]
 
     def accelerator_choices(self, blank: str | None = None):
         rows = [("", blank)] if blank else []

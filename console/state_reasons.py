@@ -34,7 +34,8 @@ REASONS = {
     "terminated": "Terminated.",
     "waitlist_expired": "No cards freed up within the waitlist's time limit, so the request was ended.",
     "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
-    "inter-node readiness failed twice": "The readiness test across its nodes failed twice, so it was not handed over.",
+    "inter-node readiness failed twice":
+        "The readiness test across its nodes failed on both attempts, so it was not handed over.",
     "node unreachable past its timeout": "Its machine stopped answering and did not come back in time, so it was "
                                          "failed and its cards released; it was not charged from when it was last seen.",
     "re-placed: node unreachable": "Its machine stopped answering, so it is being moved to other cards; it was not "
@@ -115,9 +116,10 @@ def reason_for_people(reason, kind: str = "") -> str:
     if NODE_PREPARE_FAILED.match(reason):
         return "The machine could not be prepared, so it was not handed over."
     if NODE_READINESS_FAILED.match(reason):
-        return "The machine failed its readiness test twice, so it was not handed over."
+        # Per machine: the readiness section lists every machine tried, each with its attempts.
+        return "The last machine tried failed its readiness test on both attempts, so it was not handed over."
     if REPLACED.match(reason):
-        return "A machine failed its readiness test twice; its cards were placed on another machine."
+        return "A machine failed its readiness test on both attempts; its cards were placed on another machine."
     if m := STUCK.match(reason):
         return _stuck(m.group(1))
     if m := AUTO_STOP.match(reason):

@@ -52,7 +52,7 @@ urlpatterns += [
 
 # --- console: dashboard, instances, billing overview (issue 11) ---
 from .views import billing as billing_views  # noqa: E402
-from .views import instances  # noqa: E402
+from .views import instance_retry, instances  # noqa: E402
 
 urlpatterns += [
     path("instances/", instances.instance_list, name="instance_list"),
@@ -61,6 +61,17 @@ urlpatterns += [
     path("instances/<str:instance_id>/", instances.instance_detail, name="instance_detail"),
     path("instances/<str:instance_id>/package-renewal/", instances.instance_package_renewal,
          name="instance_package_renewal"),
+    path("instances/<str:instance_id>/retry/", instance_retry.instance_retry_view, name="instance_retry"),
     path("instances/<str:instance_id>/<str:action>/", instances.instance_action, name="instance_action"),
     path("billing/", billing_views.billing, name="billing"),
+    path("billing/ledger/<str:instance_id>/<str:day>/", billing_views.ledger_day, name="billing_ledger_day"),
+]
+
+# --- teams: invitations by email, organizations created from the console (issue 33) ---
+from .views import teams  # noqa: E402
+
+urlpatterns += [
+    path("account/members/invite/", teams.member_invite, name="member_invite"),
+    path("invite/<str:token>/", teams.invitation_accept, name="invitation_accept"),
+    path("account/organizations/new/", teams.organization_new, name="organization_new"),
 ]

@@ -25,3 +25,20 @@ class RequestIdMiddleware:
             request_id_var.reset(token)
         response["X-Request-ID"] = request.request_id
         return response
+
+
+class AdminTimeZoneMiddleware:
+    """The admin shows times in the billing time zone, as the console does, each with its offset
+    (config/formats: "2026-12-02 22:30:00 UTC+0800"); the API and everything else stay in UTC."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        from django.conf import settings
+        from django.utils import timezone
+
+        if not request.path.startswith(settings.ADMIN_URL_PREFIX):
+            return self.get_response(request)
+        with timezone.override(settings.BILLING_TIME_ZONE):
+            return self.get_response(request)

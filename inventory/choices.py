@@ -33,8 +33,8 @@ class CardHealth(models.TextChoices):
 
 
 class FabricKind(models.TextChoices):
-    INFINIBAND = "infiniband"
-    ROCE = "roce"
+    INFINIBAND = "infiniband", "InfiniBand"
+    ROCE = "roce", "RoCE v2"
 
 
 class HolderKind(models.TextChoices):

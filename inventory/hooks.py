@@ -61,3 +61,23 @@ def bmc_credentials_missing(names) -> set:
     if not names or _bmc_credential_lookup is None:
         return set()
     return set(_bmc_credential_lookup(names))
+
+
+# Card holders are instances (provisioning, above inventory): it registers how to name them for operators.
+_holder_describer = None
+
+
+def register_holder_describer(fn):
+    """`fn(holder_ids) -> {str(holder id): {"name", "org", "url", "org_url"}}`; provisioning registers it in
+    AppConfig.ready()."""
+    global _holder_describer
+    _holder_describer = fn
+    return fn
+
+
+def holders_describe(holder_ids) -> dict:
+    """{str(holder id): description} for the instances among `holder_ids` ({} without a registered describer)."""
+    ids = {str(i) for i in holder_ids if i}
+    if not ids or _holder_describer is None:
+        return {}
+    return _holder_describer(ids)

@@ -88,6 +88,11 @@ class Zone(models.Model):
     def __str__(self):
         return self.slug
 
+    @property
+    def fabric_label(self) -> str:
+        """The fabric as every page writes it: "InfiniBand 400 Gb/s", "RoCE v2 200 Gb/s" (the name says where)."""
+        return f"{self.get_fabric_kind_display()} {self.fabric_gbps} Gb/s"
+
 
 class Node(models.Model):
     """A host with cards of one accelerator type."""

@@ -184,3 +184,24 @@ def allocations_live(*, holder_id) -> list[CardAllocation]:
     """The live allocations of one holder, with card → node → zone/accelerator, in card pk order."""
     return list(CardAllocation.objects.filter(holder_id=holder_id, released_at__isnull=True)
                 .select_related("card__node__zone", "card__node__accelerator").order_by("card_id"))
+
+
+def capacity_by_zone() -> list[dict]:
+    """The operators' capacity view: per accelerator and zone, cards on non-retired nodes split into free (healthy,
+    unheld, on available nodes), allocated (held), failed (health failed), draining (unheld on draining nodes) and
+    otherwise out (unheld on nodes in maintenance, quarantine, cleaning or unreachable), with node counts. One query."""
+    held = Exists(_live_allocation())
+    out_states = [NodeState.MAINTENANCE, NodeState.QUARANTINED, NodeState.CLEANING, NodeState.UNREACHABLE]
+    rows = (_stock_cards().order_by()
+            .values("node__accelerator_id", "node__accelerator__slug", "node__accelerator__name", "node__zone_id",
+                    "node__zone__slug", "node__zone__name")
+            .annotate(total=Count("pk"), nodes=Count("node", distinct=True), allocated=Count("pk", filter=Q(held)),
+                      free=Count("pk", filter=Q(node__state=NodeState.AVAILABLE, health=CardHealth.OK) & ~Q(held)),
+                      failed=Count("pk", filter=Q(health=CardHealth.FAILED)),
+                      draining=Count("pk", filter=Q(node__state=NodeState.DRAINING) & ~Q(held)),
+                      out=Count("pk", filter=Q(node__state__in=out_states) & ~Q(held)))
+            .order_by("node__accelerator__name", "node__zone__slug"))
+    return [{"accelerator": r["node__accelerator__name"], "accelerator_slug": r["node__accelerator__slug"],
+             "accelerator_id": r["node__accelerator_id"], "zone_id": r["node__zone_id"],
+             "zone": r["node__zone__name"], "zone_slug": r["node__zone__slug"],
+             **{k: r[k] for k in ("total", "nodes", "allocated", "free", "failed", "draining", "out")}} for r in rows]

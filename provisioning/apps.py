@@ -33,6 +33,19 @@ def _instance_names(*, org_id, ids):
     return instance_names(org=org_id, ids=ids)
 
 
+def _holders_describe(ids):
+    """inventory's admin names the instance holding a card, with its organization (links into the admin)."""
+    from django.urls import reverse
+
+    from .models import Instance
+
+    rows = Instance.objects.filter(pk__in=ids).values_list("pk", "name", "organization_id", "organization__name")
+    return {str(pk): {"name": name, "org": org_name,
+                      "url": reverse("admin:provisioning_instance_change", args=[pk]),
+                      "org_url": reverse("admin:tenancy_organization_change", args=[org_id])}
+            for pk, name, org_id, org_name in rows}
+
+
 class ProvisioningConfig(AppConfig):
     """Instances, the transition table, placement, drivers, readiness, SLA, waitlist."""
 
@@ -43,6 +56,9 @@ class ProvisioningConfig(AppConfig):
         from inventory.hooks import register_capacity_listener
 
         register_capacity_listener(_on_capacity)
+        from inventory.hooks import register_holder_describer
+
+        register_holder_describer(_holders_describe)
         try:
             from billing.hooks import register_autostop
         except ImportError:  # billing's hook module is still being built

@@ -169,6 +169,22 @@ def instance_names(*, org, ids) -> dict[str, str]:
     return {str(pk): name for pk, name in Instance.objects.filter(organization=org, pk__in=ids).values_list("pk", "name")}
 
 
+def event_instances(*, org, event_ids) -> dict[str, tuple[str, str]]:
+    """{str(event id): (str(instance id), instance name)} for the organization's instance events among `event_ids`
+    (an SLA credit names its breach, the event of the create/start request); other tenants' are left out."""
+    ids = set()
+    for i in event_ids:
+        try:
+            ids.add(uuid.UUID(str(i)))
+        except ValueError:
+            continue
+    if not ids:
+        return {}
+    rows = InstanceEvent.objects.filter(pk__in=ids, instance__organization=org).values_list(
+        "pk", "instance_id", "instance__name")
+    return {str(pk): (str(iid), name) for pk, iid, name in rows}
+
+
 def instance_events(*, instance: Instance):
     """The state history, oldest first."""
     return InstanceEvent.objects.filter(instance=instance).order_by("created_at", "id")
@@ -214,3 +230,32 @@ def waitlist_shape(instance: Instance) -> tuple:
         mix = ("policy", p.get("total_cards"), tuple(sorted(p.get("compatible_vendors", []))),
                p.get("min_domestic_share"))
     return (instance.kind, mix, str(instance.zone_id or ""))
+
+
+WAIT_SAMPLE_DAYS = 7
+
+
+def waitlist_wait_estimate(*, instance: Instance) -> tuple[int | None, int]:
+    """(median seconds, samples) that recent waitlisted requests of the same kind and card type waited before
+    capacity woke them, over the last WAIT_SAMPLE_DAYS days, across the platform (durations only: nothing of another
+    tenant is named); (None, 0) without any. One query."""
+    from datetime import timedelta
+    from statistics import median
+
+    from django.db.models import OuterRef, Subquery
+
+    from core.dbclock import db_now
+
+    since = db_now() - timedelta(days=WAIT_SAMPLE_DAYS)
+    woken = InstanceEvent.objects.filter(reason="woken: capacity freed", created_at__gte=since,
+                                         instance__kind=instance.kind)
+    slugs = sorted({it["accelerator"] for it in instance.items or ()})
+    if slugs and connection.vendor == "postgresql":  # jsonb containment; SQLite (development) matches on kind only
+        for slug in slugs:
+            woken = woken.filter(instance__items__contains=[{"accelerator": slug}])
+    joined = (InstanceEvent.objects.filter(instance_id=OuterRef("instance_id"), to_state=S.WAITLISTED,
+                                           created_at__lte=OuterRef("created_at")).order_by("-created_at", "-id"))
+    rows = woken.annotate(waited_from=Subquery(joined.values("created_at")[:1])).values_list("created_at",
+                                                                                             "waited_from")
+    waits = [(at - start).total_seconds() for at, start in rows if start is not None]
+    return (int(median(waits)), len(waits)) if waits else (None, 0)

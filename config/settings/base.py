@@ -57,6 +57,7 @@ MIDDLEWARE = [
     "core.security.ContentSecurityPolicyMiddleware",  # security: CSP on console pages
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
+    "core.middleware.AdminTimeZoneMiddleware",  # the admin's times in BILLING_TIME_ZONE, with their offset
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -118,6 +119,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="Asia/Shanghai")
+FORMAT_MODULE_PATH = ["config.formats"]  # datetimes without an explicit format carry their offset
+ADMIN_URL_PREFIX = "/admin/"  # config/urls.py mounts the admin here (its times follow BILLING_TIME_ZONE)
 
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "staticfiles")))

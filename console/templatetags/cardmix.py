@@ -1,5 +1,6 @@
 """Template filters for the console: money rounded to the fen for display only, times in one named zone,
 and small labels."""
+import re
 from datetime import datetime
 
 from django import template
@@ -132,3 +133,29 @@ def terminate_warning(kind):
     from ..state_reasons import terminate_warning as warning  # see `reason`
 
     return warning(kind or "")
+
+
+BYTES = re.compile(r"(?<![\w.])(\d+) ?B\b")
+BINARY_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+
+
+def bytes_for_people(count: int) -> str:
+    """8589934592 → "8 GiB", 1610612736 → "1.5 GiB", 512 → "512 B" (binary units, as nccl-tests sizes are)."""
+    for size, unit in BINARY_UNITS:
+        if count >= size:
+            value = count / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{count} B"
+
+
+@register.filter
+def readiness_error(text):
+    """A readiness report's reason as people read it: byte counts as "8 GiB" ("… at 8589934592 B" → "… at 8 GiB");
+    the API keeps the bytes."""
+    return BYTES.sub(lambda m: bytes_for_people(int(m.group(1))), str(text or ""))
+
+
+@register.simple_tag(name="zone_name")
+def zone_name_tag():
+    """{% zone_name %} → "Asia/Shanghai" (BILLING_TIME_ZONE), beside the offset where a page explains its times."""
+    return billing_tz().key

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
-from billing.selectors import balance_summary
+from billing.selectors import balance_summary, trial_expiry
 from core.dbclock import db_now
 from provisioning import selectors as instance_selectors
 from provisioning.choices import InstanceState
@@ -28,7 +28,9 @@ def balance_context(org) -> dict:
     warn_window = timedelta(seconds=settings.LOW_BALANCE_WARNING_SECONDS).total_seconds()
     low = summary["low_balance_warning"] or (seconds_left is not None and seconds_left < warn_window)
     kinds = [(kind, summary[kind]) for kind in ("trial", "compensation", "grant", "cash")]
-    return {"balance": summary, "kinds": kinds, "seconds_left": seconds_left, "low_balance": low}
+    trial_until = trial_expiry(org=org) if summary["trial"] else None  # spent or expired: no date to show
+    return {"balance": summary, "kinds": kinds, "seconds_left": seconds_left, "low_balance": low,
+            "trial_expires_at": trial_until}
 
 
 @login_required

@@ -48,7 +48,15 @@ def decorate(instances, *, can_write: bool) -> list:
         inst.position = context["positions"].get(inst.pk)
         inst.actions = [(name, label, style) for name, target, label, style in ACTIONS
                         if can_write and inst.can_become(target)]
+        if inst.state == S.WAITLISTED:  # terminating a waiting request only takes it out of the queue
+            inst.actions = [(n, "Leave the waitlist" if n == "terminate" else label, style)
+                            for n, label, style in inst.actions]
+        if can_write and inst.state == S.FAILED:  # not a transition: a new instance with the same request
+            inst.actions.insert(0, ("retry", "Retry as a new instance", "primary"))
         inst.may_start = can_write  # the console only suggests starting to a role that may
+        # The API lists a group's endpoint until the group is released; a machine being stopped or torn down is
+        # no longer one to log into, so the console offers no command for it.
+        inst.ssh = [] if inst.state in NO_CONNECT else inst.api["ssh"]
         inst.poll = poll_trigger(inst)
         inst.mix = [{"count": it["count"], "name": names.get(it["accelerator"], it["accelerator"])}
                     for it in inst.items]
@@ -87,7 +95,77 @@ def progress(instance, events) -> list[Step]:
     if instance.state == S.FAILED:
         why = reason_for_people(instance.state_reason, instance.kind)
         steps.append(Step(f"Failed: {why}" if why else "Failed", "failed", reached.get(S.FAILED)))
+    ended = ENDED.get(instance.state)
+    if ended:
+        # Stopped or terminated since: the hand-over steps are history, not what the instance is now.
+        for step in steps:
+            if step.status in ("done", "current"):
+                step.status = "past"
+        requested, final = ended
+        after = [e for e in run if e.to_state in (requested, final)]
+        at = {e.to_state: e.created_at for e in after}
+        steps.append(Step(STEP_LABELS[requested], "done", at.get(requested)))
+        steps.append(Step(STEP_LABELS[final], "done" if instance.state == final else "current", at.get(final)))
     return steps
+
+
+# A stop or termination after the hand-over: (requested state, final state) by current state.
+ENDED = {S.STOPPING: (S.STOPPING, S.STOPPED), S.STOPPED: (S.STOPPING, S.STOPPED),
+         S.TERMINATING: (S.TERMINATING, S.TERMINATED), S.TERMINATED: (S.TERMINATING, S.TERMINATED)}
+STEP_LABELS = {S.STOPPING: "Stop requested", S.STOPPED: "Stopped — cards released, billing stopped",
+               S.TERMINATING: "Termination requested", S.TERMINATED: "Terminated — everything released"}
+# States in which the machine is no longer there to log into (SSH commands are withheld).
+NO_CONNECT = frozenset({S.STOPPING, S.STOPPED, S.TERMINATING, S.TERMINATED, S.FAILED})
+
+
+def latest_run_start(events):
+    """When the latest create/start request was made (None without events)."""
+    at = None
+    for event in events:
+        if event.reason in ("create", "start requested"):
+            at = event.created_at
+    return at
+
+
+def readiness_split(reports, events) -> tuple[list, list]:
+    """(the latest run's reports, earlier runs' reports): after a restart the old reports are history."""
+    since = latest_run_start(events)
+    if since is None:
+        return list(reports), []
+    current = [r for r in reports if r.started_at >= since]
+    return current, [r for r in reports if r.started_at < since]
+
+
+@dataclass
+class NodeVerdict:
+    hostname: str
+    attempts: int
+    passed: bool
+
+
+def readiness_by_node(reports) -> list[NodeVerdict]:
+    """Per node tried: how many readiness attempts it had and whether one passed, in the order tried."""
+    by_host: dict = {}
+    for r in reports:
+        host = ", ".join(r.nodes) if r.nodes and len(r.nodes) > 1 else r.node.hostname
+        verdict = by_host.setdefault(host, NodeVerdict(host, 0, False))
+        verdict.attempts += 1
+        verdict.passed = verdict.passed or r.passed
+    return list(by_host.values())
+
+
+def readiness_failure_text(verdicts) -> str:
+    """A failed instance's readiness outcome per node: "Readiness failed on 3 machines, 2 attempts each: …"."""
+    failed = [v for v in verdicts if not v.passed]
+    if not failed:
+        return ""
+    attempts = sorted({v.attempts for v in failed})
+    tries = (f"{attempts[0]} attempt{'s' if attempts[0] != 1 else ''} each" if len(attempts) == 1 and len(failed) > 1
+             else f"{attempts[0]} attempt{'s' if attempts[0] != 1 else ''}" if len(attempts) == 1
+             else "attempts: " + ", ".join(f"{v.hostname} {v.attempts}" for v in failed))
+    machines = f"{len(failed)} machine{'s' if len(failed) != 1 else ''}"
+    return (f"The readiness test failed on {machines} ({tries}): {', '.join(v.hostname for v in failed)}. "
+            "It was not handed over, and the time spent testing is not charged.")
 
 
 def readiness_rows(reports) -> list:
@@ -142,5 +220,4 @@ def topology(groups) -> list[str]:
 
 
 def fabric(zone) -> str:
-    kind = "InfiniBand" if zone.fabric_kind == "infiniband" else "RoCE v2"
-    return f"{kind} {zone.fabric_gbps} Gbps"
+    return zone.fabric_label

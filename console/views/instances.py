@@ -29,6 +29,7 @@ from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
 from .instance_slurm import slurm_section
+from .waitlist_context import waitlist_context
 
 PAGE_SIZE = 25
 NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
@@ -36,6 +37,7 @@ SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instanc
 # The actions that ask first (both delete what is on the instance's disks): the state they lead to, the button.
 ASKS = {"stop": (InstanceState.STOPPING, "Stop", stop_warning),
         "terminate": (InstanceState.TERMINATING, "Terminate", terminate_warning)}
+LEAVE_WAITLIST = "Your request leaves the queue and is ended; nothing was charged for it."
 
 
 def share_text(share: CardShare) -> str:
@@ -206,16 +208,23 @@ def _detail_context(request, instance_id, action_error: str = "") -> dict:
     instance = or_404(selectors.instance_get, org=request.org, instance_id=instance_id)
     (instance,) = ic.decorate([instance], can_write=request_can(request, "instances"))
     events = list(selectors.instance_events(instance=instance))
+    reports, earlier_reports = ic.readiness_split(ic.readiness_rows(selectors.instance_reports(instance=instance)),
+                                                  events)
+    verdicts = ic.readiness_by_node(reports)
     return {
         "instance": instance,
         "renewal_choices": PackageRenewal.choices,
         "events": events,
         "steps": ic.progress(instance, events),
-        "reports": ic.readiness_rows(selectors.instance_reports(instance=instance)),
+        "reports": reports,
+        "earlier_reports": earlier_reports,
+        "node_verdicts": verdicts,
+        "readiness_failure": ic.readiness_failure_text(verdicts) if instance.state == InstanceState.FAILED else "",
         "compensation": ic.compensation_for(events),
         "topology": ic.topology(ic.topology_groups(instance)),
         "slurm": slurm_section(instance),
         "action_error": action_error,
+        **waitlist_context(instance),
     }
 
 
@@ -248,9 +257,12 @@ def instance_action(request, instance_id, action):
         to, label, warning = ASKS[action]
         if not instance.can_become(to):  # already there or gone: nothing to ask
             return redirect(detail_url)
+        if action == "terminate" and instance.state == InstanceState.WAITLISTED:
+            return confirm_page(request, title=f"Leave the waitlist with {instance.name}?", label="Leave the waitlist",
+                                cancel=detail_url, detail=LEAVE_WAITLIST)
         return confirm_page(request, title=f"{label} {instance.name}?", label=label, cancel=detail_url,
                             detail=warning(instance.kind))
-    error = ""
+    error, leaving = "", instance.state == InstanceState.WAITLISTED
     try:
         service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
     except ServiceError as exc:
@@ -261,7 +273,8 @@ def instance_action(request, instance_id, action):
     if error:
         messages.error(request, error)
     else:
-        messages.success(request, {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
+        messages.success(request, "You left the waitlist." if leaving and action == "terminate" else
+                         {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
     return redirect(detail_url)
 
 

@@ -130,7 +130,8 @@ def test_sold_out_policy_quote_shows_the_shortfall_not_a_zero_price(web):
 
 def test_buttons_follow_the_transition_table_and_polling_stops_when_settled(web, owner):
     org = owner.organization
-    expected = {"running": {"stop", "terminate"}, "stopped": {"start", "terminate"}, "failed": {"terminate"},
+    # Retry is no transition (failed only goes on to terminating): a new instance with the same request.
+    expected = {"running": {"stop", "terminate"}, "stopped": {"start", "terminate"}, "failed": {"retry", "terminate"},
                 "terminated": set(), "waitlisted": {"terminate"}}
     for state, actions in expected.items():
         inst = InstanceFactory(organization=org, state=state)

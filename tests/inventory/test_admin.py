@@ -292,7 +292,9 @@ def test_a_price_start_taken_after_the_form_checked_it_is_a_form_error_and_saves
     """price_create refuses a start another price of the accelerator took between the form's validation and its
     save; the accelerator's own edit is not saved either. Before: a 500."""
     from datetime import timedelta
+    from zoneinfo import ZoneInfo
 
+    from django.conf import settings
     from django.utils import timezone
 
     from inventory.admin import AcceleratorAdmin
@@ -300,7 +302,9 @@ def test_a_price_start_taken_after_the_form_checked_it_is_a_form_error_and_saves
     from tests.races import meanwhile
 
     acc = catalog["h100-sxm-80g"]
-    start = (timezone.localtime() + timedelta(days=1)).replace(hour=8, minute=0, second=0, microsecond=0)
+    # The admin reads typed times in the billing time zone (as it shows them).
+    zone = ZoneInfo(settings.BILLING_TIME_ZONE)
+    start = (timezone.localtime(timezone=zone) + timedelta(days=1)).replace(hour=8, minute=0, second=0, microsecond=0)
     before = set(acc.prices.values_list("pk", flat=True))
     meanwhile(monkeypatch, AcceleratorAdmin, "save_model", lambda: Price.objects.create(
         accelerator_id=acc.pk, on_demand_per_card_hour=3_000_000, effective_from=start))

@@ -103,6 +103,18 @@ def instance_action(world):
     return Target({**target.kwargs, "action": "stop"}, row=target.row)
 
 
+def failed_instance(world):
+    from tests.factories.provisioning import InstanceFactory
+
+    inst = InstanceFactory(organization=world.a.organization, name=world.marker("failed"), state="failed")
+    return Target({"instance_id": str(inst.pk)}, row=inst)
+
+
+def instance_ledger_day(world):
+    target = instance(world)
+    return Target({**target.kwargs, "day": timezone.now().date().isoformat()}, row=target.row)
+
+
 def statement_month(world):
     # A statement is keyed by month, not by id: B's own statement for the month A was active in.
     # A's distinctive top-up amount must not appear in it (checked by the marker scan).
@@ -195,6 +207,8 @@ OBJECT_FACTORIES = {
     "console:instance_detail": instance,
     "console:instance_action": instance_action,
     "console:instance_package_renewal": monthly_instance,
+    "console:instance_retry": failed_instance,
+    "console:billing_ledger_day": instance_ledger_day,
 }
 
 # Per-organization pages without an object id: B must see none of A's markers there.
@@ -210,6 +224,7 @@ TENANT_LISTS = {
     "console:tokens", "console:ssh_keys", "console:billing_topup", "console:billing_statements",
     "console:billing_sponsorships", "console:billing_invoices", "console:billing",
     "console:instance_list", "console:instance_new", "console:instance_quote",
+    "console:member_invite", "console:organization_new",
 }
 
 SKIP = {
@@ -230,6 +245,7 @@ SKIP = {
     "console:signup": "public page (throttled: test_abuse.py)",
     "console:check_email": "public page",
     "console:verify_email": "signed one-time link",
+    "console:invitation_accept": "signed one-time link naming its organization (tests/console/test_teams.py)",
     "console:password_reset": "public page",
     "console:password_reset_done": "public page",
     "console:password_reset_confirm": "signed one-time link",

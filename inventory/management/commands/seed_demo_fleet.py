@@ -8,9 +8,10 @@ from inventory.models import Accelerator, Node, Zone
 from inventory.services import _node_insert
 
 ZONES = [
-    # slug, name, fabric, Gbps, inter-node all_reduce floor (GB/s)
-    ("cn-east-1a", "East China 1a (InfiniBand NDR 400G)", FabricKind.INFINIBAND, 400, 40),
-    ("cn-east-1b", "East China 1b (RoCE v2 200G)", FabricKind.ROCE, 200, 20),
+    # slug, name, fabric, Gbps, inter-node all_reduce floor (GB/s). The name says where; pages add the fabric from
+    # its fields (Zone.fabric_label), so a name that repeats it reads twice, and differently.
+    ("cn-east-1a", "East China 1a", FabricKind.INFINIBAND, 400, 40),
+    ("cn-east-1b", "East China 1b", FabricKind.ROCE, 200, 20),
 ]
 # accelerator slug, short name, nodes per zone (1a, 1b)
 FLEET = [
