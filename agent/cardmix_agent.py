@@ -38,7 +38,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-VERSION = "1.3.1"
+VERSION = "1.4.0"
 OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
 NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
 # Ascend device nodes every NPU container needs besides its /dev/davinciN cards.
@@ -266,6 +266,146 @@ def ssh_port_of(payload: dict) -> int | None:
     """The node port the platform chose for the container's sshd; None from a platform that sends none."""
     port = payload.get("ssh_port")
     return int(port) if port else None
+
+
+# -- one cluster per instance -------------------------------------------------------------------------
+# The platform sends a part of a multi-node or hybrid instance its view (`cluster` in the prepare payload): the
+# network its node joins or sets up, its address, and the hostfile every part gets. A Docker network cannot span
+# hosts: `vxlan` is a per-instance VXLAN over the fabric NICs enslaved to a per-instance bridge network on each
+# node; `host` is the host's own network (the fabric NICs).
+CLUSTER_HOSTFILE = "/etc/cardmix/hostfile"  # inside every part: `<address> slots=<cards>` per part (MPI/DeepSpeed)
+
+# The readiness TCP probe, run in a part's network namespace (nsenter into a container's, or the host's): listen
+# on the part's address and probe port, connect to every other part's (retrying while they come up), print one
+# line per probe, and stay up until every other part has connected or the time is up.
+PROBE = r"""
+import json, socket, sys, threading, time
+cfg = json.loads(sys.argv[1])
+me, others = cfg["me"], cfg["others"]
+deadline = time.monotonic() + float(cfg["timeout_s"])
+def banner(part):
+    return ("cardmix-probe %s part %s\n" % (cfg["instance_id"], part)).encode()
+head = "part %s %s:%s" % (me["part"], me["address"], me["probe_port"])
+inbound, ok = [0], True
+try:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((me["address"], int(me["probe_port"])))
+    srv.listen(64)
+    srv.settimeout(0.2)
+except OSError as exc:
+    print("listen %s FAILED %s: %s" % (head, type(exc).__name__, exc), flush=True)
+    srv, ok = None, False
+def serve():
+    while srv is not None and inbound[0] < len(others) and time.monotonic() < deadline:
+        try:
+            conn, _ = srv.accept()
+        except OSError:
+            continue
+        with conn:
+            conn.sendall(banner(me["part"]))
+        inbound[0] += 1
+listener = threading.Thread(target=serve, daemon=True)
+listener.start()
+for peer in others:
+    line = "reach part %s (%s) -> part %s %s:%s " % (me["part"], me["address"], peer["part"], peer["address"],
+                                                   peer["probe_port"])
+    error = "no attempt"
+    while True:
+        started = time.monotonic()
+        try:
+            with socket.create_connection((peer["address"], int(peer["probe_port"])), timeout=2) as conn:
+                conn.settimeout(5)
+                got = conn.recv(200)
+            if got == banner(peer["part"]):
+                print(line + "ok %.2f ms" % ((time.monotonic() - started) * 1000), flush=True)
+                break
+            error = "answered %r, not part %s's probe" % (got[:60], peer["part"])
+        except OSError as exc:
+            error = "%s: %s" % (type(exc).__name__, exc)
+        if time.monotonic() >= deadline:
+            print(line + "FAILED " + error, flush=True)
+            ok = False
+            break
+        time.sleep(0.2)
+listener.join(max(0.0, deadline - time.monotonic()))
+print("listen %s: %d of %d other part(s) connected" % (head, inbound[0], len(others)), flush=True)
+sys.exit(0 if ok and inbound[0] >= len(others) else 1)
+"""
+
+
+def cluster_of(payload: dict) -> dict | None:
+    """This part's view of its instance's cluster; None for a one-part instance (or a platform that sends none)."""
+    cluster = payload.get("cluster")
+    return cluster if isinstance(cluster, dict) and cluster.get("network") else None
+
+
+def resolve(host: str) -> str:
+    """An IPv4 address for a VXLAN endpoint (the platform may name a node by hostname)."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host  # `ip` then says what is wrong with it
+
+
+def vxlan_up_argv(net: dict, *, ip: str = "ip", bridge: str = "bridge") -> list[list[str]]:
+    """The commands that join the instance's bridge on this node to its VXLAN: the interface (VNI, UDP port, this
+    node's fabric address and NIC), MTU, enslaved to the bridge, up, and one flood entry per other node. Peers and
+    local must be addresses (see resolve)."""
+    vx = net["vxlan"]
+    add = [ip, "link", "add", vx, "type", "vxlan", "id", str(net["vni"]), "dstport", str(net["port"])]
+    if net.get("local"):
+        add += ["local", net["local"]]
+    if net.get("device"):
+        add += ["dev", net["device"]]
+    add.append("nolearning")  # the flood entries below are the whole segment: no learning from stray packets
+    cmds = [add, [ip, "link", "set", vx, "mtu", str(net["mtu"])], [ip, "link", "set", vx, "master", net["bridge"]],
+            [ip, "link", "set", vx, "up"]]
+    cmds += [[bridge, "fdb", "append", "00:00:00:00:00:00", "dev", vx, "dst", peer] for peer in net.get("peers", [])]
+    return cmds
+
+
+def vxlan_down_argv(net: dict, *, ip: str = "ip") -> list[list[str]]:
+    """Remove the instance's VXLAN interface on this node (its flood entries go with it)."""
+    return [[ip, "link", "del", net["vxlan"]]]
+
+
+def cluster_network_create_argv(net: dict, instance_id: str, *, docker: str = "docker") -> list[str]:
+    """The instance's bridge network on this node: its /24, this node's own gateway address (one L2 segment across
+    the nodes: each node's bridge needs its own), the bridge named for the VXLAN to join, the VXLAN's MTU."""
+    return [docker, "network", "create", "--driver", "bridge", "--subnet", net["subnet"], "--gateway", net["gateway"],
+            "--label", f"{INSTANCE_LABEL}={instance_id}", "-o", f"com.docker.network.bridge.name={net['bridge']}",
+            "-o", f"com.docker.network.driver.mtu={net['mtu']}", net["name"]]
+
+
+def cluster_run_args(cluster: dict | None, port: int | None, hostfile: Path | None) -> list[str]:
+    """`docker run` network options of a part: its instance's network at its own address (sshd published), or
+    the host's network (its sshd on the published port itself: CARDMIX_SSH_PORT), and the hostfile mounted."""
+    if not cluster:
+        return []
+    net = cluster["network"]
+    if net["mode"] == "vxlan":
+        args = ["--network", net["name"], "--ip", cluster["address"]]
+        if port:
+            args += ["-p", f"{port}:22"]
+    else:
+        args = ["--network", "host"]
+    if port:
+        args += ["--label", f"{PORT_LABEL}={port}"]
+    if hostfile is not None:
+        args += ["-v", f"{hostfile}:{CLUSTER_HOSTFILE}:ro"]
+    return args
+
+
+def rdma_run_args(devices: list[str]) -> list[str]:
+    """RDMA for NCCL/HCCL over InfiniBand/RoCE: the verbs devices and the right to pin memory (memlock is
+    already unlimited for every container)."""
+    if not devices:
+        return []
+    args = []
+    for device in devices:
+        args += ["--device", device]
+    return args + ["--cap-add", "IPC_LOCK"]
 
 
 def scrub(value):
@@ -529,7 +669,8 @@ class Agent:
         return {"agent_version": VERSION, "hostname": self.args.hostname or socket.gethostname(),
                 "runtime": self.args.runtime, "vendor": vendor, "devices": devices, "driver_versions": versions,
                 "health": "ok" if code == 0 else "degraded", "smi_output": text[-60000:],
-                "containers": self.instances(), "errors": errors, **host_size()}
+                "containers": self.instances(), "rdma_devices": self.rdma_devices(), "errors": errors,
+                **host_size()}
 
     def heartbeat(self) -> bool:
         try:
@@ -893,13 +1034,21 @@ class Agent:
         visible = "ASCEND_RT_VISIBLE_DEVICES" if ascend else "CUDA_VISIBLE_DEVICES"
         if cards and env.get(visible) == ",".join(str(c) for c in cards):
             env[visible] = ",".join(str(i) for i in range(len(cards)))
+        rdma = self.rdma_devices()
+        env.update(self.fabric_env(payload, rdma))
         # A platform that sends no port predates per-container ports: the host's network, as it expects.
         network = (["--network", name, "-p", f"{port}:22", "--label", f"{PORT_LABEL}={port}"] if port
                    else ["--network", "host"])
+        cluster = cluster_of(payload)
+        if cluster:  # a part of a multi-part instance: its instance's network instead of one of its own
+            network = cluster_run_args(cluster, port, keys_file.parent / "hostfile")
+            if cluster["network"]["mode"] != "vxlan" and port:
+                env["CARDMIX_SSH_PORT"] = str(port)  # the host's network: the image's sshd listens there itself
         argv = [self.args.docker, "run", "-d", "--name", name,
                 "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
                 *network, "--ipc", "private", "--shm-size", self.args.shm_size,
                 "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
+        argv += rdma_run_args(rdma)
         if ascend:
             for card in cards:
                 argv += ["--device", f"/dev/davinci{card}"]
@@ -922,18 +1071,41 @@ class Agent:
         where.mkdir(parents=True, exist_ok=True)
         keys = list(payload.get("ssh_keys") or [])
         cards = ",".join(str(c) for c in payload.get("cards", []))
+        cluster, rdma = cluster_of(payload), self.rdma_devices()
+        joined = (self.cluster_said(cluster) if cluster else "") + (self.rdma_said(rdma) if self.fabric_env(payload, rdma)
+                                                                    else "")
+        part_meta = {**({"rdma_devices": rdma} if rdma else {}),
+                     **({"cluster": {"part": cluster["part"], "address": cluster["address"],
+                                     "network": cluster["network"]["mode"]}} if cluster else {})}
         if payload.get("kind") == "bare_metal":
             target, said = self.install_bare_metal_keys(where, keys)
-            (where / "environment").write_text("".join(f"{k}={v}\n" for k, v in sorted(payload["env"].items())))
+            env = {**(payload.get("env") or {}), **self.fabric_env(payload, rdma)}
+            if cluster:  # the host's network; the hostfile where the tenant's programs look for it
+                hostfile = self.cluster_write(cluster, where)
+                if self.args.runtime == "docker":
+                    hostfile = Path(self.args.cluster_dir) / "hostfile"
+                    hostfile.parent.mkdir(parents=True, exist_ok=True)
+                    hostfile.write_text(str(cluster.get("hostfile", "")))
+                env["CARDMIX_HOSTFILE"] = str(hostfile)
+            (where / "environment").write_text("".join(f"{k}={v}\n" for k, v in sorted(env.items())))
             return (f"{said}bare metal ready for {instance_id}: {len(keys)} ssh key(s) in {target}, "
-                    f"{len(payload.get('env') or {})} environment variable(s)\n", 0, {"kind": "bare_metal"})
+                    f"{len(env)} environment variable(s)\n{joined}", 0, {"kind": "bare_metal", **part_meta})
         self.write_keys(where / "authorized_keys", keys)
+        if cluster:
+            self.cluster_write(cluster, where)
         if self.args.runtime == "docker":
-            return self.docker_prepare(payload, where / "authorized_keys")
+            text, code, meta = self.docker_prepare(payload, where / "authorized_keys")
+            return text + (joined if code == 0 else ""), code, {**meta, **part_meta}
         # process runtime: a local process stands in for the container, with the instance's environment
         port = ssh_port_of(payload)
         env = {**os.environ, **{str(k): str(v) for k, v in (payload.get("env") or {}).items()},
-               "CARDMIX_IMAGE": payload.get("image", ""), "CARDMIX_SSH_PORT": str(port or "")}
+               "CARDMIX_IMAGE": payload.get("image", ""), "CARDMIX_SSH_PORT": str(port or ""),
+               **self.fabric_env(payload, rdma)}
+        if cluster:  # nothing to join here: record what the docker runtime would set up; the hostfile is the mount's
+            env["CARDMIX_HOSTFILE"] = str(where / "hostfile")
+            (where / "network.json").write_text(json.dumps(
+                {"mode": cluster["network"]["mode"], "commands": self.cluster_network_argv(cluster, instance_id),
+                 "run_args": cluster_run_args(cluster, port, where / "hostfile") + rdma_run_args(rdma)}, indent=1))
         argv = shlex.split(self.args.process_command) if self.args.process_command else [
             sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
         replaced = self.stop_process(where) if (where / "pid").exists() else ""  # a retried prepare
@@ -947,8 +1119,8 @@ class Agent:
             (where / "port").write_text(str(port))
         limited, limits = self.process_limits(proc.pid, where, payload)
         return (f"{replaced}{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
-                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {port or '-'})\n{limited}", 0,
-                {"pid": proc.pid, "ssh_port": port, **({"limits": limits} if limits else {})})
+                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {port or '-'})\n{joined}{limited}", 0,
+                {"pid": proc.pid, "ssh_port": port, **part_meta, **({"limits": limits} if limits else {})})
 
     def docker_prepare(self, payload: dict, keys_file: Path):
         """Start a group's container. Its meta's `ssh_port` is the port actually published (None: the host
@@ -961,13 +1133,20 @@ class Agent:
         if code != 0:
             return text, code, meta
         freed = ""
+        cluster = cluster_of(payload)
         if port:
             freed, code = self.docker_free_port(port, name)
             if code != 0:
                 return freed, code, meta
-            error, code = self.docker_network_create(name, str(payload["instance_id"]))
+            if not cluster:
+                error, code = self.docker_network_create(name, str(payload["instance_id"]))
+                if code != 0:
+                    return freed + error, code, meta
+        if cluster:
+            said, code = self.cluster_network_up(cluster, str(payload["instance_id"]))
+            freed += said
             if code != 0:
-                return freed + error, code, meta
+                return freed, code, meta
         argv = self.docker_run_argv(payload, keys_file)
         exposed = self.exposed_mounts(argv)
         if exposed:  # never: the token and the agent's state stay out of every container
@@ -987,8 +1166,8 @@ class Agent:
 
     def exposed_mounts(self, argv: list[str]) -> list[str]:
         """The bind-mount sources in a `docker run` argv that would show a container a protected path: the path
-        itself, anything inside it, or a directory above it. Only an instance's own authorized_keys file (in its
-        instance dir) is allowed out of the state dir, read-only."""
+        itself, anything inside it, or a directory above it. Only the files the agent writes for an instance to see
+        (its authorized_keys and cluster hostfile, in its instance dir) are allowed out of the state dir, read-only."""
         sources = []
         for i, arg in enumerate(argv[:-1]):
             if arg in ("-v", "--volume"):
@@ -1005,7 +1184,7 @@ class Agent:
             if not source.startswith("/"):
                 continue  # a named volume, not a host path
             path = Path(source).resolve()
-            if path.parent.parent == instances and path.name == "authorized_keys":
+            if path.parent.parent == instances and path.name in ("authorized_keys", "hostfile"):
                 continue
             if any(path == p or p.is_relative_to(path) or path.is_relative_to(p) for p in protected):
                 exposed.append(source)
@@ -1071,6 +1250,9 @@ class Agent:
         legacy_name, legacy_dirs = self.legacy_of(payload)
         # Bare metal (no cards): the keys its prepare wrote go first, so a failed docker rm cannot keep them.
         revoked = self.revoke_bare_metal_keys(where) if not payload.get("cards") and where.is_dir() else ""
+        if not payload.get("cards") and self.args.runtime == "docker" and (where / "cluster.json").exists():
+            # The tenant's cluster hostfile on the host: the next tenant's instance writes its own.
+            (Path(self.args.cluster_dir) / "hostfile").unlink(missing_ok=True)
         if self.args.runtime == "docker":
             text = revoked
             for container in filter(None, (name, legacy_name)):
@@ -1081,6 +1263,11 @@ class Agent:
                     text += f"{name} removed\n"
                 elif removed:
                     text += f"{container} removed (started without a group name, by an older agent or platform)\n"
+            if payload.get("cards"):
+                removed, code = self.cluster_release(where, str(payload["instance_id"]))
+                if code != 0:  # the state stays: a retried release (or the wipe) removes the network
+                    return text + removed, code, {}
+                text += removed
         else:
             text, code = revoked + self.stop_process(where), 0
             text += cgroup_remove(where)
@@ -1214,6 +1401,152 @@ class Agent:
             return None
         return "it does not run in the instance's directory"
 
+    # -- one cluster per instance --------------------------------------------------------------------
+
+    def rdma_devices(self) -> list[str]:
+        """The host's RDMA devices (/dev/infiniband/uverbs*, rdma_cm), sorted; none on a host without an HCA."""
+        try:  # an Agent built on hand-made args (tests) has no option: the default place
+            return sorted(str(p) for p in Path(getattr(self.args, "rdma_dir", "/dev/infiniband")).iterdir()
+                          if not p.is_dir())
+        except OSError:
+            return []
+
+    def fabric_env(self, payload: dict, rdma: list[str]) -> dict:
+        """What only the node knows: NCCL may use InfiniBand/RoCE verbs only where their devices are, so it is told
+        to use sockets where there are none (not left to fail over at the first collective)."""
+        if payload.get("collective") == "hccl" or payload.get("vendor") == "huawei":
+            return {}
+        return {"NCCL_IB_DISABLE": "0" if rdma else "1"}
+
+    def rdma_said(self, rdma: list[str]) -> str:
+        where = getattr(self.args, "rdma_dir", "/dev/infiniband")
+        return (f"RDMA: {len(rdma)} device(s) under {where}, IPC_LOCK\n" if rdma
+                else f"no RDMA device under {where}: NCCL_IB_DISABLE=1\n")
+
+    def cluster_write(self, cluster: dict, where: Path) -> Path:
+        """The hostfile every part gets, and this part's view (cluster.json: a release reads its network)."""
+        hostfile = where / "hostfile"
+        hostfile.write_text(str(cluster.get("hostfile", "")))
+        (where / "cluster.json").write_text(json.dumps(cluster, indent=1, sort_keys=True))
+        return hostfile
+
+    def cluster_network_argv(self, cluster: dict, instance_id: str) -> list[list[str]]:
+        """The commands that give this node the part's network (the docker runtime runs them; the process runtime
+        records them in network.json): none on the host's network."""
+        net = cluster["network"]
+        if net["mode"] != "vxlan":
+            return []
+        resolved = {**net, "local": resolve(net["local"]) if net.get("local") else "",
+                    "peers": [resolve(p) for p in net.get("peers", [])]}
+        return [cluster_network_create_argv(resolved, instance_id, docker=self.args.docker),
+                *vxlan_up_argv(resolved, ip=self.args.ip, bridge=self.args.bridge)]
+
+    @staticmethod
+    def cluster_said(cluster: dict) -> str:
+        net, env = cluster["network"], cluster.get("env") or {}
+        if net["mode"] == "vxlan":
+            where = f"vxlan {net['vxlan']} (VNI {net['vni']}) on bridge network {net['name']} {net['subnet']}"
+        else:
+            where = "host network" + (f" on {net['device']}" if net.get("device") else "")
+        return (f"cluster part {cluster['part']} of {len(cluster.get('parts') or [])}: {where}, address "
+                f"{cluster['address']}; MASTER_ADDR {env.get('MASTER_ADDR')}:{env.get('MASTER_PORT')}, WORLD_SIZE "
+                f"{env.get('WORLD_SIZE')}, NODE_RANK {env.get('NODE_RANK')}, hostfile {CLUSTER_HOSTFILE}\n")
+
+    def cluster_network_up(self, cluster: dict, instance_id: str) -> tuple[str, int]:
+        """Docker runtime: the instance's bridge network and VXLAN on this node. Idempotent (a second part on this
+        node, or a retried prepare, finds them). A network of that name labelled for another instance outlived its
+        release (its slot was given out again): it goes first, with what still runs on it."""
+        net = cluster["network"]
+        if net["mode"] != "vxlan":
+            return "", 0
+        said = ""
+        owner, code = run([self.args.docker, "network", "inspect", "-f", "{{index .Labels \"" + INSTANCE_LABEL + "\"}}",
+                           net["name"]], timeout=120)
+        if code == 0 and owner.strip() != instance_id:
+            text, code = self.cluster_network_remove(net, stale=True)
+            if code != 0:
+                return text, code
+            said = f"removed stale cluster network {net['name']} of instance {owner.strip() or '?'}\n"
+        for argv in self.cluster_network_argv(cluster, instance_id):
+            text, code = run(argv, timeout=120)
+            if code != 0 and not re.search(r"already exists|File exists", text):
+                return said + f"{shlex.join(argv)} failed (exit {code}): {text.strip()[-500:]}\n", code
+        return said, 0
+
+    def cluster_network_remove(self, net: dict, *, stale: bool = False) -> tuple[str, int]:
+        """The VXLAN interface, then the bridge network (and, for one that outlived its instance, its containers)."""
+        if stale:
+            text, code = run([self.args.docker, "ps", "-aq", "--filter", f"network={net['name']}"], timeout=120)
+            ids = text.split() if code == 0 else []
+            if ids:
+                run([self.args.docker, "rm", "-f", *ids], timeout=300)
+        for argv in vxlan_down_argv(net, ip=self.args.ip):
+            text, code = run(argv, timeout=120)
+            if code != 0 and not re.search(r"Cannot find device|does not exist", text):
+                return f"{shlex.join(argv)} failed (exit {code}): {text.strip()[-300:]}\n", code
+        return self.docker_network_rm(net["name"])
+
+    def cluster_release(self, where: Path, instance_id: str) -> tuple[str, int]:
+        """Docker runtime, after a part's container is gone: the last part of its instance on this node takes the
+        instance's network with it."""
+        try:
+            net = json.loads((where / "cluster.json").read_text())["network"]
+        except (OSError, ValueError, KeyError):
+            return "", 0
+        if net.get("mode") != "vxlan":
+            return "", 0
+        text, code = run([self.args.docker, "ps", "-aq", "--filter", f"label={INSTANCE_LABEL}={instance_id}"],
+                         timeout=120)
+        if code != 0:
+            return f"docker ps failed (exit {code}): {text.strip()[-300:]}\n", code
+        if text.split():
+            return f"cluster network {net['name']} kept: other parts of {instance_id} still run here\n", 0
+        removed, code = self.cluster_network_remove(net)
+        return (removed or f"cluster network {net['name']} and {net['vxlan']} removed\n"), code
+
+    def vxlan_remove_all(self) -> tuple[str, int]:
+        """Wipe: every cluster VXLAN interface left on the node (their bridge networks went with the prune)."""
+        text, code = run([self.args.ip, "-o", "link", "show", "type", "vxlan"], timeout=60)
+        if code != 0:
+            return f"ip link show failed (exit {code}): {text.strip()[-300:]}\n", code
+        names = re.findall(r"^\d+:\s+(cmxvx\d+)[@:]", text, flags=re.M)
+        for name in names:
+            out, code = run([self.args.ip, "link", "del", name], timeout=60)
+            if code != 0:
+                return f"ip link del {name} failed: {out.strip()[-300:]}\n", code
+        return f"removed {len(names)} cluster vxlan interface(s)\n", 0
+
+    def do_reachability(self, payload: dict):
+        """Each of this node's parts listens on its probe port and connects to every other part's (PROBE), all at
+        once: the other nodes' agents run theirs at the same time. A part in a container on its VXLAN network
+        probes from inside the container's network namespace."""
+        parts = {int(p["part"]): p for p in payload.get("parts") or []}
+        timeout = float(payload.get("timeout_s") or 60.0)
+        results: dict[int, tuple[str, int]] = {}
+
+        def probe(local: dict) -> None:
+            me = parts[int(local["part"])]
+            cfg = {"instance_id": str(payload["instance_id"]), "me": me, "timeout_s": timeout,
+                   "others": [p for k, p in sorted(parts.items()) if k != me["part"]]}
+            argv = [sys.executable, "-c", PROBE, json.dumps(cfg)]
+            if self.args.runtime == "docker" and payload.get("mode") == "vxlan" and local.get("name"):
+                pid, code = run([self.args.docker, "inspect", "-f", "{{.State.Pid}}", local["name"]], timeout=60)
+                if code != 0 or not pid.strip().isdigit() or pid.strip() == "0":
+                    results[me["part"]] = (f"part {me['part']}: container {local['name']} is not running: "
+                                           f"{pid.strip()[-300:]}\n", 1)
+                    return
+                argv = [self.args.nsenter, "-t", pid.strip(), "-n", "--", *argv]
+            results[me["part"]] = run(argv, timeout=timeout + 10)
+
+        threads = [threading.Thread(target=probe, args=(local,)) for local in payload.get("local") or []]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        text = "".join(results[k][0] for k in sorted(results))
+        code = max((c for _, c in results.values()), default=2)
+        return text or "no part of this cluster on this node\n", code, {"parts": sorted(results)}
+
     # -- tests -----------------------------------------------------------------------------------
 
     def tool_path(self, name: str) -> str:
@@ -1238,7 +1571,20 @@ class Agent:
         per_node, hosts = int(payload["cards_per_node"]), payload["hosts"]
         ranks = per_node * len(hosts)
         host_list = ",".join(f"{h}:{per_node}" for h in hosts)
-        if payload.get("collective") == "hccl":
+        hccl = payload.get("collective") == "hccl"
+        if payload.get("cards"):  # each host runs its own cards (a container's, not its neighbours'): MPMD
+            argv = [self.args.mpirun]
+            for host, cards in zip(hosts, payload["cards"]):  # noqa: B905 (python 3.9)
+                devices, n = ",".join(str(int(c)) for c in cards), str(len(cards))
+                argv += [":"] if len(argv) > 1 else []
+                if hccl:
+                    argv += ["-n", n, "-host", host, "env", f"ASCEND_RT_VISIBLE_DEVICES={devices}",
+                             self.tool_path("all_reduce_test"), "-b", "8G", "-e", "8G", "-p", n]
+                else:
+                    argv += ["-np", n, "-H", f"{host}:{n}", "env", f"CUDA_VISIBLE_DEVICES={devices}",
+                             "CUDA_DEVICE_ORDER=PCI_BUS_ID", self.tool_path("all_reduce_perf"), "-b", "8G", "-e", "8G",
+                             "-f", "2", "-g", "1", "-c", "1"]
+        elif hccl:
             argv = [self.args.mpirun, "-n", str(ranks), "-hosts", host_list, self.tool_path("all_reduce_test"),
                     "-b", "8G", "-e", "8G", "-p", str(per_node)]
         else:
@@ -1272,6 +1618,10 @@ class Agent:
             worst = worst or code
             if code == 0:
                 text, code = self.docker_prune_networks()
+                lines.append(text.strip())
+                worst = worst or code
+            if code == 0:
+                text, code = self.vxlan_remove_all()
                 lines.append(text.strip())
                 worst = worst or code
             if code == 0:
@@ -1383,6 +1733,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--npu-smi", default="npu-smi")
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--docker", default="docker")
+    p.add_argument("--ip", default="ip", help="iproute2's ip (cluster VXLAN interfaces)")
+    p.add_argument("--bridge", default="bridge", help="iproute2's bridge (VXLAN flood entries)")
+    p.add_argument("--nsenter", default="nsenter", help="runs the cluster probe in a container's network namespace")
+    p.add_argument("--rdma-dir", default="/dev/infiniband", help="RDMA devices given to containers when present")
+    p.add_argument("--cluster-dir", default="/etc/cardmix", help="bare metal: where the cluster hostfile goes")
     p.add_argument("--shm-size", default="32g",
                    help="each container's own /dev/shm (a cap, not a reservation: tmpfs pages are charged as used); "
                         "NCCL needs about 1g, the rest is for data loader workers")

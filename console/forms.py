@@ -3,6 +3,8 @@
 The form only shapes input; quota, funds, capacity and image/vendor rules stay in provisioning's
 services (their ServiceErrors are attached back onto this form by the view).
 """
+import uuid
+
 from django import forms
 
 from inventory.models import Accelerator, Image, Zone
@@ -67,10 +69,20 @@ def _default_image(images):
     return (preferred or images or [None])[0].slug if (preferred or images) else None
 
 
+def no_maxlength(field: forms.CharField) -> forms.CharField:
+    """Leave the length to the server: a browser's maxlength cuts a pasted 300-character name to 100 without a
+    word; the form's max_length then says so instead."""
+    field.widget.attrs.pop("maxlength", None)
+    return field
+
+
 class InstanceCreateForm(forms.Form):
     """Card mix (items or policy), kind, images per vendor, SSH keys, billing and waitlist."""
 
-    name = forms.CharField(max_length=100, initial="my-instance")
+    name = no_maxlength(forms.CharField(max_length=100, initial="my-instance"))
+    # One key per render of the form (Idempotency-Key, as the API's): two tabs of one render, a double click or
+    # back + resubmit create one instance.
+    idempotency_key = forms.CharField(required=False, max_length=255, widget=forms.HiddenInput)
     mode = forms.ChoiceField(choices=MODE_CHOICES, initial="items", widget=forms.RadioSelect)
     kind = forms.ChoiceField(choices=KIND_CHOICES, initial=InstanceKind.CONTAINER, widget=forms.RadioSelect)
     zone = forms.ChoiceField(required=False, label="Zone")
@@ -91,6 +103,7 @@ class InstanceCreateForm(forms.Form):
     def __init__(self, *args, catalog: CatalogChoices, ssh_keys=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.catalog = catalog
+        self.fields["idempotency_key"].initial = uuid.uuid4().hex
         self.fields["accelerator"].choices = catalog.accelerator_choices()
         self.fields["accelerator2"].choices = catalog.accelerator_choices(blank="— none —")
         self.fields["compatible_vendors"].choices = [(v, VENDOR_LABELS.get(v, v)) for v in catalog.vendors]
@@ -131,6 +144,10 @@ class InstanceCreateForm(forms.Form):
 
     # --- what the services take --------------------------------------------------------------
 
+    def submission(self) -> dict:
+        """What was asked for, as the body its idempotency key is compared with (the key itself left out)."""
+        return {k: v for k, v in self.cleaned_data.items() if k != "idempotency_key"}
+
     def items(self) -> tuple[Item, ...]:
         data = self.cleaned_data
         if data.get("mode") == "policy":
@@ -139,6 +156,10 @@ class InstanceCreateForm(forms.Form):
         if data.get("accelerator2") and data.get("count2"):
             rows.append(Item(data["accelerator2"], data["count2"]))
         return tuple(rows)
+
+    def item_names(self) -> list[str]:
+        """The items' accelerators by name, in the order the services number them (their refusals name them)."""
+        return [getattr(self.catalog.by_slug.get(it.accelerator), "name", it.accelerator) for it in self.items()]
 
     def policy(self) -> Policy | None:
         data = self.cleaned_data
@@ -164,7 +185,7 @@ class InstanceCreateForm(forms.Form):
                             billing=self.cleaned_data["billing"])
 
 
-def attach_service_error(form: forms.Form, exc, *, items: int = 1) -> None:
+def attach_service_error(form: forms.Form, exc, *, items=1) -> None:
     """Show a service refusal next to the form: a 400's field details on their fields, anything else
     (quota, funds, capacity, state) as one message on top, worded for people (`items`: how many card rows the
     request had); the typed values stay in the bound form."""

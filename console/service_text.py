@@ -44,16 +44,22 @@ def money_for_people(text: str) -> str:
     return FRACTION_HOURS.sub(lambda m: f"({round(float(m.group(1)) * 60)} min at ", text)
 
 
-def for_people(text, *, items: int = 1) -> str:
-    """One service message as a sentence: "Item 2: Bare metal Huawei Ascend 910B takes whole nodes: …." with
-    `items` > 1 (1-based, as the form counts), no prefix for a single item; names for slugs; money as "¥506.51";
-    a capital and a stop."""
+def for_people(text, *, items=1) -> str:
+    """One service message as a sentence: names for slugs; money as "¥506.51"; a capital and a stop. An API
+    "item 1: …" prefix, when the request had several items, names the item's accelerator ("Huawei Ascend 910B:
+    count …", or nothing when the sentence names it already) given `items` as the items' display names, else
+    "Item 2: " (1-based, as the form counts) given their number; a single item gets no prefix."""
+    names = [] if isinstance(items, int) else list(items)
+    count = items if isinstance(items, int) else len(names)
     text = money_for_people(REQUEST_SYNTAX.sub("", str(text)))
-    prefix = ""
+    prefix, index = "", None
     if m := ITEM_PREFIX.match(text):
         text = text[m.end():]
-        prefix = f"Item {int(m.group(1)) + 1}: " if items > 1 else ""
+        index = int(m.group(1))
     text = named(SLUG_WORD.sub(lambda w: SLUG_WORDS[w.group(1)], text))  # named() also capitalises
+    if index is not None and count > 1:
+        name = names[index] if index < len(names) else ""
+        prefix = "" if name and name in text else f"{name}: " if name else f"Item {index + 1}: "
     if text[-1:].isalnum():
         text += "."
     return prefix + text

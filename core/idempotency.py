@@ -139,6 +139,48 @@ def idempotent(redact: tuple[str, ...] = (), atomic: bool = True):
     return decorator
 
 
+class IdempotentResult:
+    """What `idempotent_call` returns: the status and JSON body stored for the key, and whether it is a replay."""
+
+    def __init__(self, status: int, body, replayed: bool):
+        self.status, self.body, self.replayed = status, body, replayed
+
+
+def idempotent_call(*, org_id, credential: str, method: str, path: str, key: str, body, run) -> IdempotentResult:
+    """The same key handling as `idempotent`, for a caller that is not a DRF view (the console's create form).
+
+    `run()` returns (status, JSON-able body) and runs in one transaction with the stored record; a ServiceError
+    it raises rolls back and forgets the key (nothing was created, so resubmitting the same form tries again).
+    Raises IdempotencyKeyReused / IdempotencyInProgress like the API."""
+    if len(key) > 255:
+        raise ServiceError("Idempotency-Key is longer than 255 characters.", details={"Idempotency-Key": ["Too long."]})
+    scope = {"organization_id": str(org_id or ""), "credential": credential, "method": method, "path": path,
+             "key": key}
+    body_hash = canonical_hash(body)
+    with _working_on(scope) as held:
+        if held is False:
+            record, created = _peek(scope), False
+        else:
+            record, created = _claim(scope, body_hash, owner_gone=bool(held))
+        if not created:
+            if record.body_hash != body_hash:
+                raise IdempotencyKeyReused("This Idempotency-Key was used with a different request body.")
+            if record.state == IdempotencyRecord.State.IN_PROGRESS:
+                raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
+            return IdempotentResult(record.status_code, record.response_body, True)
+        try:
+            with transaction.atomic():
+                status, result = run()
+                record.state = IdempotencyRecord.State.DONE
+                record.status_code = status
+                record.response_body = json.loads(json.dumps(result, cls=JSONEncoder))
+                record.save(update_fields=["state", "status_code", "response_body"])
+        except Exception:
+            record.delete()
+            raise
+    return IdempotentResult(status, record.response_body, False)
+
+
 def _respond(record: IdempotencyRecord, created: bool, body_hash: str, redact: tuple[str, ...], run_view, *,
              atomic: bool = True):
     """Replay or refuse for an existing record; else run the view and store its response."""

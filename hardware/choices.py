@@ -10,6 +10,7 @@ class CommandKind(models.TextChoices):
     HEALTH_CHECK = "health_check"  # one-card device health
     TOPOLOGY = "topology"  # nvidia-smi topo -m / npu-smi info -t topo
     WIPE = "wipe"  # wipe local disks, reset accelerators
+    REACHABILITY = "reachability"  # TCP from this node's parts to the other parts of its cluster
 
 
 class CommandState(models.TextChoices):

@@ -140,7 +140,7 @@ class ZoneAdmin(ServiceRefusalMixin, AuditedDeleteMixin, admin.ModelAdmin):
     """Created and edited through zone_save (audited), slug fixed once created; deletable (audited) only while no
     node or instance names it (both PROTECT)."""
 
-    list_display = ["slug", "name", "fabric_kind", "fabric_gbps", "inter_node_floor_gbps"]
+    list_display = ["slug", "name", "fabric_kind", "fabric_gbps", "inter_node_floor_gbps", "cluster_network"]
     delete_action = "zone.delete"
 
     def get_readonly_fields(self, request, obj=None):
@@ -213,7 +213,7 @@ class NodeForm(forms.ModelForm):
     class Meta:
         model = Node
         fields = ["hostname", "zone", "accelerator", "card_count", "cpu_cores", "memory_mib", "driver", "ssh_host",
-                  "ssh_port", "bmc_address", "bmc_credentials_ref"]
+                  "ssh_port", "fabric_address", "bmc_address", "bmc_credentials_ref"]
 
     def clean_bmc_credentials_ref(self):
         ref = self.cleaned_data.get("bmc_credentials_ref", "")

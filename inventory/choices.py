@@ -37,6 +37,13 @@ class FabricKind(models.TextChoices):
     ROCE = "roce", "RoCE v2"
 
 
+class ClusterNetwork(models.TextChoices):
+    """How the parts of one multi-node or hybrid instance reach each other (a zone setting, docs in README)."""
+
+    VXLAN = "vxlan"  # a per-instance VXLAN + Docker network the agents set up over the zone's fabric NICs
+    HOST = "host"  # host networking on the nodes' dedicated fabric NICs (whole nodes, or trusted tenants)
+
+
 class HolderKind(models.TextChoices):
     INSTANCE = "instance"
     MAINTENANCE = "maintenance"

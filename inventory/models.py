@@ -7,7 +7,7 @@ from django.db.models import Q
 
 from core.money import format_ucny
 
-from .choices import CardHealth, Collective, FabricKind, HolderKind, NodeState, Vendor
+from .choices import CardHealth, ClusterNetwork, Collective, FabricKind, HolderKind, NodeState, Vendor
 
 
 class Accelerator(models.Model):
@@ -81,6 +81,11 @@ class Zone(models.Model):
     fabric_gbps = models.PositiveIntegerField(default=200)
     # Inter-node all_reduce bus bandwidth floor for multi-node groups (GB/s).
     inter_node_floor_gbps = models.DecimalField(max_digits=7, decimal_places=2, default=20)
+    # The private network the parts of a multi-node or hybrid instance share (bare metal: always the host's).
+    cluster_network = models.CharField(max_length=8, choices=ClusterNetwork.choices, default=ClusterNetwork.VXLAN)
+    # The nodes' dedicated fabric NIC (e.g. "bond1"): VXLAN underlay, and NCCL/HCCL_SOCKET_IFNAME on the host
+    # network. Blank: the route to the peers picks the underlay, and NCCL picks its own interface.
+    cluster_interface = models.CharField(max_length=15, blank=True)
 
     class Meta:
         ordering = ["slug"]
@@ -108,6 +113,8 @@ class Node(models.Model):
     driver = models.CharField(max_length=20, default="simulated")
     ssh_host = models.CharField(max_length=200, blank=True)
     ssh_port = models.PositiveIntegerField(default=22)
+    # The node's address on the zone's fabric NIC (cluster traffic, VXLAN underlay); blank: ssh_host, else hostname.
+    fabric_address = models.GenericIPAddressField(null=True, blank=True)
     bmc_address = models.CharField(max_length=300, blank=True)
     # The host's logical CPUs and RAM, divided among its containers in proportion to their cards
     # (provisioning/card_share.py). Set by the operator, or filled in by the agent's first report; empty: no limit.

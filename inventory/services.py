@@ -24,7 +24,7 @@ NODE_ACTIONS = {
     "quarantine": NodeState.QUARANTINED,
     "retire": NodeState.RETIRED,
 }
-NODE_EDITABLE_FIELDS = ("driver", "ssh_host", "ssh_port", "bmc_address", "bmc_credentials_ref")
+NODE_EDITABLE_FIELDS = ("driver", "ssh_host", "ssh_port", "fabric_address", "bmc_address", "bmc_credentials_ref")
 
 
 class CardsUnavailable(InsufficientCapacity):
@@ -92,9 +92,10 @@ def cards_set_health(*, card_ids, health, reason, actor=None, request=None) -> i
 
 def _node_insert(*, hostname, zone, accelerator, card_count=8, driver="simulated", ssh_host="", ssh_port=22,
                  bmc_address="", bmc_credentials_ref="", state=NodeState.AVAILABLE, actor=None, request=None,
-                 audit_action="node.create") -> Node:
+                 audit_action="node.create", fabric_address=None) -> Node:
     node = Node.objects.create(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
                                driver=driver, ssh_host=ssh_host or hostname, ssh_port=ssh_port,
+                               fabric_address=fabric_address or None,
                                bmc_address=bmc_address, bmc_credentials_ref=bmc_credentials_ref, state=state)
     Card.objects.bulk_create([Card(node=node, index=i, health=CardHealth.OK) for i in range(card_count)])
     audit_record(action=audit_action, actor=actor, request=request, target=node,
@@ -121,7 +122,7 @@ def bmc_credentials_ref_errors(ref) -> list[str]:
 
 def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated", ssh_host="", ssh_port=22,
                 bmc_address="", bmc_credentials_ref="", state=NodeState.AVAILABLE, actor=None,
-                request=None) -> Node:
+                request=None, fabric_address=None) -> Node:
     """Add a node and its `card_count` healthy cards; announces capacity when it is available."""
     errors = node_validate(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
                            driver=driver, ssh_port=ssh_port, bmc_credentials_ref=bmc_credentials_ref)
@@ -131,7 +132,8 @@ def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated"
         with transaction.atomic():
             node = _node_insert(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
                                 driver=driver, ssh_host=ssh_host, ssh_port=ssh_port, bmc_address=bmc_address,
-                                bmc_credentials_ref=bmc_credentials_ref, state=state, actor=actor, request=request)
+                                bmc_credentials_ref=bmc_credentials_ref, state=state, actor=actor, request=request,
+                                fabric_address=fabric_address)
             if state == NodeState.AVAILABLE:
                 hooks.capacity_changed(accelerator_ids=[accelerator.pk], zone_ids=[zone.pk])
     except IntegrityError as exc:  # a concurrent insert of the same hostname
@@ -356,7 +358,8 @@ def zone_save(*, zone, actor=None, request=None, **fields):
             audit_record(action="zone.create", actor=actor, request=request, target=zone,
                          details={"slug": zone.slug, "name": zone.name, "fabric_kind": zone.fabric_kind,
                                   "fabric_gbps": zone.fabric_gbps,
-                                  "inter_node_floor_gbps": str(zone.inter_node_floor_gbps)})
+                                  "inter_node_floor_gbps": str(zone.inter_node_floor_gbps),
+                                  "cluster_network": zone.cluster_network})
             return zone
         stored = Zone.objects.select_for_update().get(pk=zone.pk)
         if fields.get("slug", stored.slug) != stored.slug:

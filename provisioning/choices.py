@@ -66,7 +66,8 @@ def can_transition(current: str, target: str) -> bool:
 class ReportScope(models.TextChoices):
     INTRA_NODE = "intra_node"  # nccl-tests / hccl_test over a node group of ≥ 2 cards
     HEALTH = "health"  # one-card group: device health check
-    INTER_NODE = "inter_node"  # a multi-node bare-metal item, against the zone's floor
+    INTER_NODE = "inter_node"  # all nodes of one vendor in a multi-node instance, against the zone's floor
+    REACHABILITY = "reachability"  # a hybrid: TCP from each part to every other part's cluster address
 
 
 class GroupState(models.TextChoices):

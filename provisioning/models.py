@@ -52,6 +52,9 @@ class Instance(models.Model):
     # When the current step must be done by; the reconciler finishes or rolls back past it.
     step_deadline = models.DateTimeField(null=True, blank=True, db_index=True)
     replacements = models.PositiveSmallIntegerField(default=0)
+    # The instance's private network while it is placed on several parts (services/cluster.py): its /24 of
+    # CLUSTER_SUBNET_POOL and its VXLAN id. Unique among placed instances; freed when its cards are.
+    cluster_slot = models.PositiveIntegerField(null=True, blank=True, unique=True)
     waitlisted_at = models.DateTimeField(null=True, blank=True)
     terminated_at = models.DateTimeField(null=True, blank=True)
     # --- SLA, waitlist expiry, retention, reconciler (services/sla.py, expiry.py, reconciler.py) ---
@@ -182,6 +185,7 @@ class SimulatedFault(models.Model):
         READINESS = "readiness"
         HEALTH_CHECK = "health_check"
         INTER_NODE = "inter_node"
+        REACHABILITY = "reachability"
 
     id = models.BigAutoField(primary_key=True)
     node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+")

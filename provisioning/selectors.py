@@ -185,6 +185,14 @@ def event_instances(*, org, event_ids) -> dict[str, tuple[str, str]]:
     return {str(pk): (str(iid), name) for pk, iid, name in rows}
 
 
+def instance_named(*, org, name: str) -> Instance | None:
+    """The organization's newest instance called `name` that is not terminated (None when there is none)."""
+    if not name:
+        return None
+    return (Instance.objects.filter(organization=org, name=name).exclude(state=S.TERMINATED)
+            .order_by("-created_at", "-id").first())
+
+
 def instance_events(*, instance: Instance):
     """The state history, oldest first."""
     return InstanceEvent.objects.filter(instance=instance).order_by("created_at", "id")

@@ -14,9 +14,11 @@ from core.errors import InvalidState, ServiceUnavailable, ValidationFailed
 from core.money import format_ucny
 from tenancy.audit import audit_record
 
+from .standin import standin_intent_kwargs
 from .stripe_client import stripe_api
 
 logger = logging.getLogger("cardmix.payments")
+DEV_API_KEY = "sk_test_cardmix_dev"  # settings' embedded default: no Stripe account answers to it
 
 
 def topup_amount_validate(amount: int) -> int:
@@ -30,6 +32,18 @@ def topup_amount_validate(amount: int) -> int:
             details={"amount": [f"Top up between {format_ucny(settings.TOPUP_MIN_UCNY)} and "
                                 f"{format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
     return amount // UCNY_PER_FEN
+
+
+def payments_unavailable() -> str:
+    """Why this server cannot take payments at all ("" when it can): the embedded development keys with no Stripe
+    stand-in (`make run` starts one) are no Stripe account, so the top-up page says so and disables Pay."""
+    if settings.STRIPE_STANDIN or settings.STRIPE_API_BASE:
+        return ""
+    if settings.STRIPE_API_KEY == DEV_API_KEY:
+        return ("Payments are not set up on this server: it runs with the built-in development keys and no Stripe "
+                "stand-in. `make run` starts a local one (localstripe); an operator sets STRIPE_API_KEY and "
+                "STRIPE_PUBLISHABLE_KEY for real payments.")
+    return ""
 
 
 def payment_method_types() -> list[str]:
@@ -66,6 +80,7 @@ def topup_intent_create(topup: TopUp) -> TopUp:
             payment_method_types=payment_method_types(),
             metadata={"organization_id": str(topup.organization_id), "topup_id": str(topup.pk)},
             idempotency_key=f"cardmix-topup-{topup.pk}",
+            **standin_intent_kwargs(stripe),
         )
     except stripe.StripeError as exc:
         logger.warning("stripe payment intent create failed",

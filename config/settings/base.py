@@ -1,4 +1,5 @@
 """Base settings: every value comes from the environment, with embedded development defaults."""
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 
@@ -268,6 +269,9 @@ TOPUP_MAX_UCNY = env.int("TOPUP_MAX_UCNY", default=100_000_000_000)
 # Extra Stripe payment method types besides card, e.g. "alipay,wechat_pay" (only where the
 # Stripe account supports them); the console shows their buttons when listed.
 STRIPE_EXTRA_PAYMENT_METHODS = env.list("STRIPE_EXTRA_PAYMENT_METHODS", default=[])
+# Set by `make run` (manage.py runall) for web, worker and beat when it starts localstripe, a local Stripe stand-in,
+# on embedded defaults: top-ups are test payments there (billing/payments/standin.py). Refused in production.
+STRIPE_STANDIN = env.bool("STRIPE_STANDIN", default=False)
 STRIPE_WEBHOOK_TOLERANCE_SECONDS = env.int("STRIPE_WEBHOOK_TOLERANCE_SECONDS", default=300)
 # Reconciliation looks at PaymentIntents created in the last N hours, at most M of them per run.
 STRIPE_RECONCILE_HOURS = env.int("STRIPE_RECONCILE_HOURS", default=72)
@@ -317,6 +321,20 @@ AGENT_COMMAND_LEASE_SECONDS = env.float("AGENT_COMMAND_LEASE_SECONDS", default=3
 CONTAINER_SSH_PORT_BASE = env.int("CONTAINER_SSH_PORT_BASE", default=30000)
 if not 1024 <= CONTAINER_SSH_PORT_BASE <= 65535 - 64:
     raise ImproperlyConfigured("CONTAINER_SSH_PORT_BASE must be between 1024 and 65471 (64 cards per node).")
+# One cluster per instance (provisioning/services/cluster.py): the parts of a multi-node or hybrid instance get a
+# /24 of CLUSTER_SUBNET_POOL (VXLAN zones) and VXLAN id CLUSTER_VNI_BASE + its slot; the rendezvous port is
+# CLUSTER_MASTER_PORT_BASE + the master part's first card, the readiness TCP probe CLUSTER_PROBE_PORT_BASE + a part's
+# first card (unique per node, as with SSH ports, so host-network parts of two instances never collide).
+CLUSTER_SUBNET_POOL = env.str("CLUSTER_SUBNET_POOL", default="10.96.0.0/12")
+try:
+    if ipaddress.ip_network(CLUSTER_SUBNET_POOL).prefixlen > 24:
+        raise ValueError("smaller than a /24")
+except ValueError as exc:
+    raise ImproperlyConfigured(f"CLUSTER_SUBNET_POOL must be an IPv4 network of a /24 or more: {exc}") from exc
+CLUSTER_VNI_BASE = env.int("CLUSTER_VNI_BASE", default=100000)
+CLUSTER_MASTER_PORT_BASE = env.int("CLUSTER_MASTER_PORT_BASE", default=29500)
+CLUSTER_PROBE_PORT_BASE = env.int("CLUSTER_PROBE_PORT_BASE", default=29400)
+CLUSTER_PROBE_TIMEOUT_SECONDS = env.float("CLUSTER_PROBE_TIMEOUT_SECONDS", default=60.0)
 # Fernet key (urlsafe base64, 32 bytes) for BMC passwords at rest; required in production.
 BMC_CREDENTIALS_KEY = env.str("BMC_CREDENTIALS_KEY", default="")
 REDFISH_BOOT_TARGET = env.str("REDFISH_BOOT_TARGET", default="Pxe")  # "Pxe", or "Cd" for virtual media

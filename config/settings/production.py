@@ -32,3 +32,6 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # --- end security ------------------------------------------------------------------------------
+
+if STRIPE_STANDIN:  # noqa: F405 - test payments at a local stand-in never take real money
+    raise ImproperlyConfigured("STRIPE_STANDIN (localstripe test payments) is for `make run` only, not production.")

@@ -1,4 +1,6 @@
 """Account pages: signup, email verification, login, password reset, organizations, members, tokens, SSH keys."""
+from datetime import datetime, time, timedelta
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -22,6 +24,7 @@ from tenancy.models import TokenScope
 from tenancy.permissions import request_can
 from tenancy.throttles import LoginRateThrottle, SignupRateThrottle
 
+from ..forms import no_maxlength
 from .confirm import confirm_page
 
 SSH_UPLOAD_MAX_BYTES = 16_384
@@ -199,8 +202,11 @@ def members(request):
                 messages.success(request, f"Added {form.cleaned_data['email']}.")
                 return redirect("console:members")
     members = list(selectors.member_list(org=request.org))
+    owners = sum(1 for m in members if m.role == Role.OWNER)
     for m in members:
-        m.manageable = _can_manage_member(request, m)
+        # The last owner can be neither demoted nor removed (the service refuses): offer no control that would fail.
+        m.sole_owner = m.role == Role.OWNER and owners == 1
+        m.manageable = _can_manage_member(request, m) and not m.sole_owner
     return render(request, "console/account/members.html", {
         "members": members, "form": form, "can_manage": can_manage, "roles": roles,
     })
@@ -239,6 +245,11 @@ def member_remove(request, id):
     if request.method == "GET":
         if not _can_manage_member(request, target):
             raise PermissionDenied("Your role does not allow removing this member.")
+        if target.role == Role.OWNER and not selectors.member_list(org=request.org).filter(
+                role=Role.OWNER).exclude(pk=target.pk).exists():
+            messages.error(request, "The organization's last owner cannot be removed: make another member an owner "
+                                    "first.")
+            return redirect("console:members")
         return confirm_page(request, title=f"Remove {target.user.email} from {request.org.name}?", label="Remove",
                             cancel=reverse("console:members"),
                             detail="They lose access to the organization at once and their API tokens in it are "
@@ -257,14 +268,28 @@ def member_remove(request, id):
 # --- API tokens -------------------------------------------------------------------------------
 
 class TokenForm(forms.Form):
-    name = forms.CharField(max_length=100)
-    scope = forms.ChoiceField(choices=TokenScope.choices, initial=TokenScope.WRITE)
-    expires_at = forms.DateTimeField(required=False, help_text="Optional, e.g. 2027-01-31 00:00.")
+    name = no_maxlength(forms.CharField(max_length=100))
+    # Read by default: a token made for a dashboard or a script that only looks should not be able to create.
+    scope = forms.ChoiceField(choices=TokenScope.choices, initial=TokenScope.READ)
+    expires_at = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}),
+                                 help_text="Optional: the token stops working at 00:00 on this day.")
 
-    def full_clean(self):
-        # A typed time is in the zone the console shows every time in (the billing time zone), not UTC.
-        with timezone.override(billing_tz()):
-            super().full_clean()
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["expires_at"].widget.attrs["min"] = (_today() + timedelta(days=1)).isoformat()
+
+    def clean_expires_at(self):
+        """A day after today, as the start of that day in the zone the console shows every time in (not UTC)."""
+        day = self.cleaned_data.get("expires_at")
+        if day is None:
+            return None
+        if day <= _today():
+            raise forms.ValidationError("Pick a day after today (the token stops working at 00:00 that day).")
+        return datetime.combine(day, time.min, tzinfo=billing_tz())
+
+
+def _today():
+    return timezone.localtime(timezone.now(), billing_tz()).date()
 
 
 @login_required
@@ -308,7 +333,7 @@ def token_revoke(request, id):
 # --- SSH keys ---------------------------------------------------------------------------------
 
 class SshKeyForm(forms.Form):
-    name = forms.CharField(max_length=100)
+    name = no_maxlength(forms.CharField(max_length=100))
     public_key = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
                                  help_text="Paste the contents of your .pub file…")
     key_file = forms.FileField(required=False, help_text="…or upload it.")

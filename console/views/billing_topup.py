@@ -12,7 +12,7 @@ from django.urls import reverse
 from billing.models_payments import UCNY_PER_FEN
 from billing.models_products import InvoiceState
 from billing.payments.selectors import cash_balance, topup_get, topup_list
-from billing.payments.services import payment_method_types
+from billing.payments.services import payment_method_types, payments_unavailable
 from billing.products.postpaid import invoice_due_in_fen, invoice_pay_amount
 from billing.products.selectors import invoice_get
 from core.errors import NotFoundError
@@ -61,6 +61,8 @@ def billing_topup(request):
         "cash": cash_balance(org=request.org),
         "topups": topup_list(org=request.org)[:10],
         "stripe_js_url": settings.STRIPE_JS_URL,
+        "payments_down": payments_unavailable(),
+        "standin": settings.STRIPE_STANDIN,
         "stripe_publishable_key": settings.STRIPE_PUBLISHABLE_KEY,
         "alipay": "alipay" in methods,
         "wechat_pay": "wechat_pay" in methods,

@@ -2,7 +2,11 @@
 lifecycle buttons. Every write goes through provisioning's services; every read through its
 tenant-scoped selectors (another organization's instance → 404)."""
 import math
+import time
+import uuid
+from decimal import ROUND_CEILING, ROUND_FLOOR
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -11,7 +15,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from core.errors import ServiceError
+from core.errors import InsufficientFunds, ServiceError
+from core.idempotency import IdempotencyInProgress, IdempotencyKeyReused, credential_of, idempotent_call
+from core.money import format_fen, parse_cny
 from provisioning import selectors
 from provisioning.card_share import CardShare, cpus_text
 from provisioning.choices import InstanceState
@@ -25,6 +31,7 @@ from tenancy.selectors import ssh_key_list
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
 from ..service_text import action_refusal, for_people
 from ..state_reasons import stop_warning, terminate_warning
+from ..templatetags.cardmix import rate
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
@@ -129,7 +136,44 @@ def quota_note(org, cards: int) -> str:
             f"organization's {org.card_quota} are in use. Stop or terminate an instance, or ask us to raise the quota.")
 
 
-def _quote_context(form, org=None) -> dict:
+def _hours_text(seconds: int) -> str:
+    hours, minutes = divmod(max(seconds, 0) // 60, 60)
+    if hours >= 48:
+        return f"about {hours // 24} days"
+    return f"about {hours} h {minutes} min" if hours else f"about {minutes} min"
+
+
+def funds_note(org, user, *, price_per_hour: int, billing: str, can_top_up: bool = False) -> dict:
+    """What the organization can afford of this quote, by the rule Create applies (provisioning's funds check:
+    FUNDS_MIN_MINUTES on demand, the whole package monthly), so the quote says "¥0.00 available — top up first"
+    before Create refuses. {} without an organization or a price."""
+    if org is None or not price_per_hour:
+        return {}
+    from billing.funds import available_funds
+    from provisioning.services.billing_port import funds_check
+
+    available = available_funds(org)
+    unverified = user is not None and getattr(user, "email_verified_at", 1) is None
+    try:
+        funds_check(org=org, price_per_hour=price_per_hour, billing=billing)
+    except InsufficientFunds as exc:
+        required = parse_cny((exc.details or {}).get("required", "0"), allow_negative=True)
+        what = "the whole 30-day package" if billing == "monthly" else \
+            f"{settings.FUNDS_MIN_MINUTES} min at {rate(price_per_hour)}/h"
+        # Available rounded down and the need up, so it never reads "¥0.63 available — this needs ¥0.63".
+        text = (f"{format_fen(available, rounding=ROUND_FLOOR)} available — this needs "
+                f"{format_fen(required, rounding=ROUND_CEILING)} to start ({what}). "
+                + ("Verify your email first: it unlocks the trial credit." if unverified else "Top up first."))
+        return {"funds_short": True, "funds_text": text, "funds_unverified": unverified, "can_top_up": can_top_up,
+                "funds_available": available, "funds_required": required}
+    if billing == "monthly":
+        text = f"{format_fen(available, rounding=ROUND_FLOOR)} available: covers the package."
+    else:
+        text = f"{format_fen(available, rounding=ROUND_FLOOR)} available: {_hours_text(available * 3600 // price_per_hour)} at this price."
+    return {"funds_short": False, "funds_text": text, "funds_available": available}
+
+
+def _quote_context(form, org=None, user=None, can_top_up=False) -> dict:
     """The quote the service computes for a valid form, or why there is none."""
     ctx = {"quote": None, "quote_error": ""}
     if not form.is_valid():
@@ -139,7 +183,7 @@ def _quote_context(form, org=None) -> dict:
         quote = quote_compute(spec=form.spec())
     except ServiceError as exc:
         texts = [m for msgs in exc.details.values() for m in (msgs if isinstance(msgs, list) else [msgs])]
-        ctx["quote_error"] = " ".join(for_people(m, items=len(form.items())) for m in texts or [exc.message])
+        ctx["quote_error"] = " ".join(for_people(m, items=form.item_names()) for m in texts or [exc.message])
         return ctx
     catalog = form.catalog
     billing = form.cleaned_data["billing"]
@@ -157,8 +201,14 @@ def _quote_context(form, org=None) -> dict:
                domestic_percent=round(quote.domestic_share * 100),
                policy_mode=form.cleaned_data.get("mode") == "policy",
                quota_note=quota_note(org, sum(row["count"] for row in quote.items)
-                                     or form.cleaned_data.get("total_cards") or 0))
+                                     or form.cleaned_data.get("total_cards") or 0),
+               **funds_note(org, user, price_per_hour=quote.price_per_hour, billing=billing, can_top_up=can_top_up))
     return ctx
+
+
+def _quote_for(request, form) -> dict:
+    """The quote context of `form` for this request's organization and user."""
+    return _quote_context(form, request.org, request.user, can_top_up=request_can(request, "billing"))
 
 
 @login_required
@@ -168,7 +218,51 @@ def instance_quote(request):
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     return render(request, "console/partials/quote.html",
-                  _quote_context(_form(request, request.POST), request.org))
+                  {**_quote_for(request, _form(request, request.POST)),
+                   "name_taken": name_taken(request.org, request.POST.get("name", ""))})
+
+
+def name_taken(org, name: str):
+    """The organization's live instance already called `name` (None when the name is free): the form warns
+    rather than refuses (names are labels, not keys), so two tabs of one plan do not end as two lookalikes."""
+    return selectors.instance_named(org=org, name=(name or "").strip()) if org is not None else None
+
+
+IN_PROGRESS_WAIT_SECONDS = 10  # a second submit of one render waits this long for the first to finish
+
+
+def _create_once(request, form):
+    """instance_create under the form's idempotency key (the API's machinery: same table, scope and locks).
+    Returns (instance id, replayed); a second submit of one render while the first runs waits for its answer."""
+    data = form.cleaned_data
+
+    def run():
+        instance = instance_create(
+            org=request.org, actor=request.user, spec=form.spec(), name=data["name"],
+            ssh_key_ids=data["ssh_key_ids"], waitlist=data["waitlist"],
+            package_renewal=data.get("package_renewal") or "stop", request=request)
+        return 201, {"id": str(instance.pk), "state": instance.state}
+
+    key = data.get("idempotency_key") or ""
+    if not key:  # a form from before keys (or a hand-made POST): no replay protection to offer
+        _, body = run()
+        return body, False
+    deadline = time.monotonic() + IN_PROGRESS_WAIT_SECONDS
+    while True:
+        try:
+            result = idempotent_call(org_id=request.org.pk, credential=credential_of(request), method="POST",
+                                     path=request.path, key=key, body=form.submission(), run=run)
+            return result.body, result.replayed
+        except IdempotencyInProgress:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _fresh_key(form) -> None:
+    """Give a re-rendered form a new idempotency key (its old one already created something)."""
+    form.data = form.data.copy()
+    form.data["idempotency_key"] = uuid.uuid4().hex
 
 
 @login_required
@@ -181,25 +275,36 @@ def instance_new(request):
         require_write(request, "instances")
         form = _form(request, request.POST)
         if "preview" not in request.POST and form.is_valid():
-            data = form.cleaned_data
             try:
-                instance = instance_create(
-                    org=request.org, actor=request.user, spec=form.spec(), name=data["name"],
-                    ssh_key_ids=data["ssh_key_ids"], waitlist=data["waitlist"],
-                    package_renewal=data.get("package_renewal") or "stop", request=request)
+                body, replayed = _create_once(request, form)
+            except IdempotencyKeyReused:
+                form.add_error(None, "This form was already submitted with other values, and that created an "
+                                     "instance (see All instances). Press Create again to create another one.")
+                _fresh_key(form)
+                status = 409
+            except IdempotencyInProgress:
+                form.add_error(None, "This form is still being submitted from another tab; wait a moment and "
+                                     "look at All instances before pressing Create again.")
+                status = 409
             except ServiceError as exc:
-                attach_service_error(form, exc, items=len(form.items()))
+                attach_service_error(form, exc, items=form.item_names())
                 status = exc.status
             else:
-                if instance.state == InstanceState.WAITLISTED:
+                if replayed:
+                    messages.info(request, "This form was already submitted (another tab, or a second click): "
+                                           "here is the instance it created. Nothing was created twice.")
+                elif body.get("state") == InstanceState.WAITLISTED:
                     messages.info(request, "Sold out right now: your request is on the waitlist.")
-                return redirect("console:instance_detail", instance_id=instance.pk)
-        quote = _quote_context(_form(request, request.POST, catalog=form.catalog), request.org)
+                return redirect("console:instance_detail", instance_id=body["id"])
+        quote = _quote_for(request, _form(request, request.POST, catalog=form.catalog))
+        name = request.POST.get("name", "")
     else:
         form = _form(request)
-        quote = _quote_context(_form(request, _default_data(form), catalog=form.catalog), request.org)
+        quote = _quote_for(request, _form(request, _default_data(form), catalog=form.catalog))
+        name = form["name"].value()
     return render(request, "console/instances/new.html",
-                  {**quote, "form": form, "catalog": form.catalog, "can_write": can_write}, status=status)
+                  {**quote, "form": form, "catalog": form.catalog, "can_write": can_write,
+                   "name_taken": name_taken(request.org, name)}, status=status)
 
 
 # --- detail and actions -----------------------------------------------------------------------

@@ -55,11 +55,14 @@ class AgentDriver(Driver):
         return DriverOutput(cmd.output, cmd.exit_code, cmd.duration_s or time.monotonic() - started, meta)
 
     def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
-                env: Mapping[str, str], instance_id: str, ssh_port: int | None = None) -> DriverOutput:
+                env: Mapping[str, str], instance_id: str, ssh_port: int | None = None,
+                cluster: Mapping[str, Any] | None = None) -> DriverOutput:
         """Create the instance's container on `cards` (or set up the bare-metal host)."""
         payload = {"kind": kind, "cards": list(cards), "image": image, "ssh_keys": list(ssh_keys),
                    "env": dict(env), "instance_id": instance_id, "vendor": node.vendor,
                    "collective": node.collective}
+        if cluster:  # its part of a multi-part instance: the network to join, its address, the hostfile
+            payload["cluster"] = dict(cluster)
         if kind == "container":
             payload.update(name=container_name(instance_id, cards), ssh_port=ssh_port)
             # Its CPU and memory in proportion to its cards (the agent enforces them; a node of unknown size: none).
@@ -84,15 +87,57 @@ class AgentDriver(Driver):
         return self.run(node, "health_check", {"card": card, "collective": node.collective},
                         meta={"command": command, "card": card})
 
-    def inter_node(self, nodes: Sequence[NodeRef], cards_per_node: int) -> DriverOutput:
+    def inter_node(self, nodes: Sequence[NodeRef], cards_per_node: int, *,
+                   cards: Sequence[Sequence[int]] | None = None) -> DriverOutput:
         """mpirun of the collective test across `nodes`, started by the first node's agent."""
         first = nodes[0]
         ranks = len(nodes) * cards_per_node
         tool = "hccl_test" if first.collective == "hccl" else "nccl-tests"
         payload = {"hosts": [n.ssh_host or n.hostname for n in nodes], "cards_per_node": cards_per_node,
                    "collective": first.collective, "tool": tool}
+        if cards:  # each host's own cards (a container's), never the first N of a shared node
+            payload["cards"] = [list(c) for c in cards]
         return self.run(first, "inter_node", payload,
                         meta={"tool": tool, "ranks": ranks, "nodes": [n.hostname for n in nodes]})
+
+    def reachability(self, nodes: Sequence[NodeRef], cluster: Mapping[str, Any], *,
+                     timeout_s: float = 60.0) -> DriverOutput:
+        """Every node's agent at once: its parts listen on their probe ports and connect to all the others'.
+
+        Queued on all nodes before waiting on any, so the probes overlap; each agent retries its connections for
+        `timeout_s` while the others come up. The text is each node's answer under its hostname.
+        """
+        from hardware.models import NodeCredential
+        from hardware.services import agent_command_enqueue, agent_command_wait
+
+        started = time.monotonic()
+        parts = list(cluster["parts"])
+        missing = [n.hostname for n in nodes if not NodeCredential.objects.filter(node_id=n.id).exists()]
+        if missing:
+            return DriverOutput(f"{', '.join(missing)}: no agent token issued for this node; issue one in the admin\n",
+                                EXIT_NO_AGENT, 0.0, {"tool": "tcp"})
+        commands = []
+        for node in nodes:
+            local = [{"part": p["part"], "name": container_name(cluster["instance_id"], p["cards"])
+                      if cluster.get("kind") == "container" else None}
+                     for p in parts if p["node_id"] == node.id]
+            payload = {"instance_id": cluster["instance_id"], "mode": cluster["mode"], "parts": parts,
+                       "local": local, "timeout_s": timeout_s}
+            commands.append((node, agent_command_enqueue(node_id=node.id, kind="reachability", payload=payload,
+                                                         timeout_s=timeout_s + self.timeout_s)))
+        text, code, ids = "", 0, []
+        for node, cmd in commands:
+            cmd = agent_command_wait(command_id=cmd.pk, poll_s=self.poll_s)
+            ids.append(str(cmd.pk))
+            if cmd.state != "done":
+                text += f"== {node.hostname} ==\n{node.hostname}: the agent did not answer reachability (command {cmd.pk})\n"
+                code = code or EXIT_TIMEOUT
+                continue
+            text += f"== {node.hostname} ==\n{cmd.output}"
+            code = code or cmd.exit_code
+        return DriverOutput(text, code, time.monotonic() - started,
+                            {"tool": "tcp", "command_ids": ids,
+                             "command": f"tcp probe across {len(parts)} parts ({cluster['mode']})"})
 
     def topology(self, node: NodeRef) -> DriverOutput:
         """nvidia-smi topo -m / npu-smi info -t topo as the node prints it."""

@@ -58,10 +58,13 @@ class Driver(abc.ABC):
         env: Mapping[str, str],
         instance_id: str,
         ssh_port: int | None = None,
+        cluster: Mapping[str, Any] | None = None,
     ) -> DriverOutput:
         """Start a container on `cards` (kind="container") or deploy the whole node (kind="bare_metal").
 
         A container's sshd is published on the node at `ssh_port` (its own network namespace, not the host's).
+        `cluster`: this part's view of its multi-part instance (provisioning/services/cluster.py part_view): the
+        network to join or set up, its address and the hostfile every part gets.
         """
 
     @abc.abstractmethod
@@ -73,8 +76,16 @@ class Driver(abc.ABC):
         """Device health report for a one-card group (no collective to test)."""
 
     @abc.abstractmethod
-    def inter_node(self, nodes: Sequence[NodeRef], cards_per_node: int) -> DriverOutput:
-        """Multi-node all_reduce across `nodes` (nccl-tests / hccl_test format)."""
+    def inter_node(self, nodes: Sequence[NodeRef], cards_per_node: int, *,
+                   cards: Sequence[Sequence[int]] | None = None) -> DriverOutput:
+        """Multi-node all_reduce across `nodes` (nccl-tests / hccl_test format); `cards[i]`: node i's cards
+        (a container's own), else its first `cards_per_node`."""
+
+    def reachability(self, nodes: Sequence[NodeRef], cluster: Mapping[str, Any], *,
+                     timeout_s: float = 60.0) -> DriverOutput:
+        """TCP from each part of `cluster` (a cluster plan) to every other part's address and probe port, one line
+        per probe (`reach part I (ADDR) -> part J ADDR:PORT ok N ms` / `FAILED why`); `nodes`: the parts' nodes."""
+        return DriverOutput(f"the {self.name} driver cannot probe a cluster's network\n", 69, 0.0, {})
 
     @abc.abstractmethod
     def topology(self, node: NodeRef) -> DriverOutput:

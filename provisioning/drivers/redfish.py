@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from .agent import AgentDriver
@@ -186,16 +187,17 @@ class RedfishDriver(Driver):
     # -- driver interface ---------------------------------------------------------------------------
 
     def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
-                env: Mapping[str, str], instance_id: str, ssh_port: int | None = None) -> DriverOutput:
+                env: Mapping[str, str], instance_id: str, ssh_port: int | None = None,
+                cluster: Mapping[str, Any] | None = None) -> DriverOutput:
         """Bare metal: one-time PXE boot + power on + agent registration, then the agent installs keys."""
         if kind != "bare_metal":
             return self.agent.prepare(node, cards, kind=kind, image=image, ssh_keys=ssh_keys, env=env,
-                                      instance_id=instance_id, ssh_port=ssh_port)
+                                      instance_id=instance_id, ssh_port=ssh_port, cluster=cluster)
 
         def step(lines):
             self._boot(node, lines)
             return self.agent.prepare(node, cards, kind=kind, image=image, ssh_keys=ssh_keys, env=env,
-                                      instance_id=instance_id)
+                                      instance_id=instance_id, cluster=cluster)
 
         return self._guarded(node, step, {"kind": kind, "image": image, "boot_target": self.boot_target})
 
@@ -225,8 +227,13 @@ class RedfishDriver(Driver):
     def health_check(self, node: NodeRef, card: int) -> DriverOutput:
         return self.agent.health_check(node, card)
 
-    def inter_node(self, nodes: Sequence[NodeRef], cards_per_node: int) -> DriverOutput:
-        return self.agent.inter_node(nodes, cards_per_node)
+    def inter_node(self, nodes: Sequence[NodeRef], cards_per_node: int, *,
+                   cards: Sequence[Sequence[int]] | None = None) -> DriverOutput:
+        return self.agent.inter_node(nodes, cards_per_node, cards=cards)
+
+    def reachability(self, nodes: Sequence[NodeRef], cluster: Mapping[str, Any], *,
+                     timeout_s: float = 60.0) -> DriverOutput:
+        return self.agent.reachability(nodes, cluster, timeout_s=timeout_s)
 
     def topology(self, node: NodeRef) -> DriverOutput:
         return self.agent.topology(node)

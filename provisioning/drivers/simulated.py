@@ -116,6 +116,7 @@ class SimulatedDriver(Driver):
         env: Mapping[str, str],
         instance_id: str,
         ssh_port: int | None = None,
+        cluster: Mapping[str, Any] | None = None,
         forced_faults: Iterable[str] = (),
     ) -> DriverOutput:
         """Container start (20–60 s) or bare-metal power-on + PXE deploy + OS boot (6–12 min)."""
@@ -130,6 +131,11 @@ class SimulatedDriver(Driver):
             "simulated_faults": sorted(faults),
             "ssh_port": ssh_port,
         }
+        joined = _cluster_lines(node, cluster)
+        if cluster:
+            meta["cluster"] = {"part": cluster["part"], "address": cluster["address"],
+                               "network": cluster["network"]["mode"], "hostfile": cluster["hostfile"],
+                               "env": {k: env[k] for k in sorted(env) if k in cluster.get("env", {})}}
         if kind == "container":
             slept, modeled = self._wait(self.profile.container_start)
             cid = f"{int(self._draw(0, 2**48)):012x}"
@@ -147,6 +153,7 @@ class SimulatedDriver(Driver):
             )
             if ssh_port:
                 text += f"sshd published on {node.ssh_host or node.hostname}:{ssh_port}\n"
+            text += joined
             return DriverOutput(text, 0, slept, {**meta, "container_id": cid, "modeled_s": modeled})
 
         steps = [
@@ -181,7 +188,7 @@ class SimulatedDriver(Driver):
                     "os": f"[os] {node.hostname}: booted; sshd listening on {node.ssh_host or node.hostname}:{node.ssh_port}",
                 }[name]
             )
-        return DriverOutput("\n".join(lines) + "\n", 0, slept, {**meta, "modeled_s": modeled})
+        return DriverOutput("\n".join(lines) + "\n" + joined, 0, slept, {**meta, "modeled_s": modeled})
 
     def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
         """Stop and remove the container (cards given, even all of them) or power the node off (no cards)."""
@@ -228,10 +235,16 @@ class SimulatedDriver(Driver):
         return DriverOutput(text, code, slept, meta)
 
     def inter_node(
-        self, nodes: Sequence[NodeRef], cards_per_node: int, *, forced_faults: Iterable[str] = ()
+        self,
+        nodes: Sequence[NodeRef],
+        cards_per_node: int,
+        *,
+        cards: Sequence[Sequence[int]] | None = None,
+        forced_faults: Iterable[str] = (),
     ) -> DriverOutput:
         """all_reduce across nodes, one rank per card; bandwidth bounded by the zone's fabric."""
         first = nodes[0]
+        per_node = [list(c) for c in cards] if cards else [list(range(cards_per_node)) for _ in nodes]
         ranks = len(nodes) * cards_per_node
         hosts = ",".join(f"{n.hostname}:{cards_per_node}" for n in nodes)
         if first.collective == "hccl":
@@ -253,7 +266,7 @@ class SimulatedDriver(Driver):
             busbw *= self._draw(*LOW_BANDWIDTH_FACTOR)
         text, code = self._render(
             tool,
-            [(n.hostname, list(range(cards_per_node))) for n in nodes],
+            [(n.hostname, c) for n, c in zip(nodes, per_node, strict=True)],
             first.accelerator,
             busbw,
             ranks,
@@ -265,11 +278,41 @@ class SimulatedDriver(Driver):
             "tool": tool,
             "ranks": ranks,
             "nodes": [n.hostname for n in nodes],
+            "cards": per_node,
             "fabric": first.fabric,
             "modeled_s": modeled,
             "simulated_faults": sorted(faults),
         }
         return DriverOutput(text, code, slept, meta)
+
+    def reachability(
+        self,
+        nodes: Sequence[NodeRef],
+        cluster: Mapping[str, Any],
+        *,
+        timeout_s: float = 60.0,
+        forced_faults: Iterable[str] = (),
+    ) -> DriverOutput:
+        """Each part connects to every other part's probe port: sub-millisecond on one fabric. `timeout` makes
+        the last part unreachable (its node's end of the network is down), as the agent's probe reports it."""
+        faults = self._faults(nodes, forced_faults, [])
+        slept, modeled = self._wait(self.profile.topology)
+        parts = cluster["parts"]
+        down = parts[-1]["part"] if "timeout" in faults else None
+        lines = []
+        for src in parts:
+            for dst in parts:
+                if src is dst:
+                    continue
+                head = (f"reach part {src['part']} ({src['address']}) -> part {dst['part']} "
+                        f"{dst['address']}:{dst['probe_port']}")
+                if down in (src["part"], dst["part"]):
+                    lines.append(f"{head} FAILED TimeoutError: timed out after {timeout_s:g} s")
+                else:
+                    lines.append(f"{head} ok {self._draw(0.04, 0.3):.2f} ms")
+        meta = {"command": f"tcp probe across {len(parts)} parts ({cluster['mode']})", "tool": "tcp",
+                "modeled_s": modeled, "simulated_faults": sorted(faults)}
+        return DriverOutput("\n".join(lines) + "\n", 1 if down is not None else 0, slept, meta)
 
     def health_check(self, node: NodeRef, card: int, *, forced_faults: Iterable[str] = ()) -> DriverOutput:
         """One-card device health: ECC / row remapping (NVIDIA) or npu-smi health (Ascend)."""
@@ -375,3 +418,21 @@ class SimulatedDriver(Driver):
         if tool != "hccl_test":
             lines += out.nccl_footer(sum(wrong), busbw)
         return "\n".join(lines) + "\n", code
+
+
+def _cluster_lines(node: NodeRef, cluster: Mapping[str, Any] | None) -> str:
+    """What an agent prints after joining its part to the instance's network and writing the hostfile."""
+    if not cluster:
+        return ""
+    net = cluster["network"]
+    if net["mode"] == "vxlan":
+        where = (f"vxlan {net['vxlan']} (VNI {net['vni']}, peers {','.join(net['peers'])}) on bridge "
+                 f"{net['bridge']} {net['subnet']}")
+    else:
+        where = f"host network{' on ' + net['device'] if net.get('device') else ''}"
+    env = cluster.get("env", {})
+    hosts = ", ".join(line for line in str(cluster.get("hostfile", "")).splitlines() if line)
+    return (f"cluster part {cluster['part']} of {len(cluster['parts'])} on {node.hostname}: {where}, address "
+            f"{cluster['address']}\nhostfile {cluster['hostfile_path']}: {len(cluster['parts'])} host(s), WORLD_SIZE "
+            f"{env.get('WORLD_SIZE', '?')}, NODE_RANK {env.get('NODE_RANK', '?')}, MASTER_ADDR "
+            f"{env.get('MASTER_ADDR', '?')}:{env.get('MASTER_PORT', '?')}\nhostfile: {hosts}\n")

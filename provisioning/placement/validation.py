@@ -29,11 +29,10 @@ def validate(
     # so such a zone simply has none free (insufficient capacity). Whether it exists is the caller's check.
     if request.policy is not None:
         return _validate_policy(request, catalog)
-    for i, item in enumerate(request.items):
-        message = _validate_item(request.kind, item, catalog, index)
-        if message:
-            return f"item {i}: {message}"
-    return None
+    # Every wrong item, one line each (placement_invalid makes them one detail each), not only the first.
+    messages = [f"item {i}: {message}" for i, item in enumerate(request.items)
+                if (message := _validate_item(request.kind, item, catalog, index))]
+    return "\n".join(messages) or None
 
 
 def _validate_item(kind: str, item, catalog, index: FreeIndex) -> str | None:

@@ -6,6 +6,7 @@ from .bandwidth import allreduce_algbw, allreduce_bus_factor, allreduce_busbw
 from .hccl import parse_hccl_test
 from .health import HealthResult, parse_device_health
 from .nccl import parse_nccl_tests
+from .reachability import ReachabilityResult, parse_reachability
 from .result import HCCL_TEST, NCCL_TESTS, ReadinessResult, Verdict
 from .verdict import evaluate
 
@@ -25,6 +26,7 @@ __all__ = [
     "HCCL_TEST",
     "NCCL_TESTS",
     "HealthResult",
+    "ReachabilityResult",
     "ReadinessResult",
     "Verdict",
     "allreduce_algbw",
@@ -35,4 +37,5 @@ __all__ = [
     "parse_hccl_test",
     "parse_nccl_tests",
     "parse_output",
+    "parse_reachability",
 ]

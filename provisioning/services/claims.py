@@ -17,6 +17,7 @@ from ..choices import GroupState
 from ..models import Instance, NodeGroup
 from ..placement import AcceleratorInfo, PlacementResult, place
 from .capacity import free_snapshot
+from .cluster import cluster_slot_free
 
 CLAIM_ATTEMPTS = 5
 
@@ -71,4 +72,5 @@ def placement_release(*, instance: Instance) -> int:
         released = cards_release(holder_id=instance.pk)
         NodeGroup.objects.filter(instance=instance, released_at__isnull=True).update(
             released_at=db_now(), state=GroupState.RELEASED)
+        cluster_slot_free(instance_id=instance.pk)  # its cluster networks went with its containers
     return released

@@ -31,7 +31,7 @@ from ..choices import GroupState, InstanceKind
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import DarkEpisode, Instance, NodeGroup
-from . import billing_port, hardware_port
+from . import billing_port, slurm_partitions
 from .fleet import driver_touched
 from .instances import instance_dispatch, step_deadline
 from .transitions import instance_transition
@@ -187,7 +187,7 @@ def _release_failed(instance_id) -> None:
             _driver_release(instance, group)
         except Exception:  # the cards are freed anyway; an orphaned container is swept later
             logger.exception("dark fail: release on a live node failed", extra={"instance": str(instance_id)})
-    hardware_port.slurm_partition_delete(instance_id=instance_id, nodes=list({g.node_id: g.node for g in groups}.values()))
+    slurm_partitions.partition_close(instance=instance, groups=groups)
     placement_release_clean(instance=instance)
 
 

@@ -99,6 +99,12 @@ def group_replace(*, instance: Instance, group: NodeGroup, reason: str) -> bool:
             # Quarantine and release stay committed; the caller fails the instance and frees the rest.
             return False
         came_from = locked.state
+        live_groups = NodeGroup.objects.filter(instance=locked, released_at__isnull=True)
+        if live_groups.count() >= 2:
+            # A cluster: the new part changes the hostfile (and maybe every part's rank), so every part is prepared
+            # again with the new plan, and checked again (services/cluster.py).
+            live_groups.filter(prepared_at__isnull=False).update(prepared_at=None, state=GroupState.PLACED,
+                                                                 prepare_attempts=0, check_attempts=0)
         instance_transition(instance=locked, to=S.PROVISIONING, reason=f"re-placed: {group.node.hostname} quarantined",
                             replacements=locked.replacements + 1, step_deadline=step_deadline(locked, now))
         audit_record(action="instance.replace", org=locked.organization, target=locked,

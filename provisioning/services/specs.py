@@ -59,7 +59,7 @@ def placement_invalid(result: PlacementResult) -> None:
     """Turn the engine's invalid_request into a 400 (capacity shortfalls are the caller's business)."""
     if not result.ok and result.error_code == INVALID_REQUEST:
         field_name = "policy" if result.message.startswith("policy") else "items"
-        raise ValidationFailed("The request is invalid.", details={field_name: [result.message]})
+        raise ValidationFailed("The request is invalid.", details={field_name: result.message.split("\n")})
 
 
 def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo]) -> dict[str, str]:

@@ -7,6 +7,7 @@ one stopped and a terminate landing mid-call is never overwritten.
 import logging
 import time
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Prefetch
 
@@ -22,11 +23,19 @@ from ..choices import InstanceState as S
 from ..endpoints import container_ssh_port
 from ..lock_objects import instance_lock
 from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
-from ..readiness import evaluate, parse_device_health, parse_output
+from ..readiness import evaluate, parse_device_health, parse_output, parse_reachability
 from ..stop_keeps import stop_reason
 from . import billing_port, slurm_partitions
 from .claims import placement_release
 from .cleaning import node_clean_begin
+from .cluster import (
+    ClusterPoolExhausted,
+    cluster_part,
+    cluster_plan,
+    cluster_slot_ensure,
+    is_cluster,
+    needs_slot,
+)
 from .fleet import driver_for, driver_touched, forced_faults, instance_env, node_ref, release_cards
 from .transitions import instance_transition
 
@@ -122,6 +131,11 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     ref = node_ref(node)
     vendor = node.accelerator.vendor
     container = instance.kind == InstanceKind.CONTAINER
+    # Its view of the instance's cluster (None: one part): addresses, hostfile, rendezvous environment.
+    part = cluster_part(instance=instance, group=group, groups=_groups(instance.pk))
+    env = instance_env(instance_id=str(instance.pk), collective=ref.collective, cards=group.card_indices)
+    if part is not None:
+        env.update(part["env"])
     while group.prepare_attempts < PREPARE_ATTEMPTS:
         # Written before the call (see driver_touched): a release then reaches the driver even if this worker
         # dies inside it. An attempt counts once it has an outcome, so a crash costs the customer none.
@@ -131,11 +145,9 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
         group.prepare_attempts += 1
         failpoint("provision:before_driver")
         out = _call(group, driver.prepare, ref, group.card_indices, kind=instance.kind, image=instance.images.get(vendor, ""),
-                    ssh_keys=instance.ssh_public_keys,
-                    env=instance_env(instance_id=str(instance.pk), collective=ref.collective,
-                                     cards=group.card_indices),
-                    instance_id=str(instance.pk),
+                    ssh_keys=instance.ssh_public_keys, env=env, instance_id=str(instance.pk),
                     ssh_port=container_ssh_port(group.card_indices) if container else None,
+                    **({"cluster": part} if part is not None else {}),
                     **forced_faults(driver, [node.pk], "prepare"))
         failpoint("provision:after_driver")
         group.prepare_output, group.prepare_exit_code = _clip(out.text), out.exit_code
@@ -162,7 +174,11 @@ def instance_provision(instance_id) -> None:
     if instance.state != S.PROVISIONING:
         return
     failpoint("provision:after_claim")
-    for group in _groups(instance_id):
+    groups = _groups(instance_id)
+    if needs_slot(kind=instance.kind, groups=groups) and cluster_slot_ensure(instance_id=instance_id) is None:
+        _cluster_failed(instance, str(ClusterPoolExhausted("no free /24 left in CLUSTER_SUBNET_POOL")))
+        return
+    for group in groups:
         prepared = group_prepare(instance, group)
         if prepared is None:
             return
@@ -248,19 +264,31 @@ def group_check(instance: Instance, group: NodeGroup) -> bool | None:
     return False
 
 
-def item_inter_node(instance: Instance, groups: list[NodeGroup]) -> bool:
-    """Multi-node bare-metal item: all_reduce across its nodes against the zone's floor (once passed, skipped)."""
+def _passed_since_placed(first: NodeGroup, groups: list[NodeGroup], scope: str) -> bool:
+    """A cross-node run passed after the last of these groups was placed (one before a re-placement tested
+    another set of nodes). created_at is the app's clock, started_at the database's: a skew can only make a resumed
+    check run the test once more."""
+    return ReadinessReport.objects.filter(group=first, scope=scope, passed=True,
+                                          started_at__gte=max(g.created_at for g in groups)).exists()
+
+
+def vendor_inter_node(instance: Instance, groups: list[NodeGroup]) -> bool:
+    """One all_reduce across every node of one vendor (one group per node), against the zone's floor; each node
+    runs the cards its group holds (a container: not the other tenants'). Once passed, skipped."""
     first = groups[0]
-    if ReadinessReport.objects.filter(group=first, scope=ReportScope.INTER_NODE, passed=True).exists():
+    if _passed_since_placed(first, groups, ReportScope.INTER_NODE):
         return True
     nodes = [g.node for g in groups]
     driver = driver_for(first.node)
     refs = [node_ref(n) for n in nodes]
     floor = float(first.node.zone.inter_node_floor_gbps)
-    per_node = len(first.card_indices)
+    per_node = min(len(g.card_indices) for g in groups)
+    # A container's own cards, never the first ones of a node it shares; bare metal holds whole nodes.
+    cards = [list(g.card_indices)[:per_node] for g in groups] if instance.kind == InstanceKind.CONTAINER else None
     for attempt in range(1, CHECK_ATTEMPTS + 1):
         started = db_now()
-        out = _call(first, driver.inter_node, refs, per_node, **forced_faults(driver, [n.pk for n in nodes], "inter_node"))
+        out = _call(first, driver.inter_node, refs, per_node, cards=cards,
+                    **forced_faults(driver, [n.pk for n in nodes], "inter_node"))
         tool = out.meta.get("tool") or ("hccl_test" if refs[0].collective == "hccl" else "nccl-tests")
         parsed = parse_output(out.text, tool=tool, ranks=len(nodes) * per_node)
         verdict = evaluate(parsed, floor, out.exit_code)
@@ -268,6 +296,35 @@ def item_inter_node(instance: Instance, groups: list[NodeGroup]) -> bool:
                          command=out.meta.get("command", ""), attempt=attempt, cards=first.card_indices,
                          out=out, started=started, parsed=parsed, verdict=verdict,
                          nodes=[n.hostname for n in nodes])
+        NodeGroup.objects.filter(pk=first.pk).update(driver_seconds=first.driver_seconds)
+        if report.passed:
+            return True
+    return False
+
+
+def cluster_reachability(instance: Instance, groups: list[NodeGroup]) -> bool:
+    """A hybrid: each part connects over TCP to every other part's cluster address (once passed, skipped)."""
+    first = groups[0]
+    if _passed_since_placed(first, groups, ReportScope.REACHABILITY):
+        return True
+    plan = {**cluster_plan(kind=instance.kind, groups=groups, slot=instance.cluster_slot),
+            "instance_id": str(instance.pk), "kind": instance.kind}
+    nodes = list({g.node_id: g.node for g in groups}.values())
+    driver = driver_for(first.node)
+    for attempt in range(1, CHECK_ATTEMPTS + 1):
+        started = db_now()
+        out = _call(first, driver.reachability, [node_ref(n) for n in nodes], plan,
+                    timeout_s=settings.CLUSTER_PROBE_TIMEOUT_SECONDS,
+                    **forced_faults(driver, [n.pk for n in nodes], "reachability"))
+        result = parse_reachability(out.text, out.exit_code, parts=len(plan["parts"]))
+        report = ReadinessReport.objects.create(
+            instance=instance, group=first, node=first.node, nodes=[n.hostname for n in nodes],
+            scope=ReportScope.REACHABILITY, tool="tcp", command=out.meta.get("command", "")[:300], attempt=attempt,
+            cards=[], rows=result.rows, errors=list(result.reasons), passed=result.passed,
+            raw_output=_clip(out.text), exit_code=out.exit_code, started_at=started, finished_at=db_now())
+        logger.info("readiness report", extra={
+            "instance_id": str(instance.pk), "step": "readiness:reachability", "node_id": str(first.node_id),
+            "tool": "tcp", "attempt": attempt, "passed": report.passed, "errors": report.errors[:5]})
         NodeGroup.objects.filter(pk=first.pk).update(driver_seconds=first.driver_seconds)
         if report.passed:
             return True
@@ -287,16 +344,27 @@ def instance_check(instance_id) -> None:
         if not checked:
             group_failed(instance, group, f"{group.node.hostname}: readiness failed twice")
             return
-    by_item: dict[int, list[NodeGroup]] = {}
+    # Multi-node: one run across all nodes of each vendor (one group per node: two containers of the instance
+    # on one node share its links). A hybrid: every part reaches every other one on the cluster network.
+    by_vendor: dict[str, dict] = {}
     for group in groups:
-        by_item.setdefault(group.item_index, []).append(group)
-    for item_groups in by_item.values():
-        if instance.kind != "bare_metal" or len(item_groups) < 2:
+        by_vendor.setdefault(group.node.accelerator.vendor, {}).setdefault(group.node_id, group)
+    for vendor, per_node in by_vendor.items():
+        if len(per_node) < 2:
             continue
-        if not _group_live(item_groups[0], S.CHECKING):
+        vendor_groups = list(per_node.values())
+        if not _group_live(vendor_groups[0], S.CHECKING):
             return
-        if not item_inter_node(instance, item_groups):
-            group_failed(instance, item_groups[0], "inter-node readiness failed twice")
+        if not vendor_inter_node(instance, vendor_groups):
+            group_failed(instance, vendor_groups[0], f"inter-node readiness ({vendor}) failed twice")
+            return
+    if len(by_vendor) >= 2 and is_cluster(groups):
+        if not _group_live(groups[0], S.CHECKING):
+            return
+        instance.refresh_from_db(fields=["cluster_slot"])
+        if not cluster_reachability(instance, groups):
+            # Like an inter-node failure: no single node to blame, nothing is quarantined (quarantine.py).
+            group_failed(instance, groups[0], "cluster reachability between the hybrid's parts failed twice")
             return
     try:
         moved = _advance(instance_id, expect=S.CHECKING, to=S.RUNNING, reason="readiness passed", ready_at=db_now(),
@@ -306,6 +374,15 @@ def instance_check(instance_id) -> None:
         return
     if moved is not None:
         slurm_partitions.partition_open(instance=moved, groups=groups)
+
+
+def _cluster_failed(instance: Instance, reason: str) -> None:
+    """No private network can be given to its parts: fail it, cards freed (no node is to blame)."""
+    from .sla import sla_dispatch
+
+    if _advance(instance.pk, expect=S.PROVISIONING, to=S.FAILED, reason=reason[:300], step_deadline=None) is not None:
+        groups_release(instance.pk)
+        sla_dispatch(instance.pk)
 
 
 def _failed_for_funds(instance: Instance, message: str) -> None:

@@ -60,12 +60,21 @@
     return typeof Element === "undefined" || Element === window.Element;
   }
 
+  // The page's "Cash balance" card follows the status partial's, so the two never disagree on one page.
+  function balanceFollows() {
+    var fresh = document.getElementById("cash-balance");
+    var card = document.getElementById("balance-now");
+    if (fresh && card) { card.textContent = fresh.textContent; }
+  }
+  document.addEventListener("htmx:afterSettle", balanceFollows);
+
   // The same polling as the partial's hx-trigger, for pages where htmx cannot process it.
   function pollWithFetch(slot, url) {
     fetch(url, {credentials: "same-origin", headers: {"HX-Request": "true"}}).then(function (response) {
       return response.text();
     }).then(function (html) {
       slot.innerHTML = html;
+      balanceFollows();
       var status = slot.querySelector("#topup-status");
       if (status && status.hasAttribute("hx-trigger")) { setTimeout(function () { pollWithFetch(slot, url); }, 2000); }
     }).catch(function () {

@@ -82,10 +82,16 @@ def test_service_refusals_read_as_sentences_in_the_console_not_in_the_api(web, o
         text = _sentences(page)
         assert f"Bare metal {H100} takes whole nodes: count must be a multiple of 8." in text
         assert "item 0" not in text.lower() and "Item 1" not in text
-    # Two items: the item is named as the form counts, from 1.
+    # Two items: each wrong item is reported (not only the first), by its accelerator, never "Item 2" (issue 33).
     two = {**H100_2, "kind": "bare_metal", "count": "8", "accelerator2": "ascend-910b", "count2": "3"}
     for page in (web.post("/instances/quote/", two).content.decode(), web.post("/instances/new/", two).content.decode()):
-        assert "Item 2: Bare metal Huawei Ascend 910B takes whole nodes" in _sentences(page)
+        text = _sentences(page)
+        assert "Bare metal Huawei Ascend 910B takes whole nodes" in text and "Item 2" not in text
+    both = {**two, "count": "4"}
+    for page in (web.post("/instances/quote/", both).content.decode(), web.post("/instances/new/", both).content.decode()):
+        text = _sentences(page)
+        assert f"Bare metal {H100} takes whole nodes: count must be a multiple of 8." in text, text
+        assert "Bare metal Huawei Ascend 910B takes whole nodes" in text and "Item " not in text
     # Vendors and kinds by name, without the API's request syntax.
     text = _sentences(web.post("/instances/new/", {**H100_2, "image_nvidia": ""}).content.decode())
     assert "Name an image for NVIDIA." in text and "nvidia" not in text and "images:" not in text

@@ -65,8 +65,8 @@ def test_every_page_shows_times_in_the_billing_zone_labelled(web, owner, busy_or
 
 def test_a_typed_token_expiry_is_read_in_the_zone_the_form_names(web, owner):
     page = web.get("/account/tokens/").content.decode()
-    assert "Expires (optional, UTC+8)" in page
-    web.post("/account/tokens/", {"name": "ci", "scope": "read", "expires_at": "2027-01-31 00:00"})
+    assert "it stops working at 00:00 UTC+8 that day" in page and 'type="date"' in page
+    web.post("/account/tokens/", {"name": "ci", "scope": "read", "expires_at": "2027-01-31"})
     token = ApiToken.objects.get(organization=owner.organization, name="ci")
     assert token.expires_at == datetime(2027, 1, 30, 16, 0, tzinfo=UTC)
     assert "2027-01-31 00:00 UTC+8" in _text(web.get("/account/tokens/").content.decode())

@@ -91,7 +91,8 @@ def test_the_docker_runtime_never_mounts_the_token_or_the_state_dir(layout):
 
 @pytest.mark.parametrize("mount", ["-v {state}:/state", "-v {etc}:/etc/agent:ro", "-v {token}:/t:ro",
                                    "-v /:/host", "-v /etc/cardmix-agent:/x", "-v /etc:/host-etc:ro", "-v {state_parent}:/varlib", "--mount type=bind,source={state}/journal,target=/j",
-                                   "-v {state}/instances/cardmix-inst-1-0:/data"])
+                                   "-v {state}/instances/cardmix-inst-1-0:/data",
+                                   "-v {state}/instances/cardmix-inst-1-0/network.json:/n:ro"])
 def test_a_prepare_that_would_mount_them_is_refused_before_docker_runs(layout, monkeypatch, mount):
     agent = docker_agent(layout)
     built = agent.docker_run_argv

@@ -245,7 +245,8 @@ def test_zone_slugs_stay_fixed_and_zone_creates_and_edits_are_audited(operator_c
     and creating or editing a zone (its fabric and inter-node floor) wrote no audit."""
     from inventory.models import Zone
 
-    form = {"name": "Shanghai 9", "fabric_kind": "roce", "fabric_gbps": 400, "inter_node_floor_gbps": "25.50"}
+    form = {"name": "Shanghai 9", "fabric_kind": "roce", "fabric_gbps": 400, "inter_node_floor_gbps": "25.50",
+            "cluster_network": "vxlan"}
     response = operator_client.post("/admin/inventory/zone/add/", {"slug": "cn-sh-9", **form})
     assert response.status_code == 302, response.content.decode()[-2000:]
     zone = Zone.objects.get(slug="cn-sh-9")
@@ -278,7 +279,7 @@ def test_a_zone_slug_taken_after_the_form_checked_it_is_a_form_error_and_saves_n
         slug="cn-sh-9", name="Theirs", fabric_kind="infiniband", fabric_gbps=200, inter_node_floor_gbps="10"))
     response = operator_client.post("/admin/inventory/zone/add/", {
         "slug": "cn-sh-9", "name": "Shanghai 9", "fabric_kind": "roce", "fabric_gbps": 400,
-        "inter_node_floor_gbps": "25.50"})
+        "inter_node_floor_gbps": "25.50", "cluster_network": "vxlan"})
     page = response.content.decode()
     assert response.status_code == 200
     assert "A zone with this slug exists." in page and "The zone is invalid." in page and 'value="Shanghai 9"' in page

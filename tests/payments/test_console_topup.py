@@ -1,4 +1,6 @@
 """Console top-up page and its htmx status partial (server-rendered; the browser flow is in test_browser_topup)."""
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -16,6 +18,7 @@ PAGE = "/billing/topup/"
 def test_page_loads_stripe_js_from_settings_and_mounts_a_card_element(member_factory, settings):
     settings.STRIPE_JS_URL = "http://127.0.0.1:9/js.stripe.com/v3/"
     settings.STRIPE_PUBLISHABLE_KEY = "pk_test_console"
+    settings.STRIPE_API_KEY = "sk_test_console"  # an account's keys: payments can work
     html = console_for(member_factory(role="billing")).get(PAGE).content.decode()
     assert '<script src="http://127.0.0.1:9/js.stripe.com/v3/"></script>' in html
     assert "/static/js/topup.js" in html and 'id="card-element"' in html
@@ -82,3 +85,18 @@ def test_page_query_count_does_not_grow_with_topups(member_factory):
         return len(ctx.captured_queries)
 
     assert count_for(2) == count_for(10)
+
+
+def test_on_the_embedded_development_keys_pay_is_disabled_and_the_page_says_why(member_factory, settings):
+    # Issue 33: under `make run` without a stand-in the page said "unavailable" and Pay looked enabled.
+    settings.STRIPE_API_KEY, settings.STRIPE_API_BASE, settings.STRIPE_STANDIN = "sk_test_cardmix_dev", "", False
+    html = console_for(member_factory(role="owner")).get(PAGE).content.decode()
+    error = re.search(r'<p id="topup-error"[^>]*>([^<]*)</p>', html)
+    assert error and "hidden" not in error.group(0) and "Payments are not set up on this server" in error.group(1)
+    assert "js.stripe.com" not in html  # nothing external to wait for
+    assert re.search(r'<button type="submit" class="primary" data-method="card" disabled>', html)
+    settings.STRIPE_API_BASE = "http://127.0.0.1:9"  # a stand-in: payments can work, the test-mode note shows
+    settings.STRIPE_STANDIN = True
+    html = console_for(member_factory(role="owner")).get(PAGE).content.decode()
+    assert 'id="topup-test-mode"' in html and "No card is charged" in html
+    assert re.search(r'<p id="topup-error"[^>]*hidden', html)

@@ -95,6 +95,7 @@ def _csp(response) -> dict[str, list[str]]:
 def test_console_pages_have_a_strict_csp(world, console_client_for, settings):
     from core.security import _origin
 
+    settings.STRIPE_API_KEY = "sk_test_security"  # an account's key: the top-up page loads Stripe.js (not on dev keys)
     client = console_client_for(world.a)
     stripe_origin = _origin(settings.STRIPE_JS_URL)
     pages = [r.name for r in walk() if r.name.startswith("console:") and not r.kwargs and "get" in r.methods]

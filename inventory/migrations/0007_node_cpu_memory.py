@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('inventory', '0005_zone_fabric_labels'),
+        ('inventory', '0006_cluster_network'),
     ]
 
     operations = [
