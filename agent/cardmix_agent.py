@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import re
+import resource
 import select
 import shlex
 import shutil
@@ -518,6 +519,88 @@ def parse_npu_info(text: str) -> list[dict]:
     return devices
 
 
+# -- CPU and memory: a container's share of the host, in proportion to its cards (the platform computes it) --
+
+CPU_PERIOD_US = 100_000  # cgroup v2 cpu.max period; the quota is the share of it
+
+
+def host_size() -> dict:
+    """{"cpus": logical CPUs, "memory_mib": RAM} of this host, reported for the platform to divide."""
+    memory_mib = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory_mib = int(line.split()[1]) // 1024  # kB
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"cpus": os.cpu_count(), "memory_mib": memory_mib}
+
+
+def limits_of(payload: dict) -> tuple[int | None, int | None]:
+    """(millicpus, memory MiB) the platform gave this container; None for what it did not (an older platform,
+    a node of unknown size)."""
+    limits = payload.get("limits") or {}
+
+    def positive(value):
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return positive(limits.get("millicpus")), positive(limits.get("memory_mib"))
+
+
+def cpus_text(millicpus: int) -> str:
+    """28000 → "28", 13500 → "13.5" (docker's --cpus)."""
+    return f"{millicpus // 1000}.{millicpus % 1000:03d}".rstrip("0").rstrip(".")
+
+
+def limits_argv(payload: dict) -> list[str]:
+    """`docker run` options for the container's share: --cpus, and --memory with no swap beyond it (swap would
+    let it take the neighbours' RAM back through the page cache)."""
+    millicpus, memory_mib = limits_of(payload)
+    argv = ["--cpus", cpus_text(millicpus)] if millicpus else []
+    if memory_mib:
+        argv += ["--memory", f"{memory_mib}m", "--memory-swap", f"{memory_mib}m"]
+    return argv
+
+
+def cgroup2_root(setting: str = "auto") -> Path | None:
+    """Where the process runtime may make cgroups: `setting` (a path, "none"), or the cgroup v2 mount when it
+    offers the cpu and memory controllers and is writable (as root on a cgroup v2 host)."""
+    if setting == "none":
+        return None
+    root = Path(setting) if setting != "auto" else None
+    if root is None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text().splitlines()
+        except OSError:
+            return None
+        root = next((Path(m.split()[1]) for m in mounts if len(m.split()) > 2 and m.split()[2] == "cgroup2"), None)
+    try:
+        controllers = set((root / "cgroup.controllers").read_text().split()) if root else set()
+    except OSError:
+        return None
+    return root if {"cpu", "memory"} <= controllers and os.access(root, os.W_OK) else None
+
+
+def cgroup_remove(where: Path) -> str:
+    """Remove the cgroup a process-runtime prepare made (empty once its process stopped; a killed one may take a
+    moment to leave)."""
+    recorded = where / "cgroup"
+    if not recorded.exists():
+        return ""
+    group = Path(recorded.read_text().strip())
+    for _ in range(50):
+        try:
+            group.rmdir()
+            return ""
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                return f"cgroup {group} not removed: {exc}\n"
+            time.sleep(0.1)
+    return f"cgroup {group} not removed: still busy\n"
+
+
 class Agent:
     """Heartbeats in one thread, commands in the other."""
 
@@ -586,7 +669,8 @@ class Agent:
         return {"agent_version": VERSION, "hostname": self.args.hostname or socket.gethostname(),
                 "runtime": self.args.runtime, "vendor": vendor, "devices": devices, "driver_versions": versions,
                 "health": "ok" if code == 0 else "degraded", "smi_output": text[-60000:],
-                "containers": self.instances(), "rdma_devices": self.rdma_devices(), "errors": errors}
+                "containers": self.instances(), "rdma_devices": self.rdma_devices(), "errors": errors,
+                **host_size()}
 
     def heartbeat(self) -> bool:
         try:
@@ -975,6 +1059,7 @@ class Agent:
                     argv += ["-v", f"{mount}:{mount}:ro"]
         elif cards:
             argv += ["--gpus", '"device=' + ",".join(str(c) for c in cards) + '"']
+        argv += limits_argv(payload)  # its CPU and memory share of the node
         for key, value in sorted(env.items()):
             argv += ["-e", f"{key}={value}"]
         argv.append(payload["image"])
@@ -1032,9 +1117,10 @@ class Agent:
         (where / "pid").write_text(str(proc.pid))
         if port:
             (where / "port").write_text(str(port))
+        limited, limits = self.process_limits(proc.pid, where, payload)
         return (f"{replaced}{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
-                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {port or '-'})\n{joined}", 0,
-                {"pid": proc.pid, "ssh_port": port, **part_meta})
+                f"(devices {cards}, {len(keys)} ssh key(s), ssh port {port or '-'})\n{joined}{limited}", 0,
+                {"pid": proc.pid, "ssh_port": port, **part_meta, **({"limits": limits} if limits else {})})
 
     def docker_prepare(self, payload: dict, keys_file: Path):
         """Start a group's container. Its meta's `ssh_port` is the port actually published (None: the host
@@ -1184,6 +1270,7 @@ class Agent:
                 text += removed
         else:
             text, code = revoked + self.stop_process(where), 0
+            text += cgroup_remove(where)
             for old in legacy_dirs:
                 if (old / "pid").exists():
                     text += self.stop_process(old)
@@ -1207,6 +1294,45 @@ class Agent:
             return None, []
         dirs = [self.instance_dir(legacy), self.instance_dir(instance_id)]
         return legacy, [d for d in dirs if d.is_dir()]
+
+    def process_limits(self, pid: int, where: Path, payload: dict) -> tuple[str, dict]:
+        """The process runtime's --cpus / --memory: a cgroup v2 of its own (cpu.max, memory.max) where the host
+        has writable cgroup v2 cpu and memory controllers; else RLIMIT_AS for memory, and CPU is not limited
+        (RLIMIT_CPU caps CPU seconds, not a share). RLIMIT_AS is a poor stand-in: CUDA reserves far more address
+        space than it uses, so real GPU hosts need cgroup v2 (or the docker runtime). Applied right after the
+        start, so what the process did in its first instant is not counted."""
+        millicpus, memory_mib = limits_of(payload)
+        if not (millicpus or memory_mib):
+            return "", {}
+        root = cgroup2_root(getattr(self.args, "cgroup_root", "auto"))
+        if root is not None:
+            group = root / "cardmix" / where.name
+            try:
+                for parent in (root, root / "cardmix"):
+                    parent.mkdir(exist_ok=True)
+                    (parent / "cgroup.subtree_control").write_text("+cpu +memory")
+                group.mkdir(exist_ok=True)
+                if millicpus:
+                    (group / "cpu.max").write_text(f"{millicpus * CPU_PERIOD_US // 1000} {CPU_PERIOD_US}")
+                if memory_mib:
+                    (group / "memory.max").write_text(str(memory_mib * 1024 * 1024))
+                (group / "cgroup.procs").write_text(str(pid))
+                (where / "cgroup").write_text(str(group))
+                return (f"limits: cgroup {group}: cpu.max {millicpus or '-'} millicpus, memory.max "
+                        f"{memory_mib or '-'} MiB\n", {"by": "cgroup", "cgroup": str(group), "millicpus": millicpus,
+                                                     "memory_mib": memory_mib})
+            except OSError as exc:
+                log.warning("cgroup %s not usable (%s); falling back to rlimits", group, exc)
+        said, limits = "", {"by": "rlimit", "millicpus": None, "memory_mib": None}
+        if memory_mib:
+            try:
+                resource.prlimit(pid, resource.RLIMIT_AS, (memory_mib * 1024 * 1024,) * 2)
+                said, limits["memory_mib"] = f"memory: RLIMIT_AS {memory_mib} MiB", memory_mib
+            except OSError as exc:
+                said = f"memory: not limited ({exc})"
+        if millicpus:
+            said += f"{'; ' if said else ''}cpu: not limited ({millicpus} millicpus asked; no writable cgroup v2)"
+        return f"limits: no writable cgroup v2 cpu/memory controllers; {said}\n", limits
 
     def free_process_port(self, port: int, where: Path) -> str:
         """Stop every other instance's process given `port` (the process runtime's docker_free_port)."""
@@ -1617,6 +1743,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "NCCL needs about 1g, the rest is for data loader workers")
     p.add_argument("--authorized-keys", default="/root/.ssh/authorized_keys", help="bare metal: where keys go")
     p.add_argument("--process-command", default="", help="process runtime: what stands in for the container")
+    p.add_argument("--cgroup-root", default="auto",
+                   help="process runtime: cgroup v2 mount for CPU and memory limits ('auto': found in "
+                        "/proc/self/mounts; 'none': rlimits only)")
     p.add_argument("--wipe-disk", action="append", default=[], help="scratch disk to blkdiscard on wipe")
     p.add_argument("--state-dir", default="/var/lib/cardmix-agent")
     p.add_argument("--hostname", default="")

@@ -46,3 +46,8 @@ class TransferCode(models.TextChoices):
     ROUNDING = "rounding", "Rounding"
     ADJUSTMENT = "adjustment", "Adjustment"
     NODE_DARK = "node_dark", "Unreachable node credit"
+
+# What an instance billing stops (auto-stop, a package that did not renew) keeps, for its emails: nothing. Billing
+# knows no instance kind, so it names both; provisioning/stop_keeps.py says the same per kind.
+STOP_KEEPS_NOTHING = ("A stop keeps nothing: a container is deleted with its disk (no volume is attached), and a "
+                      "bare-metal instance's nodes are wiped.")

@@ -13,7 +13,7 @@ from core.dbclock import db_now
 from core.money import format_ucny
 from tenancy.audit import audit_record
 
-from .choices import SPEND_ORDER
+from .choices import SPEND_ORDER, STOP_KEEPS_NOTHING
 from .hooks import autostop_hook
 from .lock_objects import profile_lock
 from .models import Account, BillingProfile, Meter
@@ -146,6 +146,7 @@ def _warn(*, org_id, available: int, left_seconds: int) -> bool:
             transaction.on_commit(lambda: send_mail(
                 "Cardmix: your balance runs out soon",
                 f"Your organization's available funds ({format_ucny(available)} CNY) cover about {minutes} more "
-                f"minutes of your running instances. Top up to keep them running: {settings.SITE_URL}/billing/",
+                f"minutes of your running instances. Top up to keep them running: {settings.SITE_URL}/billing/\n\n"
+                f"On-demand instances are stopped when the funds run out. {STOP_KEEPS_NOTHING}",
                 None, emails, fail_silently=True))
     return True

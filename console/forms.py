@@ -43,14 +43,20 @@ class CatalogChoices:
         self.vendors = sorted({a.vendor for a in self.accelerators})
         images = list(Image.objects.filter(active=True).order_by("slug"))
         self.images_by_vendor = {v: [i for i in images if v in (i.vendors or [])] for v in self.vendors}
-        free = {}
-        for (zone, _acc), row in stock_by_zone().items():
-            free[zone] = free.get(zone, 0) + row["available_cards"]
-        self.zones = [(z, free.get(z.slug, 0)) for z in Zone.objects.order_by("slug")]
+        # Free cards per orderable accelerator in each zone: a sum over accelerators says nothing about the one
+        # the customer wants (24 free could be 24 Ascend cards in a zone with no H100 left).
+        free: dict[str, list[tuple[str, int]]] = {}
+        for (zone, acc), row in sorted(stock_by_zone().items()):
+            if acc in self.by_slug and row["total_cards"]:
+                free.setdefault(zone, []).append((self.by_slug[acc].name, row["available_cards"]))
+        self.zones = [(z, free.get(z.slug, [])) for z in Zone.objects.order_by("slug")]
 
     def zone_choices(self):
+        def stock(rows):
+            return "free: " + ", ".join(f"{n} × {name}" for name, n in rows) if rows else "no cards"
+
         return [("", "Any zone (Cardmix picks)")] + [
-            (z.slug, f"{z.name} · {z.fabric_label} · {n} free") for z, n in self.zones]
+            (z.slug, f"{z.name} · {z.fabric_label} · {stock(rows)}") for z, rows in self.zones]
 
     def accelerator_choices(self, blank: str | None = None):
         rows = [("", blank)] if blank else []

@@ -10,6 +10,7 @@ import re
 
 from provisioning.choices import FUNDS_FAILURE, InstanceKind, InstanceState
 from provisioning.services.slurm_partitions import SLURM_FAILURE
+from provisioning.stop_keeps import stop_reason
 
 from .service_text import money_for_people
 
@@ -26,11 +27,13 @@ REASONS = {
     "provisioned": "Machine prepared; its interconnect readiness test is running.",
     "readiness passed": "Readiness test passed: handed over to you.",  # monthly packages are not metered
     "stop requested": "Stop requested.",
-    "stopped": "Stopped: its cards are released and its data disk is kept.",
+    # "stopped" alone: written before stops named what they keep; it meant the same.
+    "stopped": "Stopped: its cards are released and its container deleted with its disk, so nothing is kept "
+               "(no volume is attached).",
     "terminate requested": "Termination requested.",
     "terminated": "Terminated.",
     "waitlist_expired": "No cards freed up within the waitlist's time limit, so the request was ended.",
-    "retention_expired": "Stopped for longer than the retention period, so it was terminated and its data disk freed.",
+    "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
     "inter-node readiness failed twice":
         "The readiness test across its nodes failed on both attempts, so it was not handed over.",
     "node unreachable past its timeout": "Its machine stopped answering and did not come back in time, so it was "
@@ -41,19 +44,24 @@ REASONS = {
     "monthly package ended (renewal: on_demand): billed on demand":
         "The monthly package ended; it is billed on demand from now on.",
 }
-# A bare-metal instance has no data disk kept apart from its nodes: releasing them (a stop as well as a
-# termination) sends each to cleaning, which wipes its disks before another tenant gets it.
-BY_KIND = {
-    InstanceKind.BARE_METAL: {
-        "stopped": "Stopped: its nodes are released and wiped, so nothing on their disks is kept.",
-        "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
-    },
-}
-# What a termination destroys, as the confirmation asks it: a container's data disk, a bare-metal node's disks.
+# A stop keeps nothing (provisioning/stop_keeps.py): a container is deleted with its disk; a bare-metal
+# instance's nodes go to cleaning, which wipes their disks before another tenant gets them.
+BARE_METAL_STOPPED = "Stopped: its nodes are released and wiped, so nothing on their disks is kept."
+REASONS[stop_reason(InstanceKind.CONTAINER)] = REASONS["stopped"]
+REASONS[stop_reason(InstanceKind.BARE_METAL)] = BARE_METAL_STOPPED
+BY_KIND = {InstanceKind.BARE_METAL: {"stopped": BARE_METAL_STOPPED}}
+# What a termination destroys, as the confirmation asks it: a container with its disk, a bare-metal node's disks.
 TERMINATE_WARNINGS = {
     InstanceKind.BARE_METAL: "Its nodes are released and their disks wiped; this cannot be undone.",
 }
-TERMINATE_WARNING = "Its cards are released and its data disk is deleted; this cannot be undone."
+TERMINATE_WARNING = "Its cards are released and its container deleted with its disk; this cannot be undone."
+# What a stop destroys, asked before it (page and htmx prompt) since it cannot be undone either.
+STOP_WARNINGS = {
+    InstanceKind.BARE_METAL: "Its nodes are released and their disks wiped: nothing on them is kept. "
+                             "Billing stops; starting it again places it on freshly wiped nodes.",
+}
+STOP_WARNING = ("Its cards are released and its container deleted with its disk: nothing on it is kept (no volume "
+                "is attached). Billing stops; starting it again places it on a fresh container.")
 AUTO_STOPS = {"funds_exhausted": "the balance ran out."}
 TOOK_TOO_LONG = {
     InstanceState.PROVISIONING: "Preparing the machine took too long, so it was not handed over.",
@@ -122,6 +130,11 @@ def reason_for_people(reason, kind: str = "") -> str:
     if m := FUNDS.match(reason):
         return "Ready, but not handed over: " + _lower_first(_sentence(m.group(1)))
     return _sentence(reason)
+
+
+def stop_warning(kind: str = "") -> str:
+    """What stopping an instance of `kind` deletes, for the confirmation (page and htmx prompt)."""
+    return STOP_WARNINGS.get(kind, STOP_WARNING)
 
 
 def terminate_warning(kind: str = "") -> str:

@@ -83,10 +83,22 @@ def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredenti
             audit_record(action="node.agent_register", target=cred.node,
                          details={"hostname": cred.node.hostname, "agent_version": cred.agent_version,
                                   "runtime": cred.runtime, "devices": len(report.get("devices") or [])})
+    node_size_fill(node=cred.node, report=report)
     # Read after the commit above: a check that marks the node later sees the new deadline and skips it.
     if _unreachable_for_heartbeat(Node.objects.filter(pk=cred.node_id)).exists():
         _node_resume(cred.node_id)
     return cred
+
+
+def node_size_fill(*, node: Node, report: dict) -> None:
+    """The host's CPUs and RAM from its agent's report, where the node has none yet: an operator's value (Admin →
+    Nodes) stands, so cores or RAM kept back for the host are not handed to containers. No query once both are
+    known."""
+    size = {field: report.get(key) for field, key in (("cpu_cores", "cpus"), ("memory_mib", "memory_mib"))
+            if report.get(key) and getattr(node, field) is None}
+    for field, value in size.items():
+        Node.objects.filter(pk=node.pk, **{f"{field}__isnull": True}).update(**{field: value})
+        setattr(node, field, value)
 
 
 def _unreachable_for_heartbeat(nodes):

@@ -212,8 +212,8 @@ class NodeForm(forms.ModelForm):
 
     class Meta:
         model = Node
-        fields = ["hostname", "zone", "accelerator", "card_count", "driver", "ssh_host", "ssh_port", "fabric_address",
-                  "bmc_address", "bmc_credentials_ref"]
+        fields = ["hostname", "zone", "accelerator", "card_count", "cpu_cores", "memory_mib", "driver", "ssh_host",
+                  "ssh_port", "fabric_address", "bmc_address", "bmc_credentials_ref"]
 
     def clean_bmc_credentials_ref(self):
         ref = self.cleaned_data.get("bmc_credentials_ref", "")

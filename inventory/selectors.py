@@ -9,7 +9,7 @@ from django.db.models.functions import Now
 from core.errors import NotFoundError, ValidationFailed
 
 from .choices import CardHealth, NodeState
-from .models import Accelerator, Card, CardAllocation, Node, Price
+from .models import Accelerator, Card, CardAllocation, Node, Price, Zone
 
 _ZERO = {"available_cards": 0, "allocated_cards": 0, "total_cards": 0}
 
@@ -60,6 +60,25 @@ def stock_by_zone() -> dict[tuple[str, str], dict[str, int]]:
     rows = (_stock_cards().order_by().values("node__zone__slug", "node__accelerator__slug")
             .annotate(**_stock_aggregates()))
     return Stock({(r.pop("node__zone__slug"), r.pop("node__accelerator__slug")): r for r in rows})
+
+
+def zone_stock() -> dict[str, list[dict]]:
+    """{zone slug: [{accelerator, available_cards, total_cards}, …]} per accelerator with cards there (by slug),
+    in one query whatever the number of zones."""
+    out: dict[str, list[dict]] = {}
+    for (zone, accelerator), row in sorted(stock_by_zone().items()):
+        out.setdefault(zone, []).append({"accelerator": accelerator, "available_cards": row["available_cards"],
+                                         "total_cards": row["total_cards"]})
+    return out
+
+
+def zone_for_filter(slug: str) -> Zone:
+    """The zone a `?zone=` names; an unknown one is a 400 that says where the zones are listed."""
+    zone = Zone.objects.filter(slug=slug).first() if "\x00" not in slug else None
+    if zone is None:
+        raise ValidationFailed(f"Unknown zone {slug!r}.",
+                               details={"zone": [f"No zone has the slug {slug!r}; GET /api/v1/zones/ lists them."]})
+    return zone
 
 
 def monthly_default(on_demand: int) -> int:

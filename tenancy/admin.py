@@ -315,11 +315,11 @@ class SshKeyAdmin(admin.ModelAdmin):
 
 @admin.register(TrialClaim)
 class TrialClaimAdmin(ReadOnlyAdmin):
-    """One trial per verified email address, ever: read-only (deleting a claim would grant the trial again)."""
+    """One trial per verified mailbox, ever: read-only (deleting a claim would grant the trial again)."""
 
-    list_display = ["email", "user", "organization", "claimed_at"]
+    list_display = ["email", "mailbox", "user", "organization", "claimed_at"]
     list_select_related = ["user", "organization"]
-    search_fields = ["email"]
+    search_fields = ["email", "mailbox"]
 
 
 @admin.register(AuditEvent)

@@ -184,9 +184,13 @@ class SshKey(models.Model):
 
 
 class TrialClaim(models.Model):
-    """One trial credit per verified email address, ever: survives deleting the account."""
+    """One trial credit per verified mailbox, ever: survives deleting the account."""
 
-    email = models.EmailField(primary_key=True)  # normalised
+    email = models.EmailField(primary_key=True)  # normalised, as the claimant typed it
+    # tenancy/mailbox.py's key (ada+1@gmail.com, a.da@gmail.com → ada@gmail.com): what the rule compares. NULL
+    # (which may repeat under the unique constraint, unlike "") only on claims older than the key whose mailbox an
+    # earlier claim already held (see migration 0004).
+    mailbox = models.CharField(max_length=254, unique=True, null=True, editable=False)  # noqa: DJ001
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="+")
     organization = models.ForeignKey(Organization, null=True, blank=True, on_delete=models.SET_NULL,

@@ -16,6 +16,7 @@ from .audit import audit_record
 from .choices import Role
 from .credentials import ssh_key_add, ssh_key_delete, token_create, token_revoke  # noqa: F401 (re-exported)
 from .lock_objects import organization_lock
+from .mailbox import mailbox_key
 from .middleware import SESSION_ORG_KEY
 from .models import ApiToken, Membership, Organization, TrialClaim, User, normalize_email
 from .permissions import role_can
@@ -105,8 +106,10 @@ def user_mark_verified(*, user: User, request=None) -> bool:
         audit_record(action="user.verify_email", org=org, actor=user, target=user, request=request,
                      details={"email": user.email})
         if org is not None:
-            # The claim row outlives the account: deleting and re-creating it never earns a second trial.
-            _, first = TrialClaim.objects.get_or_create(email=user.email, defaults={"user": user, "organization": org})
+            # The claim row outlives the account: deleting and re-creating it never earns a second trial, nor
+            # does another spelling of the same mailbox (ada+1@gmail.com after ada@gmail.com).
+            _, first = TrialClaim.objects.get_or_create(
+                mailbox=mailbox_key(user.email), defaults={"email": user.email, "user": user, "organization": org})
             if first:
                 hooks.trial_grant(org=org, user=user)
                 audit_record(action="trial.claim", org=org, actor=user, target=org, request=request)

@@ -22,7 +22,7 @@ from core.errors import InsufficientFunds, NotFoundError, ValidationFailed
 from core.money import format_ucny
 from tenancy.audit import audit_record
 
-from ..choices import TransferCode
+from ..choices import STOP_KEEPS_NOTHING, TransferCode
 from ..funds import funds_check, spend
 from ..models_products import (
     PACKAGE_DAYS,
@@ -168,7 +168,7 @@ def _notice_send(package: Package) -> None:
         send_mail(subject="Cardmix: your monthly package could not renew",
                   message=(f"The monthly package of instance {instance} ended on {local_time(package.ends_at)}"
                            f" and could not renew: available funds do not cover {format_ucny(package.amount)} CNY."
-                           " The instance is being stopped."),
+                           f" The instance is being stopped. {STOP_KEEPS_NOTHING}"),
                   from_email=None, recipient_list=emails, fail_silently=True)
 
 

@@ -120,6 +120,14 @@ def zone_label_tag():
 
 
 @register.filter
+def stop_warning(kind):
+    """container → "Its cards are released and its container deleted with its disk: …": what a stop deletes."""
+    from ..state_reasons import stop_warning as warning  # see `reason`
+
+    return warning(kind or "")
+
+
+@register.filter
 def terminate_warning(kind):
     """bare_metal → "Its nodes are released and their disks wiped; …": what a termination deletes."""
     from ..state_reasons import terminate_warning as warning  # see `reason`

@@ -19,6 +19,7 @@ from core.errors import InsufficientFunds, ServiceError
 from core.idempotency import IdempotencyInProgress, IdempotencyKeyReused, credential_of, idempotent_call
 from core.money import format_fen, parse_cny
 from provisioning import selectors
+from provisioning.card_share import CardShare, cpus_text
 from provisioning.choices import InstanceState
 from provisioning.models import PackageRenewal
 from provisioning.services.instances import instance_create, instance_start, instance_stop, instance_terminate
@@ -29,7 +30,7 @@ from tenancy.selectors import ssh_key_list
 
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
 from ..service_text import action_refusal, for_people
-from ..state_reasons import terminate_warning
+from ..state_reasons import stop_warning, terminate_warning
 from ..templatetags.cardmix import rate
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
@@ -40,7 +41,19 @@ from .waitlist_context import waitlist_context
 PAGE_SIZE = 25
 NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
 SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instance_terminate}
+# The actions that ask first (both delete what is on the instance's disks): the state they lead to, the button.
+ASKS = {"stop": (InstanceState.STOPPING, "Stop", stop_warning),
+        "terminate": (InstanceState.TERMINATING, "Terminate", terminate_warning)}
 LEAVE_WAITLIST = "Your request leaves the queue and is ended; nothing was charged for it."
+
+
+def share_text(share: CardShare) -> str:
+    """"56 CPUs and 512 GiB memory": what a quote item's cards bring on the nodes chosen now ("" when unknown)."""
+    parts = [f"{cpus_text(share.millicpus)} CPUs" if share.millicpus else "",
+             f"{share.memory_gib:.2f}".rstrip("0").rstrip(".") + " GiB memory" if share.memory_mib else ""]
+    return " and ".join(p for p in parts if p)
+
+
 POLICY_SHORTFALL = {"total": "cards", "domestic": "domestic cards"}  # the keys of a policy's `missing`
 
 
@@ -180,7 +193,8 @@ def _quote_context(form, org=None, user=None, can_top_up=False) -> dict:
         rows.append({**row, "name": acc.name if acc else row["accelerator"],
                      "vendor": VENDOR_LABELS.get(acc.vendor, acc.vendor) if acc else "",
                      "available_cards": acc.stock["available_cards"] if acc else 0,
-                     "subtotal": row["price_per_card_hour"] * row["count"]})
+                     "subtotal": row["price_per_card_hour"] * row["count"],
+                     "share": share_text(CardShare(row.get("millicpus"), row.get("memory_mib")))})
     ctx.update(quote=quote, rows=rows, monthly=billing == "monthly", missing=quote_missing(quote.missing, catalog),
                package_total=quote.price_per_hour * 720,
                topology=quote_topology(form.cleaned_data["kind"], quote.items, catalog),
@@ -333,24 +347,26 @@ def instance_detail(request, instance_id):
 @require_http_methods(["GET", "POST"])
 def instance_action(request, instance_id, action):
     """stop / start / terminate: POST and redirect without JavaScript; htmx swaps the live block in place.
-    GET is terminate's confirmation page (its button leads there without JavaScript)."""
+    GET is terminate's or stop's confirmation page (their buttons lead there without JavaScript): both delete
+    what is on the instance's disks."""
     require_capability(request, "read")
     service = SERVICES.get(action)
     if service is None:
         raise Http404("No such action.")
     instance = or_404(selectors.instance_get, org=request.org, instance_id=instance_id)  # 404 before any lock
-    if request.method == "GET" and action != "terminate":
+    if request.method == "GET" and action not in ASKS:
         return HttpResponseNotAllowed(["POST"])
     require_write(request, "instances")
     detail_url = reverse("console:instance_detail", kwargs={"instance_id": instance_id})
     if request.method == "GET":
-        if not instance.can_become(InstanceState.TERMINATING):  # already terminating or gone: nothing to ask
+        to, label, warning = ASKS[action]
+        if not instance.can_become(to):  # already there or gone: nothing to ask
             return redirect(detail_url)
-        if instance.state == InstanceState.WAITLISTED:
+        if action == "terminate" and instance.state == InstanceState.WAITLISTED:
             return confirm_page(request, title=f"Leave the waitlist with {instance.name}?", label="Leave the waitlist",
                                 cancel=detail_url, detail=LEAVE_WAITLIST)
-        return confirm_page(request, title=f"Terminate {instance.name}?", label="Terminate", cancel=detail_url,
-                            detail=terminate_warning(instance.kind))
+        return confirm_page(request, title=f"{label} {instance.name}?", label=label, cancel=detail_url,
+                            detail=warning(instance.kind))
     error, leaving = "", instance.state == InstanceState.WAITLISTED
     try:
         service(org=request.org, instance_id=instance_id, actor=request.user, request=request)

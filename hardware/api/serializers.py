@@ -69,6 +69,10 @@ class HeartbeatSerializer(serializers.Serializer):
                                        max_length=MAX_CONTAINERS)
     errors = serializers.ListField(child=serializers.CharField(max_length=1000), required=False, default=list,
                                    max_length=MAX_ERRORS)
+    # The host's size, divided among its containers in proportion to cards (older agents send none).
+    cpus = serializers.IntegerField(min_value=1, max_value=65_535, required=False, allow_null=True, default=None)
+    memory_mib = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True,
+                                          default=None)
 
     def validate_driver_versions(self, value):
         if len(value) > MAX_DRIVER_VERSIONS:

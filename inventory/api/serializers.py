@@ -1,4 +1,5 @@
 """Serializers of the catalog API and the operators' admin API."""
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
 
@@ -48,6 +49,29 @@ class AcceleratorSerializer(serializers.ModelSerializer):
 
     def get_total_cards(self, obj) -> int:
         return self.context["stock"][obj.slug]["total_cards"]
+
+
+class ZoneStockSerializer(serializers.Serializer):
+    """Live stock of one accelerator in a zone (counted as `/accelerators/` counts it)."""
+
+    accelerator = serializers.CharField(help_text="The accelerator's slug.")
+    available_cards = serializers.IntegerField()
+    total_cards = serializers.IntegerField()
+
+
+class ZoneSerializer(serializers.ModelSerializer):
+    """A zone (one fabric) with its stock per accelerator; expects a `stock` dict (selectors.zone_stock) in
+    context."""
+
+    stock = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Zone
+        fields = ["slug", "name", "fabric_kind", "fabric_gbps", "inter_node_floor_gbps", "stock"]
+
+    @extend_schema_field(ZoneStockSerializer(many=True))
+    def get_stock(self, obj):
+        return self.context["stock"].get(obj.slug, [])
 
 
 class ImageSerializer(serializers.ModelSerializer):

@@ -1,7 +1,7 @@
 """The catalog API (every role) and the operators' admin API (staff only)."""
 import django_filters
 from django.db.models import Exists, OuterRef, Q, Subquery
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -11,12 +11,19 @@ from tenancy.permissions import IsStaff, require
 
 from .. import selectors, services
 from ..choices import CardHealth, NodeState
-from ..models import Accelerator, Card, CardAllocation, Image, Node, Price
+from ..models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
 from . import serializers as s
 
+ZONE_PARAMETER = OpenApiParameter(
+    "zone", str, description="A zone's slug (GET /zones/): stock counts only that zone's cards. An unknown zone "
+                             "is a 400 validation_error.")
 
+
+@extend_schema_view(list=extend_schema(parameters=[ZONE_PARAMETER]),
+                    retrieve=extend_schema(parameters=[ZONE_PARAMETER]))
 class AcceleratorViewSet(viewsets.ReadOnlyModelViewSet):
-    """GET /accelerators/ — the catalog with current prices and live stock (three queries, any size)."""
+    """GET /accelerators/ — the catalog with current prices and live stock (three queries, any size); `?zone=`
+    counts one zone's stock."""
 
     permission_classes = [require(read="catalog")]
     serializer_class = s.AcceleratorSerializer
@@ -28,7 +35,25 @@ class AcceleratorViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
-        context["stock"] = selectors.stock_by_accelerator()
+        slug = self.request.query_params.get("zone") if self.request is not None else None
+        zone = selectors.zone_for_filter(slug) if slug else None
+        context["stock"] = selectors.stock_by_accelerator(zone=zone)
+        return context
+
+
+class ZoneViewSet(viewsets.ReadOnlyModelViewSet):
+    """GET /zones/ — the zones (one fabric each) with live stock per accelerator; the same queries for any number
+    of zones. Catalog data: the same for every tenant, like /accelerators/."""
+
+    permission_classes = [require(read="catalog")]
+    serializer_class = s.ZoneSerializer
+    lookup_field = "slug"
+    filter_backends: list = []
+    queryset = Zone.objects.order_by("slug")
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        context["stock"] = selectors.zone_stock()
         return context
 
 

@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from core.money import format_price_per_second, format_ucny
 
+from ..card_share import CardShare
 from ..choices import BillingMode, InstanceKind, InstanceState, PackageRenewal
 from ..placement.validation import MAX_POLICY_CARDS
 from .rows import group_row_of, instance_body, row_of
@@ -96,11 +97,19 @@ class ReadinessReportSerializer(serializers.Serializer):
                 "topology": r.topology, "started_at": r.started_at, "finished_at": r.finished_at}
 
 
+def _share_body(row) -> dict:
+    """The CPUs and memory an item's cards bring (provisioning/card_share.py): null until placed, or when a node's
+    size is unknown."""
+    share = CardShare(row.get("millicpus"), row.get("memory_mib"))
+    return {"cpus": share.cpus, "memory_mib": share.memory_mib, "memory_gib": share.memory_gib}
+
+
 def quote_body(quote) -> dict:
     """POST /quotes/ answer."""
     return {
         "items": [{"accelerator": r["accelerator"], "count": r["count"],
-                   "price_per_card_hour": format_ucny(r["price_per_card_hour"])} for r in quote.items],
+                   "price_per_card_hour": format_ucny(r["price_per_card_hour"]), **_share_body(r)}
+                  for r in quote.items],
         "price_per_hour": format_ucny(quote.price_per_hour),
         "price_per_second": format_price_per_second(quote.price_per_hour),
         "available": quote.available,

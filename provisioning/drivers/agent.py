@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..card_share import card_share
 from .base import Driver, DriverOutput, NodeRef, container_name, readiness_command
 from .registry import register_driver
 
@@ -64,6 +65,11 @@ class AgentDriver(Driver):
             payload["cluster"] = dict(cluster)
         if kind == "container":
             payload.update(name=container_name(instance_id, cards), ssh_port=ssh_port)
+            # Its CPU and memory in proportion to its cards (the agent enforces them; a node of unknown size: none).
+            share = card_share(cards=len(cards), card_count=node.card_count, cpu_cores=node.cpu_cores,
+                               memory_mib=node.memory_mib)
+            if share.limits():
+                payload["limits"] = share.limits()
         # meta's ssh_port is the agent's own answer: an agent that predates per-container ports omits it.
         return self.run(node, "prepare", payload, meta={"kind": kind, "image": image, "cards": list(cards)})
 
@@ -139,7 +145,8 @@ class AgentDriver(Driver):
         return self.run(node, "topology", {"collective": node.collective}, meta={"command": command})
 
     def release(self, node: NodeRef, cards: Sequence[int], *, instance_id: str) -> DriverOutput:
-        """Remove the container on `cards`, or the bare-metal instance's keys (no cards); the data disk stays.
+        """Remove the container on `cards`, or the bare-metal instance's keys (no cards); the container's disk
+        goes with it (`docker rm`): nothing is kept.
 
         When no prepare of it ever reached the agent (still queued ones are withdrawn), nothing runs there:
         answer at once rather than wait for an agent that may be gone.

@@ -22,6 +22,8 @@ class NodeRef:
     fabric: str = ""  # e.g. "roce-200g", "ib-400g": the zone's inter-node network
     ssh_host: str = ""
     ssh_port: int = 22
+    cpu_cores: int | None = None  # the host's logical CPUs and RAM: a container's share follows its cards
+    memory_mib: int | None = None
 
 
 @dataclass
@@ -94,7 +96,7 @@ class Driver(abc.ABC):
         """Stop the container on `cards`, or power the node down when no cards are given (bare metal).
 
         Releasing what is not there succeeds: the platform also releases a group whose prepare may
-        have been cut short. The data disk is not touched.
+        have been cut short. A container goes with its disk: nothing of it is kept (provisioning/stop_keeps.py).
         """
 
     @abc.abstractmethod

@@ -25,7 +25,7 @@ def node_ref(node: Node) -> NodeRef:
     return NodeRef(id=str(node.pk), hostname=node.hostname, accelerator=acc.slug, vendor=acc.vendor,
                    collective=acc.collective, card_count=node.card_count, zone=zone.slug,
                    fabric=f"{zone.fabric_kind}-{zone.fabric_gbps}g", ssh_host=node.ssh_host or node.hostname,
-                   ssh_port=node.ssh_port)
+                   ssh_port=node.ssh_port, cpu_cores=node.cpu_cores, memory_mib=node.memory_mib)
 
 
 def release_cards(instance, group) -> list[int]:

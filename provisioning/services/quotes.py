@@ -1,6 +1,9 @@
 """Quotes: the same decision as a create (mix, price, availability) without taking anything."""
 from dataclasses import dataclass
 
+from inventory.models import Node
+
+from ..card_share import card_share
 from ..placement import INSUFFICIENT_CAPACITY
 from .capacity import placement_catalog
 from .claims import placement_decide
@@ -18,6 +21,23 @@ class Quote:
     missing: dict
 
 
+def _item_shares(result) -> dict[int, tuple[int | None, int | None]]:
+    """{item index: (millicpus, memory MiB)} its cards bring on the nodes chosen now (one query): a container's
+    share of its node in proportion to its cards, a bare-metal item's whole nodes. None where a node's size is
+    unknown."""
+    sizes = {str(pk): (cards, cpus, mib) for pk, cards, cpus, mib in Node.objects.filter(
+        pk__in={a.node_id for a in result.assignments}).values_list("pk", "card_count", "cpu_cores", "memory_mib")}
+    out: dict[int, list] = {}
+    for a in result.assignments:
+        card_count, cpus, mib = sizes[str(a.node_id)]
+        share = card_share(cards=len(a.card_indices), card_count=card_count, cpu_cores=cpus, memory_mib=mib)
+        total = out.setdefault(a.item_index, [0, 0])
+        # One node of unknown size makes the item's total unknown, not smaller.
+        total[0] = None if share.millicpus is None or total[0] is None else total[0] + share.millicpus
+        total[1] = None if share.memory_mib is None or total[1] is None else total[1] + share.memory_mib
+    return {i: (c, m) for i, (c, m) in out.items()}
+
+
 def quote_compute(*, spec: InstanceSpec) -> Quote:
     """Preview a create: 400 for invalid requests; `available: false` when it does not fit now."""
     catalog = placement_catalog(billing=spec.billing)
@@ -30,8 +50,11 @@ def quote_compute(*, spec: InstanceSpec) -> Quote:
         items = list(spec.items)  # the mix is what was asked for, it just does not fit now
     else:
         items = []
+    shares = _item_shares(result) if result.ok else {}
     rows = [{"accelerator": it.accelerator, "count": it.count,
-             "price_per_card_hour": catalog[it.accelerator].price_per_card_hour} for it in items]
+             "price_per_card_hour": catalog[it.accelerator].price_per_card_hour,
+             "millicpus": shares.get(i, (None, None))[0], "memory_mib": shares.get(i, (None, None))[1]}
+            for i, it in enumerate(items)]
     cards = sum(it.count for it in items)
     domestic = sum(it.count for it in items if catalog[it.accelerator].domestic)
     return Quote(items=rows, price_per_hour=sum(r["price_per_card_hour"] * r["count"] for r in rows),

@@ -4,7 +4,8 @@
 - stopped longer than STOPPED_RETENTION_DAYS → terminating with reason `retention_expired`, with a
   notice email to the organization's owners and admins (and the creator) and an audit event.
 
-The worker then finishes the termination (terminated; the data disk is freed).
+The worker then finishes the termination (terminated). A stop kept nothing (provisioning/stop_keeps.py), so
+there is no disk left to free.
 """
 import logging
 
@@ -15,10 +16,10 @@ from django.db import transaction
 from core.dbclock import db_now
 from tenancy.audit import audit_record
 
-from ..choices import InstanceKind
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance
+from ..stop_keeps import stop_keeps
 from .instances import instance_dispatch, step_deadline
 from .transitions import instance_transition
 
@@ -45,10 +46,10 @@ def _notice(instance: Instance) -> None:
         return
     days = settings.STOPPED_RETENTION_DAYS
     subject = f"Cardmix: stopped instance {instance.name} was terminated"
-    # A bare-metal instance kept no disk while stopped: its nodes were wiped when it stopped.
-    freed = "" if instance.kind == InstanceKind.BARE_METAL else "; its data disk is freed"
+    # Nothing was kept while it was stopped (its stop deleted the container's disk or wiped its nodes).
     body = (f"Your instance {instance.name} ({instance.pk}) was stopped for more than {days} days and has now "
-            f"been terminated{freed}. Instances: {settings.SITE_URL}/instances/")
+            f"been terminated. Nothing of it was left: {stop_keeps(instance.kind)} "
+            f"Instances: {settings.SITE_URL}/instances/")
     transaction.on_commit(lambda: send_mail(subject, body, None, to, fail_silently=True))
 
 

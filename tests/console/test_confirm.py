@@ -37,9 +37,31 @@ def test_terminate_without_javascript_asks_on_its_own_page(web, owner):
     assert web.get(url)["Location"] == f"/instances/{inst.pk}/"  # nothing left to ask
 
 
+@pytest.mark.parametrize("kind, lost", [("container", "its container deleted with its disk: nothing on it is kept"),
+                                        ("bare_metal", "their disks wiped: nothing on them is kept")])
+def test_stop_asks_first_and_says_it_keeps_nothing(web, owner, kind, lost):
+    """Before: Stop posted at once, though a stop deletes a container with its disk (and wipes bare metal)."""
+    inst = InstanceFactory(organization=owner.organization, state="running", name="gpu-box", kind=kind)
+    url = f"/instances/{inst.pk}/stop/"
+    button = _form_of(web.get(f"/instances/{inst.pk}/").content.decode(), 'data-action="stop"')
+    assert 'method="get"' in button and f'action="{url}"' in button and f'hx-post="{url}"' in button
+    assert 'hx-confirm="Stop gpu-box? Its ' in button and lost in button
+    html = web.get(url).content.decode()
+    assert "Stop gpu-box?" in html and lost in html and "data disk" not in html
+    assert f'<form method="post" action="{url}"' in html
+    inst.refresh_from_db()
+    assert inst.state == "running"  # asking changes nothing
+    assert web.post(url).status_code == 302
+    inst.refresh_from_db()
+    assert inst.state == "stopping"
+    assert web.get(url)["Location"] == f"/instances/{inst.pk}/"  # nothing left to ask
+    viewer_theirs = InstanceFactory(state="running")
+    assert web.get(f"/instances/{viewer_theirs.pk}/stop/").status_code == 404
+
+
 def test_terminate_confirmation_keeps_the_rules_of_the_action(web, owner, member_factory):
     inst = InstanceFactory(organization=owner.organization, state="running")
-    assert web.get(f"/instances/{inst.pk}/stop/").status_code == 405  # only the destructive action asks
+    assert web.get(f"/instances/{inst.pk}/start/").status_code == 405  # only the destructive actions ask
     viewer = login_client(member_factory(role="viewer", org=owner.organization))
     assert viewer.get(f"/instances/{inst.pk}/terminate/").status_code == 403
     theirs = InstanceFactory(state="running")

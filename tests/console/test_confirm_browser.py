@@ -75,7 +75,8 @@ def test_with_javascript_the_browser_asks_and_cancelling_sends_nothing(e2e_env, 
     answers.append(False)
     page.click("button[data-action=terminate]")
     time.sleep(0.5)
-    assert asked[-1] == "Terminate gpu-box? Its cards are released and its data disk is deleted; this cannot be undone."
+    assert asked[-1] == ("Terminate gpu-box? Its cards are released and its container deleted with its disk; "
+                         "this cannot be undone.")
     assert sent == [] and Instance.objects.get(pk=inst.pk).state == "stopped"
     answers.append(True)
     page.click("button[data-action=terminate]")

@@ -1,5 +1,6 @@
 """Console instance pages with the Django test client: create (no JavaScript needed), service errors next
 to the form, the quote partial, buttons from the transition table, polling that stops, tenant isolation."""
+import html
 import re
 
 import pytest
@@ -203,13 +204,20 @@ def test_chinese_card_names_display_as_written(web):
 
 
 def test_zone_picker_lists_zones_with_free_cards_and_pins_the_placement(web, owner):
+    """Each zone lists its free cards per accelerator (before: one sum over all accelerators, "24 free")."""
+    from tests.factories.inventory import ZoneFactory
     from tests.factories.provisioning import make_fleet
 
     make_fleet(zone="zone-b", h100=1)
-    page = web.get("/instances/new/").content.decode()
+    ZoneFactory(slug="zone-c", name="zone-c")
+    page = html.unescape(web.get("/instances/new/").content.decode())
     assert '<option value="" selected>Any zone (Cardmix picks)</option>' in page
-    assert re.search(r'<option value="zone-b">zone-b · [^<]* 8 free</option>', page)
-    assert re.search(r'<option value="zone-a">zone-a · [^<]* 24 free</option>', page)
+    assert re.search(r'<option value="zone-b">zone-b · [^<]* · free: 8 × NVIDIA H100 SXM 80GB</option>', page)
+    assert re.search(r'<option value="zone-a">zone-a · [^<]* · free: [^<]*</option>', page)
+    zone_a = re.search(r'<option value="zone-a">zone-a · [^<]* · free: ([^<]*)</option>', page).group(1)
+    names = dict(Accelerator.objects.values_list("slug", "name"))
+    assert zone_a == f"8 × {names['ascend-910b']}, 16 × {names['h100-sxm-80g']}"
+    assert re.search(r'<option value="zone-c">zone-c · [^<]* · no cards</option>', page)
     r = web.post("/instances/new/", {**H100_2, "zone": "zone-b"})
     assert r.status_code == 302, r.content.decode()[-2000:]
     inst = Instance.objects.get(organization=owner.organization)

@@ -16,6 +16,8 @@ pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 FUNDS = "insufficient_funds: Available funds do not cover the monthly package of 1778.400000 CNY. Top up first."
 # Every reason provisioning/services writes (instances, steps, waitlist, quarantine, reconciler, retention, packages,
 # the billing auto-stop), as the console says it.
+CONTAINER_STOPPED = ("Stopped: its cards are released and its container deleted with its disk, so nothing is kept "
+                     "(no volume is attached).")
 SAID = {
     "create": "Request accepted.",
     "create: placed": "Cards placed; the machine is being prepared.",
@@ -27,7 +29,10 @@ SAID = {
     "provisioned": "Machine prepared; its interconnect readiness test is running.",
     "readiness passed": "Readiness test passed: handed over to you.",
     "stop requested": "Stop requested.",
-    "stopped": "Stopped: its cards are released and its data disk is kept.",
+    "stopped": CONTAINER_STOPPED,
+    "stopped: nothing kept, its container is deleted with its disk (no volume is attached)": CONTAINER_STOPPED,
+    "stopped: nothing kept, its nodes are wiped when released":
+        "Stopped: its nodes are released and wiped, so nothing on their disks is kept.",
     "terminate requested": "Termination requested.",
     "terminated": "Terminated.",
     "auto-stop: funds_exhausted": "Stopped automatically: the balance ran out.",
@@ -47,7 +52,7 @@ SAID = {
     "Top up first.": "Ready, but not handed over: available funds ¥5.00 do not cover ¥1,778.40 (720 h at ¥2.47/h). "
                      "Top up first.",
     "waitlist_expired": "No cards freed up within the waitlist's time limit, so the request was ended.",
-    "retention_expired": "Stopped for longer than the retention period, so it was terminated and its data disk freed.",
+    "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
     "monthly package ended (renewal: stop)": "The monthly package ended and was not renewed, so it is stopped.",
     "monthly package ended (renewal: on_demand): billed on demand":
         "The monthly package ended; it is billed on demand from now on.",
@@ -86,13 +91,13 @@ def test_instance_page_says_reasons_for_people_and_the_api_keeps_them(owner, ses
 # A bare-metal instance's nodes are wiped when released (a stop too: node cleaning), so it keeps no data disk.
 BARE_METAL_SAID = {
     "stopped": "Stopped: its nodes are released and wiped, so nothing on their disks is kept.",
-    "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
 }
 
 
 @pytest.mark.parametrize("reason", list(SAID))
 def test_reasons_read_the_same_for_a_container_and_for_bare_metal_unless_its_disks_matter(reason):
-    """Before: a stopped bare-metal instance was said to keep its data disk, though its nodes were wiped."""
+    """Before: a stopped bare-metal instance was said to keep its data disk, though its nodes were wiped; and a
+    stopped container too, though its release deletes the container with its disk."""
     assert reason_for_people(reason, "container") == SAID[reason]
     assert reason_for_people(reason, "bare_metal") == BARE_METAL_SAID.get(reason, SAID[reason])
 
@@ -108,7 +113,7 @@ def test_a_stopped_bare_metal_instance_page_does_not_promise_a_kept_disk(owner):
         assert f'id="state-reason">{said}</div>' in page, kind
         assert f'<td class="small muted">{said}</td>' in page, kind
         ssh_none = page.split('id="ssh-none">')[1].split("</p>")[0]
-        assert ("data disk is kept" in page) == (kind == "container"), kind
+        assert "data disk" not in page, kind  # a stop keeps nothing
         assert "Start it to connect again" in ssh_none and ("wiped" in ssh_none) == (kind == "bare_metal"), kind
 
 
@@ -116,7 +121,7 @@ def test_terminating_asks_about_what_each_kind_loses(owner):
     """The confirmation (the page without JavaScript, htmx's prompt) names a container's data disk, and for bare
     metal the nodes' wiped disks: a bare-metal instance has no data disk apart from its nodes."""
     client = login_client(owner)
-    for kind, lost, not_lost in (("container", "data disk is deleted", "wiped"),
+    for kind, lost, not_lost in (("container", "container deleted with its disk", "wiped"),
                                  ("bare_metal", "their disks wiped", "data disk")):
         inst = InstanceFactory(organization=owner.organization, kind=kind, state="running")
         confirm = html.unescape(client.get(f"/instances/{inst.pk}/terminate/").content.decode())
@@ -134,4 +139,21 @@ def test_only_a_role_that_may_start_it_is_told_to_start_a_stopped_instance(owner
         for membership, told in ((owner, True), (viewer, False)):
             page = html.unescape(login_client(membership).get(f"/instances/{inst.pk}/").content.decode())
             ssh_none = page.split('id="ssh-none">')[1].split("</p>")[0]
-            assert ("data disk is kept" in ssh_none, "Start it" in ssh_none) == (True, told), (state, membership.role)
+            kept = "container deleted with its disk, so nothing is kept" in ssh_none
+            assert (kept, "data disk" in page, "Start it" in ssh_none) == (True, False, told), (state, membership.role)
+
+
+def test_the_create_form_and_the_low_balance_banner_say_a_stop_keeps_nothing(owner, member_factory):
+    """Before: nothing warned that a stop (an auto-stop too) deletes a container with its disk."""
+    from tests.factories.billing import MeterFactory, fund
+
+    form = html.unescape(login_client(owner).get("/instances/new/").content.decode())
+    said = form.split('id="stop-keeps">')[1].split("</p>")[0]
+    assert said.startswith("A stop keeps nothing: a container is deleted with its disk") and "wiped" in said
+    poor = member_factory(role="owner")
+    fund(poor.organization, 1_000_000, key="tiny")  # minutes left at ¥19.00/h
+    inst = InstanceFactory(organization=poor.organization, state="running")
+    MeterFactory(organization=poor.organization, instance_id=inst.pk, cards=10, rate=1_900_000)
+    page = html.unescape(login_client(poor).get("/dashboard/").content.decode())
+    banner = page.split('id="low-balance-banner"')[1].split("</div>")[0]
+    assert "stop automatically when they do, and a stop keeps nothing on their disks" in banner

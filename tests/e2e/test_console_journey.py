@@ -28,7 +28,7 @@ def test_signup_to_terminate_in_the_browser(e2e_env, live_server, start_worker, 
     worker = ready_worker(start_worker)
     make_fleet(h100=2, ascend=1)
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.on("dialog", lambda dialog: dialog.accept())  # "Terminate …?" confirmation
+    page.on("dialog", lambda dialog: dialog.accept())  # "Stop …?" and "Terminate …?" confirmations
     shot = Shots(page, "journey")
 
     # Sign up and verify through the emailed link (locmem outbox: the live server runs in this process).
@@ -161,10 +161,14 @@ def test_without_javascript_create_stop_terminate(e2e_env, live_server, start_wo
     page.wait_for_url(re.compile(r".*/instances/[0-9a-f-]{36}/$"))
     reload_until("running")
     shot("running")
-    page.click("button[data-action=stop]")
+    detail = page.url
+    page.click("button[data-action=stop]")  # without JavaScript: a page that asks first (a stop keeps nothing)
+    page.wait_for_selector("#confirm-submit")
+    assert "nothing on it is kept" in page.inner_text("#confirm")
+    page.click("#confirm-submit")
+    page.wait_for_url(detail)
     reload_until("stopped")
     shot("stopped")
-    detail = page.url
     page.click("button[data-action=terminate]")  # without JavaScript: a page that asks first
     page.wait_for_selector("#confirm-submit")
     assert Instance.objects.get(pk=detail.rstrip("/").rsplit("/", 1)[-1]).state == "stopped"  # asking did nothing

@@ -388,6 +388,23 @@ def test_docker_run_gives_each_container_its_own_ipc_namespace(tmp_path, docker)
     assert argv[argv.index("--shm-size") + 1] == "8g"
 
 
+
+def test_docker_run_limits_two_containers_on_a_node_in_proportion_to_their_cards(tmp_path, docker):
+    """What `docker run` was given (the fake CLI's recorded argv) for two groups on a 16-CPU, 64 GiB node: the
+    platform's limits for 2 and 6 of its 8 cards. Before: neither had any limit."""
+    agent = docker_agent(tmp_path)
+    for iid, cards, millicpus, mib in (("inst-a", [0, 1], 4000, 16384), ("inst-b", [2, 3, 4, 5, 6, 7], 12000, 49152)):
+        payload = {**PAYLOAD, "instance_id": iid, "cards": cards, "name": f"cardmix-{iid}-{cards[0]}",
+                   "ssh_port": 30000 + cards[0], "limits": {"millicpus": millicpus, "memory_mib": mib}}
+        text, code, _ = agent.do_prepare(payload)
+        assert code == 0, text
+    runs = {c["name"]: c["argv"] for c in docker.containers().values()}
+
+    def flags(argv):
+        return {f: argv[argv.index(f) + 1] for f in ("--cpus", "--memory", "--memory-swap")}
+    assert flags(runs["cardmix-inst-a-0"]) == {"--cpus": "4", "--memory": "16384m", "--memory-swap": "16384m"}
+    assert flags(runs["cardmix-inst-b-2"]) == {"--cpus": "12", "--memory": "49152m", "--memory-swap": "49152m"}
+
 # -- 9. tenants sharing a node never share a network namespace or an SSH port ---------------------------------
 
 def _platform_payload(instance_id: str, cards: list[int]) -> dict:

@@ -149,3 +149,74 @@ def test_ascend_container_sees_its_npus_as_logical_devices_from_zero(tmp_path):
     assert devices[:2] == ["/dev/davinci4", "/dev/davinci5"]
     assert "ASCEND_RT_VISIBLE_DEVICES=0,1" in argv and "ASCEND_RT_VISIBLE_DEVICES=4,5" not in argv
     assert "HCCL_CONNECT_TIMEOUT=600" in argv and "--gpus" not in argv
+
+
+def test_docker_container_gets_its_cpu_and_memory_share(tmp_path):
+    """Two containers on one shared node: --cpus and --memory in proportion to their cards (the platform's
+    `limits`), no swap beyond it; a payload without limits (an older platform, a node of unknown size) adds none."""
+    agent = make_agent(tmp_path)
+    base = {"image": "pytorch:2.3", "vendor": "nvidia", "collective": "nccl", "env": {}, "ssh_port": 30000}
+
+    def limits(argv):
+        return {flag: argv[argv.index(flag) + 1] for flag in ("--cpus", "--memory", "--memory-swap") if flag in argv}
+
+    two = agent.docker_run_argv({**base, "instance_id": "a", "name": "cardmix-a-0", "cards": [0, 1],
+                                 "limits": {"millicpus": 56_000, "memory_mib": 524_288}}, tmp_path / "keys")
+    six = agent.docker_run_argv({**base, "instance_id": "b", "name": "cardmix-b-2", "cards": [2, 3, 4, 5, 6, 7],
+                                 "limits": {"millicpus": 168_000, "memory_mib": 1_572_864}}, tmp_path / "keys")
+    odd = agent.docker_run_argv({**base, "instance_id": "c", "name": "cardmix-c-0", "cards": [0],
+                                 "limits": {"millicpus": 13_500, "memory_mib": 7}}, tmp_path / "keys")
+    assert limits(two) == {"--cpus": "56", "--memory": "524288m", "--memory-swap": "524288m"}
+    assert limits(six) == {"--cpus": "168", "--memory": "1572864m", "--memory-swap": "1572864m"}
+    assert limits(odd) == {"--cpus": "13.5", "--memory": "7m", "--memory-swap": "7m"}
+    assert two.index("--cpus") < two.index("pytorch:2.3")  # an option of docker run, not of the image
+    none = agent.docker_run_argv({**base, "instance_id": "d", "name": "cardmix-d-0", "cards": [0]}, tmp_path / "k")
+    bad = agent.docker_run_argv({**base, "instance_id": "e", "name": "cardmix-e-0", "cards": [0],
+                                 "limits": {"millicpus": "all", "memory_mib": -1}}, tmp_path / "k")
+    assert limits(none) == {} and limits(bad) == {}
+
+
+def test_report_carries_the_hosts_cpus_and_memory(tmp_path):
+    import json
+    import os
+
+    done = run_agent("--report", "--runtime", "process", "--nvidia-smi", str(FAKE_SMI),
+                     "--state-dir", str(tmp_path / "s"), env={"CARDMIX_AGENT_TOKEN": ""})
+    report = json.loads(done.stdout)
+    total_kib = int(next(ln for ln in open("/proc/meminfo") if ln.startswith("MemTotal:")).split()[1])
+    assert report["cpus"] == os.cpu_count() and report["memory_mib"] == total_kib // 1024
+
+
+def test_process_runtime_writes_its_cgroup_v2_limits(tmp_path):
+    """The cgroup v2 path of the process runtime's limits, against a directory laid out as a cgroup v2 mount
+    (this test host has no writable cgroup v2 cpu/memory controllers; the live test reads back whichever path the
+    host allows): cpu.max as quota/period, memory.max in bytes, the pid in cgroup.procs, both levels' controllers
+    enabled. Without cpu and memory among the controllers it falls back to rlimits."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    agent = make_agent(tmp_path / "state")
+    agent.args.cgroup_root = str(root)
+    where = tmp_path / "state" / "instances" / "cardmix-i1-0"
+    where.mkdir(parents=True)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        said, limits = agent.process_limits(child.pid, where, {"limits": {"millicpus": 13_500, "memory_mib": 2048}})
+        group = root / "cardmix" / "cardmix-i1-0"
+        assert limits == {"by": "cgroup", "cgroup": str(group), "millicpus": 13_500, "memory_mib": 2048}, said
+        assert (group / "cpu.max").read_text() == "1350000 100000"
+        assert (group / "memory.max").read_text() == str(2048 * 1024 * 1024)
+        assert (group / "cgroup.procs").read_text() == str(child.pid)
+        assert (root / "cgroup.subtree_control").read_text() == "+cpu +memory"
+        assert (root / "cardmix" / "cgroup.subtree_control").read_text() == "+cpu +memory"
+        assert (where / "cgroup").read_text() == str(group)
+        (root / "cgroup.controllers").write_text("cpuset io pids\n")
+        said, limits = agent.process_limits(child.pid, tmp_path, {"limits": {"millicpus": 1000, "memory_mib": 4096}})
+        assert limits["by"] == "rlimit" and "no writable cgroup v2" in said
+    finally:
+        child.kill()
+        child.wait()
+    assert agent.process_limits(1, where, {}) == ("", {})  # nothing asked: nothing applied

@@ -141,3 +141,16 @@ def test_seed_demo_fleet_is_idempotent():
     assert set(Zone.objects.values_list("slug", "fabric_kind", "fabric_gbps")) == {
         ("cn-east-1a", "infiniband", 400), ("cn-east-1b", "roce", 200)}
     assert Node.objects.filter(zone__slug="cn-east-1b", accelerator__slug="ascend-910b").count() == 4
+
+
+def test_the_demo_fleet_knows_each_hosts_cpus_and_memory():
+    """Their containers get CPU and memory in proportion to cards (provisioning/card_share.py); a demo node seeded
+    before nodes had a size gets one on the next seed, and an operator's value stands."""
+    call_command("seed_demo_fleet")
+    sizes = set(Node.objects.values_list("accelerator__vendor", "cpu_cores", "memory_mib"))
+    assert sizes == {("nvidia", 224, 2 * 1024 * 1024), ("huawei", 192, 1024 * 1024)}
+    old, mine = Node.objects.order_by("hostname")[:2]
+    Node.objects.filter(pk=old.pk).update(cpu_cores=None, memory_mib=None)
+    Node.objects.filter(pk=mine.pk).update(cpu_cores=200)
+    call_command("seed_demo_fleet")
+    assert Node.objects.get(pk=old.pk).cpu_cores == old.cpu_cores and Node.objects.get(pk=mine.pk).cpu_cores == 200

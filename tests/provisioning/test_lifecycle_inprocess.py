@@ -79,6 +79,10 @@ def test_stop_start_terminate(client):
     assert Meter.objects.filter(instance_id=iid, closed_at__isnull=False).count() == 1
     assert instance_advance(iid) == "stopped"
     assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+    # What the stop kept, for API callers too (before: "stopped", read as "its data disk is kept").
+    said = "stopped: nothing kept, its container is deleted with its disk (no volume is attached)"
+    assert client.get(f"{URL}{iid}/").json()["state_reason"] == said
+    assert client.get(f"{URL}{iid}/events/").json()["results"][5]["reason"] == said
     assert client.post(f"{URL}{iid}/stop/").json()["error"]["code"] == "invalid_state"
     r = client.post(f"{URL}{iid}/start/")
     assert r.status_code == 202 and r.json()["state"] == "provisioning", r.json()

@@ -88,3 +88,13 @@ def test_forced_terminate_of_a_container_leaves_the_node_in_the_pool(client):
     assert list(Node.objects.values_list("state", flat=True)) == ["available"]
     assert not OutboxMessage.objects.filter(task="provisioning.node_clean").exists()
     assert not CardAllocation.objects.filter(holder_id=iid, released_at__isnull=True).exists()
+
+
+def test_a_bare_metal_stop_says_its_nodes_are_wiped(client):
+    """The API's state reason of a finished stop says what it kept (before: "stopped", read as a kept disk)."""
+    make_fleet(h100=2)
+    iid = _running(client)
+    assert client.post(f"{URL}{iid}/stop/").status_code == 202
+    assert instance_advance(iid) == "stopped"
+    assert client.get(f"{URL}{iid}/").json()["state_reason"] == "stopped: nothing kept, its nodes are wiped when released"
+    _assert_cleaning(iid)

@@ -156,10 +156,10 @@ def test_starting_again_clears_the_retention_deadline(client):
     assert instances_expire_due() == 0
 
 
-def test_the_retention_notice_mentions_a_data_disk_only_where_one_was_kept(owner, mailoutbox,
-                                                                             django_capture_on_commit_callbacks):
-    """A stopped container kept its data disk until now; a stopped bare-metal instance's nodes were wiped when it
-    stopped, so its notice frees no disk."""
+def test_the_retention_notice_frees_no_disk_since_a_stop_kept_none(owner, mailoutbox,
+                                                                     django_capture_on_commit_callbacks):
+    """Before: the notice said a stopped container's data disk was freed at last, though its stop had deleted the
+    container with its disk; a stopped bare-metal instance's nodes were wiped when it stopped."""
     from django.utils import timezone
 
     from tests.factories.provisioning import InstanceFactory
@@ -170,5 +170,7 @@ def test_the_retention_notice_mentions_a_data_disk_only_where_one_was_kept(owner
     with django_capture_on_commit_callbacks(execute=True):
         assert instances_expire_due() == 2
     bodies = {m.subject.split("instance ")[1].split(" was")[0]: m.body for m in mailoutbox}
-    assert "its data disk is freed" in bodies["kept-container"]
-    assert "terminated." in bodies["kept-bare_metal"] and "disk" not in bodies["kept-bare_metal"]
+    assert "A stop keeps nothing: its container is deleted with its disk (no volume is attached)." \
+        in bodies["kept-container"]
+    assert "A stop keeps nothing: its nodes are wiped when released." in bodies["kept-bare_metal"]
+    assert not any("data disk" in body or "freed" in body for body in bodies.values())

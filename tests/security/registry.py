@@ -125,6 +125,12 @@ def catalog_accelerator(world):
     return Target({"slug": "h100-sxm-80g"}, expect=OK)  # the shared catalog: the same for every tenant
 
 
+def catalog_zone(world):
+    from tests.factories.inventory import ZoneFactory
+
+    return Target({"slug": ZoneFactory(slug="shared-zone").slug}, expect=OK)  # catalog too: the same for all
+
+
 def catalog_image(world):
     return Target({"slug": "pytorch-2.3-cuda12.3"}, expect=OK)
 
@@ -170,6 +176,7 @@ OBJECT_FACTORIES = {
     # catalog (shared, not tenant-owned: 200 for everyone)
     "api:accelerator-detail": catalog_accelerator,
     "api:image-detail": catalog_image,
+    "api:zone-detail": catalog_zone,
     # staff admin API (operators only: 403 for a customer)
     "api:admin-node-detail": admin_node,
     "api:admin-node-drain": admin_node,
@@ -207,7 +214,7 @@ OBJECT_FACTORIES = {
 # Per-organization pages without an object id: B must see none of A's markers there.
 TENANT_LISTS = {
     "api:organization-current", "api:member-list", "api:token-list", "api:ssh-key-list", "api:audit-event-list",
-    "api:accelerator-list", "api:image-list",
+    "api:accelerator-list", "api:image-list", "api:zone-list",
     "api:admin-node-list", "api:admin-card-list", "api:admin-price-list", "api:admin-image-list",
     "api:billing-balance", "api:billing-transfers", "api:billing-usage", "api:topup-list",
     "api:sponsorship-list", "api:invoice-list", "api:statement-list",

@@ -44,6 +44,7 @@ MATRIX = {
     "instance_package_renewal": ("post", "/api/v1/instances/{monthly}/package-renewal/", INSTANCES, False, {200}),
     "quote": ("post", "/api/v1/quotes/", READ, True, {200}),
     "accelerators": ("get", "/api/v1/accelerators/", EVERY, True, {200}),
+    "zones": ("get", "/api/v1/zones/", EVERY, True, {200}),
     "images": ("get", "/api/v1/images/", EVERY, True, {200}),
     "admin_nodes": ("get", "/api/v1/admin-api/nodes/", set(), True, {200}),  # staff only
 }

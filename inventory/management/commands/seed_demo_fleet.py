@@ -20,6 +20,9 @@ FLEET = [
     ("a800-sxm-80g", "a800", (3, 3)),
     ("ascend-910b", "910b", (4, 4)),
 ]
+# Logical CPUs and RAM (MiB) per vendor's demo host, shared among containers in proportion to cards: an HGX
+# 8-GPU host with two 56-core Xeons (224 threads) and 2 TiB; an Atlas 800T A2 with four 48-core Kunpeng 920 and 1 TiB.
+HOST_SIZE = {"nvidia": (224, 2 * 1024 * 1024), "huawei": (192, 1024 * 1024)}
 
 
 def seed_demo_fleet() -> int:
@@ -43,6 +46,11 @@ def seed_demo_fleet() -> int:
                     _node_insert(hostname=hostname, zone=zone, accelerator=accelerators[acc_slug], card_count=8,
                                  driver="simulated", ssh_host=hostname, audit_action="node.seed")
                     added += 1
+        # Also demo nodes seeded before hosts had a size (idempotent: only where it is still unknown).
+        for vendor, (cpus, mib) in HOST_SIZE.items():
+            demo = Node.objects.filter(hostname__endswith=".demo.cardmix.local", accelerator__vendor=vendor)
+            demo.filter(cpu_cores__isnull=True).update(cpu_cores=cpus)
+            demo.filter(memory_mib__isnull=True).update(memory_mib=mib)
     return added
 
 
