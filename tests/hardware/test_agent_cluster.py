@@ -15,7 +15,7 @@ from inventory.models import Accelerator, Node, Zone
 from provisioning.models import NodeGroup
 from provisioning.services.cluster import cluster_plan, part_view
 
-from .conftest import AGENT, BIN
+from .conftest import AGENT, BIN, wait_for
 
 SPEC = importlib.util.spec_from_file_location("cardmix_agent_cluster", AGENT)
 agent_mod = importlib.util.module_from_spec(SPEC)
@@ -172,8 +172,12 @@ def test_process_runtime_records_the_network_and_exports_the_part_environment(tm
     try:
         assert code == 0, text
         where = agent.state_dir / "instances" / payload["name"]
-        environ = dict(kv.split("=", 1) for kv in
-                       open(f"/proc/{meta['pid']}/environ").read().split("\0") if "=" in kv)
+        def environ():
+            return dict(kv.split("=", 1) for kv in open(f"/proc/{meta['pid']}/environ").read().split("\0") if "=" in kv)
+
+        # Read once the stand-in runs its own program (a loaded machine may show it between fork and exec).
+        wait_for(lambda: "CARDMIX_IMAGE" in environ(), timeout=10, what=f"process {meta['pid']} to run its program")
+        environ = environ()
         assert environ["HCCL_IF_IP"] == "10.96.3.10" and environ["HCCL_SOCKET_IFNAME"] == "eth0"
         assert environ["HCCL_WHITELIST_DISABLE"] == "1" and environ["NODE_RANK"] == "0"
         assert environ["CARDMIX_HOSTFILE"] == str(where / "hostfile")
