@@ -10,6 +10,7 @@ from inventory.catalog_seed import seed_catalog
 from provisioning.models import Instance
 from provisioning.services.reconciler import reconcile
 from provisioning.services.slurm_partitions import SLURM_FAILURE
+from provisioning.stop_keeps import stop_reason
 from provisioning.tasks import instance_advance
 from tests.factories.inventory import NodeFactory, ZoneFactory, accelerator
 from tests.factories.provisioning import funded
@@ -192,7 +193,8 @@ def test_a_failing_delete_is_shown_on_the_stopped_instance_until_a_pass_removes_
     with django_capture_on_commit_callbacks(execute=True):
         assert reconcile().get("slurm_deleted") == 1
     assert partition(cluster, name) is None
-    assert Instance.objects.get(pk=body["id"]).state_reason == "stopped"
+    # Back to the stop's own reason (what a bare-metal stop keeps), from the instance's latest event.
+    assert Instance.objects.get(pk=body["id"]).state_reason == stop_reason("bare_metal")
     assert len(mailoutbox) == 1
 
 
