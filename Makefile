@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench clean
+.PHONY: run test install lint bench clean agent
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,21 @@ test: $(STAMP)
 bench: $(STAMP)
 	bin/system-deps
 	bin/bench $(ARGS)
+
+# The node agent ships as one file: a zipapp of agent/cardmix_agent/ (standard library only) that a node runs
+# with its own python3 (`python3 cardmix-agent.pyz …`). Rebuilt when a source is newer; written whole, then renamed.
+AGENT_PYZ := build/cardmix-agent.pyz
+AGENT_SRC := $(shell find agent/cardmix_agent -name '*.py' -not -path '*/__pycache__/*')
+
+agent: $(AGENT_PYZ)
+
+$(AGENT_PYZ): $(AGENT_SRC) Makefile
+	rm -rf build/agent-zipapp && mkdir -p build/agent-zipapp
+	cp -R agent/cardmix_agent build/agent-zipapp/
+	find build/agent-zipapp -name __pycache__ -type d -prune -exec rm -rf {} +
+	$(PYTHON) -m zipapp build/agent-zipapp -o $@.tmp -p '/usr/bin/env python3' -m 'cardmix_agent.__main__:run'
+	mv $@.tmp $@
+	rm -rf build/agent-zipapp
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

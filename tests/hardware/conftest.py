@@ -1,5 +1,8 @@
 """Processes the hardware tests start — the node agent, sushy-emulator, munged and slurmctld — on free
 loopback ports and in temporary directories; every one is stopped at teardown."""
+import fcntl
+import functools
+import importlib
 import json
 import os
 import shutil
@@ -15,9 +18,29 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(__file__).resolve().parent / "bin"
-AGENT = ROOT / "agent" / "cardmix_agent.py"
+AGENT = ROOT / "build" / "cardmix-agent.pyz"  # what `make agent` builds from agent/cardmix_agent/, and a node runs
 # The agent is stdlib-only: run it with the system interpreter, isolated from the virtualenv, to prove it.
 AGENT_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+@functools.cache
+def built_agent() -> Path:
+    """`make agent` once per test process (make rebuilds the .pyz only when a source is newer), under a lock: the
+    xdist workers share the file. → the .pyz the agent tests run."""
+    AGENT.parent.mkdir(exist_ok=True)
+    with open(AGENT.parent / ".agent-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["make", "-s", "agent"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return AGENT
+
+
+def agent_package(module: str = ""):
+    """The agent package (or one of its modules) imported from the built .pyz, so in-process tests test the file
+    a node runs."""
+    pyz = str(built_agent())
+    if pyz not in sys.path:
+        sys.path.insert(0, pyz)
+    return importlib.import_module("cardmix_agent" + (f".{module}" if module else ""))
 
 
 def free_port() -> int:
@@ -57,12 +80,13 @@ def heartbeats_settled(node, quiet: float = 2.0, timeout: float = 30.0) -> None:
 
 
 class AgentProcess:
-    """cardmix_agent.py as a separate OS process with the `process` runtime and fake device tools."""
+    """The built agent (cardmix-agent.pyz) as a separate OS process with the `process` runtime and fake device
+    tools."""
 
     def __init__(self, server: str, token: str, state_dir: Path, extra_env=None, extra_args=()):
         self.state_dir = state_dir
         self.log_path = state_dir.parent / f"{state_dir.name}.log"
-        argv = [AGENT_PYTHON, "-I", str(AGENT), "--server", server, "--token", token, "--runtime", "process",
+        argv = [AGENT_PYTHON, "-I", str(built_agent()), "--server", server, "--token", token, "--runtime", "process",
                 "--readiness-bin", str(BIN / "all_reduce_perf"), "--nvidia-smi", str(BIN / "nvidia-smi"),
                 "--vendor", "nvidia", "--state-dir", str(state_dir), "--heartbeat-interval", "0.3",
                 "--poll-interval", "0.1", "--readiness-timeout", "60", "--http-timeout", "10",

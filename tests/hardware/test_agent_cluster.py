@@ -1,7 +1,6 @@
 """The agent's side of one cluster per instance, on the exact commands it builds: the docker runtime against the fake
 CLIs in tests/hardware/bin (docker, ip, bridge), the process runtime's records, RDMA devices, and — where this
 sandbox lets a test create network namespaces — the VXLAN commands run for real between two namespaces."""
-import importlib.util
 import json
 import os
 import shutil
@@ -15,11 +14,9 @@ from inventory.models import Accelerator, Node, Zone
 from provisioning.models import NodeGroup
 from provisioning.services.cluster import cluster_plan, part_view
 
-from .conftest import AGENT, BIN, wait_for
+from .conftest import BIN, agent_package, wait_for
 
-SPEC = importlib.util.spec_from_file_location("cardmix_agent_cluster", AGENT)
-agent_mod = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(agent_mod)
+agent_mod = agent_package()
 
 IID = "3f1c2b7e-0000-4000-8000-00000000c1c1"
 

@@ -1,7 +1,6 @@
 """The agent keeps its token and state out of tenants' reach on a container node: the token file is 0600 and
 its own (root's under systemd), the state dir 0700, and no container it starts mounts either (asserted on the
 docker command line the runtime really ran, through the fake docker CLI tests/hardware/bin/docker)."""
-import importlib.util
 import json
 import os
 import stat
@@ -9,12 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BIN
+from .conftest import BIN, agent_package
 
-AGENT = Path(__file__).parents[2] / "agent" / "cardmix_agent.py"
-SPEC = importlib.util.spec_from_file_location("cardmix_agent_credentials", AGENT)
-agent_mod = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(agent_mod)
+agent_mod = agent_package()
 
 PAYLOAD = {"kind": "container", "instance_id": "inst-1", "name": "cardmix-inst-1-0", "cards": [0, 1],
            "image": "pytorch:2.3", "vendor": "nvidia", "collective": "nccl", "ssh_port": 30000,
@@ -95,11 +91,11 @@ def test_the_docker_runtime_never_mounts_the_token_or_the_state_dir(layout):
                                    "-v {state}/instances/cardmix-inst-1-0/network.json:/n:ro"])
 def test_a_prepare_that_would_mount_them_is_refused_before_docker_runs(layout, monkeypatch, mount):
     agent = docker_agent(layout)
-    built = agent.docker_run_argv
+    built = agent.runtime.docker_run_argv
     extra = mount.format(state=layout["state"], etc=layout["etc"], token=layout["token"],
                          state_parent=layout["state"].parent).split(" ")
     # A future change to the command line that would expose them (e.g. a data mount gone wrong).
-    monkeypatch.setattr(agent, "docker_run_argv", lambda payload, keys: built(payload, keys)[:-1] + extra
+    monkeypatch.setattr(agent.runtime, "docker_run_argv", lambda payload, keys: built(payload, keys)[:-1] + extra
                         + built(payload, keys)[-1:])
     text, code, meta = agent.do_prepare(PAYLOAD)
     assert code == agent_mod.EXIT_CONFIG and "refusing to start cardmix-inst-1-0" in text, text
@@ -109,6 +105,6 @@ def test_a_prepare_that_would_mount_them_is_refused_before_docker_runs(layout, m
 
 def test_an_unrelated_host_mount_is_allowed(layout, monkeypatch):
     agent = docker_agent(layout)
-    argv = agent.docker_run_argv(PAYLOAD, layout["state"] / "instances" / "x" / "authorized_keys")
-    assert agent.exposed_mounts(argv[:-1] + ["-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro",
+    argv = agent.runtime.docker_run_argv(PAYLOAD, layout["state"] / "instances" / "x" / "authorized_keys")
+    assert agent.runtime.exposed_mounts(argv[:-1] + ["-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro",
                                              "-v", "scratch:/scratch", argv[-1]]) == []

@@ -1,10 +1,9 @@
-"""The node agent itself (stdlib, loaded from agent/cardmix_agent.py): it survives malformed HTTP answers,
+"""The node agent itself (stdlib, imported from the built build/cardmix-agent.pyz): it survives malformed HTTP answers,
 delivers results (retrying what may pass, never a 4xx), never hangs past a timeout or holds a whole output
 in memory, keeps prepare retry-safe and never forgets a container it could not remove; each container has
 its own network and port, a stale holder of that port is removed, and after an upgrade a release also
 removes what the previous version started; a bare-metal release or wipe gives root's authorized_keys back
 as the operator had it. Docker runs against the fake CLI tests/hardware/bin/docker."""
-import importlib.util
 import json
 import os
 import re
@@ -17,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BIN, http, wait_for
+from .conftest import BIN, agent_package, http, wait_for
 
-AGENT = Path(__file__).parents[2] / "agent" / "cardmix_agent.py"
-SPEC = importlib.util.spec_from_file_location("cardmix_agent_resilience", AGENT)
-agent_mod = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(agent_mod)
+agent_mod = agent_package()
+agent_keys = agent_package("keys")  # where the bare-metal keys code looks atomic_put up
 
 GARBAGE = b"garbage\r\n\r\n"  # not HTTP at all: http.client raises BadStatusLine
 TRUNCATED = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"res"  # IncompleteRead
@@ -378,13 +375,13 @@ def test_docker_release_that_fails_keeps_the_instance_and_wipe_removes_every_lab
 
 def test_docker_run_gives_each_container_its_own_ipc_namespace(tmp_path, docker):
     agent = docker_agent(tmp_path)
-    argv = agent.docker_run_argv(PAYLOAD, tmp_path / "keys")
+    argv = agent.runtime.docker_run_argv(PAYLOAD, tmp_path / "keys")
     assert argv[argv.index("--ipc") + 1] == "private"
     assert argv[argv.index("--shm-size") + 1] == "32g"
     assert argv[argv.index("--label") + 1] == "cardmix.instance=inst-1"
     assert argv.count("--ipc") == 1 and "host" not in [argv[i + 1] for i, a in enumerate(argv) if a == "--ipc"]
     custom = make_agent(tmp_path, "http://127.0.0.1:9", "--runtime", "docker", "--shm-size", "8g")
-    argv = custom.docker_run_argv(PAYLOAD, tmp_path / "keys")
+    argv = custom.runtime.docker_run_argv(PAYLOAD, tmp_path / "keys")
     assert argv[argv.index("--shm-size") + 1] == "8g"
 
 
@@ -415,13 +412,13 @@ def _platform_payload(instance_id: str, cards: list[int]) -> dict:
 
 def test_docker_run_publishes_the_platform_port_on_a_network_of_its_own(tmp_path, docker):
     agent = docker_agent(tmp_path)
-    argv = agent.docker_run_argv(_platform_payload("inst-1", [2, 3]), tmp_path / "keys")
+    argv = agent.runtime.docker_run_argv(_platform_payload("inst-1", [2, 3]), tmp_path / "keys")
     # Its own network (named as the container), not the default bridge every container shares.
     assert argv[argv.index("--network") + 1] == "cardmix-inst-1-2" and argv.count("--network") == 1
     assert argv[argv.index("-p") + 1] == "30002:22"
     assert argv[argv.index("--name") + 1] == "cardmix-inst-1-2"
     # A platform that sends no port (older) gets the host network it expects, and no published port.
-    legacy = agent.docker_run_argv(PAYLOAD, tmp_path / "keys")
+    legacy = agent.runtime.docker_run_argv(PAYLOAD, tmp_path / "keys")
     assert legacy[legacy.index("--network") + 1] == "host" and "-p" not in legacy
 
 
@@ -718,19 +715,19 @@ def test_a_crash_between_the_steps_never_leaves_the_tenants_keys_without_the_sav
         return real_unlink(path, *args, **kwargs)
 
     # The prepare dies after saving the original, before the tenant's keys are in; then it is retried.
-    monkeypatch.setattr(agent_mod, "atomic_put", put)
+    monkeypatch.setattr(agent_keys, "atomic_put", put)
     with pytest.raises(OSError):
         agent.do_prepare(BARE)
     assert root_keys.read_bytes() == OPERATORS and len(saved_originals(tmp_path)) == 1
-    monkeypatch.setattr(agent_mod, "atomic_put", real_put)
+    monkeypatch.setattr(agent_keys, "atomic_put", real_put)
     assert agent.do_prepare(BARE)[1] == 0 and root_keys.read_text() == "ssh-ed25519 AAAA tenant-one\n"
 
     # The release dies putting the original back: the tenant's keys are still there, and so is the saved copy.
-    monkeypatch.setattr(agent_mod, "atomic_put", put)
+    monkeypatch.setattr(agent_keys, "atomic_put", put)
     with pytest.raises(OSError):
         agent.do_release({"cards": [], "instance_id": "bm-1"})
     assert len(saved_originals(tmp_path)) == 1
-    monkeypatch.setattr(agent_mod, "atomic_put", real_put)
+    monkeypatch.setattr(agent_keys, "atomic_put", real_put)
 
     # It dies after putting it back, before dropping the copy; then another tenant's prepare, and its release.
     monkeypatch.setattr(Path, "unlink", unlink)

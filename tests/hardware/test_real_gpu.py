@@ -1,7 +1,7 @@
 """On a host with an NVIDIA GPU: the agent (process runtime) reports the real cards from the real nvidia-smi.
 
 Skipped where there is no nvidia-smi (CI never has a GPU); `gpu` is not a service CI must provide. On a GPU
-host run `bin/test -m gpu`; `python3 agent/cardmix_agent.py --report` shows the same without a platform."""
+host run `bin/test -m gpu`; `python3 build/cardmix-agent.pyz --report` shows the same without a platform."""
 import shutil
 import subprocess
 

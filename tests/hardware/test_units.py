@@ -1,5 +1,4 @@
 """Pure pieces: the agent's docker command line and device parsing, BMC secrets, the driver registry."""
-import importlib.util
 from argparse import Namespace
 from pathlib import Path
 
@@ -10,9 +9,9 @@ from hardware.selectors import BmcLogin
 from provisioning.drivers import driver_names
 from tenancy.authentication import BearerTokenAuthentication
 
-SPEC = importlib.util.spec_from_file_location("cardmix_agent", Path(__file__).parents[2] / "agent" / "cardmix_agent.py")
-agent_mod = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(agent_mod)
+from .conftest import agent_package, built_agent
+
+agent_mod = agent_package()
 
 
 def make_agent(tmp_path):
@@ -23,12 +22,12 @@ def make_agent(tmp_path):
 
 def test_docker_argv_nvidia_and_ascend(tmp_path):
     agent = make_agent(tmp_path)
-    nvidia = agent.docker_run_argv({"instance_id": "i1", "cards": [0, 1], "image": "pytorch:2.3", "vendor": "nvidia",
+    nvidia = agent.runtime.docker_run_argv({"instance_id": "i1", "cards": [0, 1], "image": "pytorch:2.3", "vendor": "nvidia",
                                     "collective": "nccl", "env": {"NCCL_DEBUG": "WARN"}}, tmp_path / "keys")
     assert nvidia[nvidia.index("--gpus") + 1] == '"device=0,1"'
     assert nvidia[-1] == "pytorch:2.3" and "NCCL_DEBUG=WARN" in nvidia
     assert f"{tmp_path / 'keys'}:/root/.ssh/authorized_keys:ro" in nvidia
-    ascend = agent.docker_run_argv({"instance_id": "i2", "cards": [2, 5], "image": "cann", "vendor": "huawei",
+    ascend = agent.runtime.docker_run_argv({"instance_id": "i2", "cards": [2, 5], "image": "cann", "vendor": "huawei",
                                     "collective": "hccl", "env": {}}, tmp_path / "keys")
     devices = [ascend[i + 1] for i, a in enumerate(ascend) if a == "--device"]
     assert devices == ["/dev/davinci2", "/dev/davinci5", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
@@ -73,7 +72,7 @@ def test_registry_and_user_token_auth_refuses_node_tokens(rf):
         BearerTokenAuthentication().authenticate(request)
 
 
-AGENT = Path(__file__).parents[2] / "agent" / "cardmix_agent.py"
+AGENT = built_agent()
 FAKE_SMI = Path(__file__).parent / "bin" / "nvidia-smi"
 
 
@@ -129,11 +128,11 @@ def test_docker_container_sees_its_cards_numbered_from_zero(tmp_path):
     """--gpus device=4,5 gives the container two GPUs, 0 and 1: the platform's host indices would hide both."""
     agent = make_agent(tmp_path)
     env = {"CUDA_VISIBLE_DEVICES": "4,5", "NCCL_DEBUG": "WARN"}
-    nvidia = agent.docker_run_argv({"instance_id": "i1", "cards": [4, 5], "image": "pytorch:2.3", "vendor": "nvidia",
+    nvidia = agent.runtime.docker_run_argv({"instance_id": "i1", "cards": [4, 5], "image": "pytorch:2.3", "vendor": "nvidia",
                                     "collective": "nccl", "env": env}, tmp_path / "keys")
     assert nvidia[nvidia.index("--gpus") + 1] == '"device=4,5"'
     assert "CUDA_VISIBLE_DEVICES=0,1" in nvidia and "CUDA_VISIBLE_DEVICES=4,5" not in nvidia
-    whole = agent.docker_run_argv({"instance_id": "i3", "cards": list(range(8)), "image": "x", "vendor": "nvidia",
+    whole = agent.runtime.docker_run_argv({"instance_id": "i3", "cards": list(range(8)), "image": "x", "vendor": "nvidia",
                                    "collective": "nccl", "env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}},
                                   tmp_path / "keys")
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in whole
@@ -143,7 +142,7 @@ def test_ascend_container_sees_its_npus_as_logical_devices_from_zero(tmp_path):
     """CANN's ASCEND_RT_VISIBLE_DEVICES takes logical ids; in a container with /dev/davinci4,5 those are 0 and 1."""
     agent = make_agent(tmp_path)
     env = {"ASCEND_RT_VISIBLE_DEVICES": "4,5", "HCCL_CONNECT_TIMEOUT": "600"}
-    argv = agent.docker_run_argv({"instance_id": "i2", "cards": [4, 5], "image": "mindspore:2.3", "vendor": "huawei",
+    argv = agent.runtime.docker_run_argv({"instance_id": "i2", "cards": [4, 5], "image": "mindspore:2.3", "vendor": "huawei",
                                   "collective": "hccl", "env": env}, tmp_path / "keys")
     devices = [argv[i + 1] for i, a in enumerate(argv) if a == "--device"]
     assert devices[:2] == ["/dev/davinci4", "/dev/davinci5"]
@@ -160,18 +159,18 @@ def test_docker_container_gets_its_cpu_and_memory_share(tmp_path):
     def limits(argv):
         return {flag: argv[argv.index(flag) + 1] for flag in ("--cpus", "--memory", "--memory-swap") if flag in argv}
 
-    two = agent.docker_run_argv({**base, "instance_id": "a", "name": "cardmix-a-0", "cards": [0, 1],
+    two = agent.runtime.docker_run_argv({**base, "instance_id": "a", "name": "cardmix-a-0", "cards": [0, 1],
                                  "limits": {"millicpus": 56_000, "memory_mib": 524_288}}, tmp_path / "keys")
-    six = agent.docker_run_argv({**base, "instance_id": "b", "name": "cardmix-b-2", "cards": [2, 3, 4, 5, 6, 7],
+    six = agent.runtime.docker_run_argv({**base, "instance_id": "b", "name": "cardmix-b-2", "cards": [2, 3, 4, 5, 6, 7],
                                  "limits": {"millicpus": 168_000, "memory_mib": 1_572_864}}, tmp_path / "keys")
-    odd = agent.docker_run_argv({**base, "instance_id": "c", "name": "cardmix-c-0", "cards": [0],
+    odd = agent.runtime.docker_run_argv({**base, "instance_id": "c", "name": "cardmix-c-0", "cards": [0],
                                  "limits": {"millicpus": 13_500, "memory_mib": 7}}, tmp_path / "keys")
     assert limits(two) == {"--cpus": "56", "--memory": "524288m", "--memory-swap": "524288m"}
     assert limits(six) == {"--cpus": "168", "--memory": "1572864m", "--memory-swap": "1572864m"}
     assert limits(odd) == {"--cpus": "13.5", "--memory": "7m", "--memory-swap": "7m"}
     assert two.index("--cpus") < two.index("pytorch:2.3")  # an option of docker run, not of the image
-    none = agent.docker_run_argv({**base, "instance_id": "d", "name": "cardmix-d-0", "cards": [0]}, tmp_path / "k")
-    bad = agent.docker_run_argv({**base, "instance_id": "e", "name": "cardmix-e-0", "cards": [0],
+    none = agent.runtime.docker_run_argv({**base, "instance_id": "d", "name": "cardmix-d-0", "cards": [0]}, tmp_path / "k")
+    bad = agent.runtime.docker_run_argv({**base, "instance_id": "e", "name": "cardmix-e-0", "cards": [0],
                                  "limits": {"millicpus": "all", "memory_mib": -1}}, tmp_path / "k")
     assert limits(none) == {} and limits(bad) == {}
 
@@ -204,7 +203,7 @@ def test_process_runtime_writes_its_cgroup_v2_limits(tmp_path):
     where.mkdir(parents=True)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        said, limits = agent.process_limits(child.pid, where, {"limits": {"millicpus": 13_500, "memory_mib": 2048}})
+        said, limits = agent_mod.ProcessRuntime(agent).process_limits(child.pid, where, {"limits": {"millicpus": 13_500, "memory_mib": 2048}})
         group = root / "cardmix" / "cardmix-i1-0"
         assert limits == {"by": "cgroup", "cgroup": str(group), "millicpus": 13_500, "memory_mib": 2048}, said
         assert (group / "cpu.max").read_text() == "1350000 100000"
@@ -214,9 +213,9 @@ def test_process_runtime_writes_its_cgroup_v2_limits(tmp_path):
         assert (root / "cardmix" / "cgroup.subtree_control").read_text() == "+cpu +memory"
         assert (where / "cgroup").read_text() == str(group)
         (root / "cgroup.controllers").write_text("cpuset io pids\n")
-        said, limits = agent.process_limits(child.pid, tmp_path, {"limits": {"millicpus": 1000, "memory_mib": 4096}})
+        said, limits = agent_mod.ProcessRuntime(agent).process_limits(child.pid, tmp_path, {"limits": {"millicpus": 1000, "memory_mib": 4096}})
         assert limits["by"] == "rlimit" and "no writable cgroup v2" in said
     finally:
         child.kill()
         child.wait()
-    assert agent.process_limits(1, where, {}) == ("", {})  # nothing asked: nothing applied
+    assert agent_mod.ProcessRuntime(agent).process_limits(1, where, {}) == ("", {})  # nothing asked: nothing applied

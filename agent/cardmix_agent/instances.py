@@ -1,0 +1,95 @@
+"""Instances: a prepare and a release, whatever the runtime (containers, stand-in processes, bare metal)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from .cluster import cluster_of
+
+
+def container_of(payload: dict) -> str:
+    """The container's name: the platform's (one per group: an instance may hold two on one node), or the
+    name a platform that sends none used."""
+    return str(payload.get("name") or f"cardmix-{payload['instance_id']}")
+
+
+def ssh_port_of(payload: dict) -> int | None:
+    """The node port the platform chose for the container's sshd; None from a platform that sends none."""
+    port = payload.get("ssh_port")
+    return int(port) if port else None
+
+
+
+class Instances:
+    """The state dir's instances/ and the prepare and release commands (the runtime does its part)."""
+
+    def instance_dir(self, name: str) -> Path:
+        safe = "".join(ch for ch in name if ch.isalnum() or ch == "-")[:80] or "unnamed"
+        return self.state_dir / "instances" / safe
+
+    def instances(self) -> list[str]:
+        where = self.state_dir / "instances"
+        return sorted(p.name for p in where.iterdir() if p.is_dir()) if where.is_dir() else []
+
+    def write_keys(self, target: Path, keys: list[str]) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("".join(k.strip() + "\n" for k in keys))
+        target.chmod(0o600)
+
+    def do_prepare(self, payload: dict):
+        instance_id = payload["instance_id"]
+        where = self.instance_dir(container_of(payload) if payload.get("kind") != "bare_metal" else instance_id)
+        where.mkdir(parents=True, exist_ok=True)
+        keys = list(payload.get("ssh_keys") or [])
+        cluster, rdma = cluster_of(payload), self.rdma_devices()
+        joined = (self.cluster_said(cluster) if cluster else "") + (self.rdma_said(rdma) if self.fabric_env(payload, rdma)
+                                                                    else "")
+        part_meta = {**({"rdma_devices": rdma} if rdma else {}),
+                     **({"cluster": {"part": cluster["part"], "address": cluster["address"],
+                                     "network": cluster["network"]["mode"]}} if cluster else {})}
+        if payload.get("kind") == "bare_metal":
+            target, said = self.install_bare_metal_keys(where, keys)
+            env = {**(payload.get("env") or {}), **self.fabric_env(payload, rdma)}
+            if cluster:  # the host's network; the hostfile where the tenant's programs look for it
+                hostfile = self.runtime.bare_metal_hostfile(cluster, self.cluster_write(cluster, where))
+                env["CARDMIX_HOSTFILE"] = str(hostfile)
+            (where / "environment").write_text("".join(f"{k}={v}\n" for k, v in sorted(env.items())))
+            return (f"{said}bare metal ready for {instance_id}: {len(keys)} ssh key(s) in {target}, "
+                    f"{len(env)} environment variable(s)\n{joined}", 0, {"kind": "bare_metal", **part_meta})
+        self.write_keys(where / "authorized_keys", keys)
+        if cluster:
+            self.cluster_write(cluster, where)
+        return self.runtime.prepare(payload, where, keys=keys, rdma=rdma, joined=joined, part_meta=part_meta)
+
+    def do_release(self, payload: dict):
+        name = container_of(payload)
+        where = self.instance_dir(name if payload.get("cards") else payload["instance_id"])
+        legacy_name, legacy_dirs = self.legacy_of(payload)
+        # Bare metal (no cards): the keys its prepare wrote go first, so a failed docker rm cannot keep them.
+        revoked = self.revoke_bare_metal_keys(where) if not payload.get("cards") and where.is_dir() else ""
+        if not payload.get("cards") and (where / "cluster.json").exists():
+            self.runtime.drop_bare_metal_hostfile()
+        text, code = self.runtime.release(payload, where, legacy_name, legacy_dirs)
+        text = revoked + text
+        if code != 0:
+            return text, code, {}
+        for gone in (where, *legacy_dirs):
+            shutil.rmtree(gone, ignore_errors=True)
+        return text, code, {}
+
+    def legacy_of(self, payload: dict) -> tuple[str | None, list[Path]]:
+        """What a release by group name must also remove: the instance's container named `cardmix-<id>`.
+
+        Before 1.1.0 the agent (and still, for a platform that sends no name) ran one container per instance
+        under that name, its state in instances/<id> (this agent: instances/cardmix-<id>). After an upgrade
+        the platform releases it by its group's name; left alone, it would keep running on the freed cards.
+        Exact names only: never another instance's. → (container name or None, its state dirs that exist)
+        """
+        if not payload.get("cards") or not payload.get("name"):
+            return None, []  # bare metal, or a release by that very name
+        instance_id = str(payload["instance_id"])
+        legacy = f"cardmix-{instance_id}"
+        if legacy == container_of(payload):
+            return None, []
+        dirs = [self.instance_dir(legacy), self.instance_dir(instance_id)]
+        return legacy, [d for d in dirs if d.is_dir()]
