@@ -5,6 +5,10 @@ from datetime import timedelta
 
 from django.conf import settings
 
+from hardware.models import NodeCredential
+from hardware.services import UNREACHABLE_REASON
+from inventory.choices import NodeState
+
 from .choices import InstanceKind
 from .choices import InstanceState as S
 
@@ -30,10 +34,6 @@ def instance_notices(instances) -> dict:
 
 def _dark_node_ids():
     # A subquery: the page's one statement joins the marked nodes instead of reading them first.
-    from hardware.models import NodeCredential
-    from hardware.services import UNREACHABLE_REASON
-    from inventory.choices import NodeState
-
     return NodeCredential.objects.filter(node__state=NodeState.UNREACHABLE,
                                          node__state_reason__startswith=UNREACHABLE_REASON).values("node_id")
 

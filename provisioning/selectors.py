@@ -9,6 +9,8 @@ from django.db.models import BigIntegerField, F, JSONField, OuterRef, Prefetch, 
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, JSONObject
 
+from billing.selectors import instance_cost_expression
+from core.dbclock import db_now
 from core.errors import NotFoundError
 from inventory.models import CardAllocation
 
@@ -42,8 +44,6 @@ GROUP_BODY_FIELDS = {"i": "item_index", "a": "accelerator", "c": "card_indices",
 
 
 def _body_rows_query(*, org_id, states, text_times=False):
-    from billing.selectors import instance_cost_expression
-
     qs = Instance.objects.filter(organization_id=org_id)
     if states:
         qs = qs.filter(state__in=states)
@@ -251,8 +251,6 @@ def waitlist_wait_estimate(*, instance: Instance) -> tuple[int | None, int]:
     from statistics import median
 
     from django.db.models import OuterRef, Subquery
-
-    from core.dbclock import db_now
 
     since = db_now() - timedelta(days=WAIT_SAMPLE_DAYS)
     woken = InstanceEvent.objects.filter(reason="woken: capacity freed", created_at__gte=since,

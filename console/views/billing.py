@@ -14,6 +14,7 @@ from django.http import Http404
 from django.shortcuts import render
 
 from billing.choices import TransferCode
+from billing.models import Account
 from billing.rating import whole_seconds
 from billing.selectors import transfer_day_lines, transfer_groups, transfer_list, usage_list
 from core.dbclock import db_now
@@ -45,8 +46,6 @@ def ledger_rows(lines, org) -> list:
 def ledger_group_rows(rows, org) -> list:
     """transfer_groups rows seen from the organization (direction, its account's kind, what for), each naming its
     instance: metered usage and packages by their instance id, an SLA credit by the request event it compensates."""
-    from billing.models import Account
-
     kinds = dict(Account.objects.filter(organization=org).values_list("pk", "kind"))
     labels = dict(TransferCode.choices)
     rows = list(rows)

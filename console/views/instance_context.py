@@ -7,6 +7,7 @@ from core.dbclock import db_now
 from provisioning import selectors
 from provisioning.api.serializers import InstanceSerializer
 from provisioning.choices import InstanceState as S
+from provisioning.models import NodeGroup
 from provisioning.notices import instance_notices
 from provisioning.services import billing_port
 
@@ -190,8 +191,6 @@ def compensation_for(events) -> int:
 
 def topology_groups(instance):
     """The live node groups with node → zone and accelerator (one query)."""
-    from provisioning.models import NodeGroup
-
     return list(NodeGroup.objects.filter(instance=instance, released_at__isnull=True)
                 .select_related("node__zone", "node__accelerator").order_by("item_index", "id"))
 

@@ -9,6 +9,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hardware.models import NodeCredential
+from hardware.services import agent_command_enqueue, agent_command_wait, agent_prepare_reached
+
 from ..card_share import card_share
 from .base import Driver, DriverOutput, NodeRef, container_name, readiness_command
 from .registry import register_driver
@@ -30,9 +33,6 @@ class AgentDriver(Driver):
     def run(self, node: NodeRef, kind: str, payload: dict[str, Any], *, timeout_s: float | None = None,
             meta: dict[str, Any] | None = None) -> DriverOutput:
         """Queue `kind` for the node's agent and wait for what it printed."""
-        from hardware.models import NodeCredential
-        from hardware.services import agent_command_enqueue, agent_command_wait
-
         started = time.monotonic()
         meta = dict(meta or {})
         if not NodeCredential.objects.filter(node_id=node.id).exists():
@@ -107,9 +107,6 @@ class AgentDriver(Driver):
         Queued on all nodes before waiting on any, so the probes overlap; each agent retries its connections for
         `timeout_s` while the others come up. The text is each node's answer under its hostname.
         """
-        from hardware.models import NodeCredential
-        from hardware.services import agent_command_enqueue, agent_command_wait
-
         started = time.monotonic()
         parts = list(cluster["parts"])
         missing = [n.hostname for n in nodes if not NodeCredential.objects.filter(node_id=n.id).exists()]
@@ -151,8 +148,6 @@ class AgentDriver(Driver):
         When no prepare of it ever reached the agent (still queued ones are withdrawn), nothing runs there:
         answer at once rather than wait for an agent that may be gone.
         """
-        from hardware.services import agent_prepare_reached
-
         if not agent_prepare_reached(node_id=node.id, instance_id=instance_id, cards=list(cards) or None):
             return DriverOutput(f"{node.hostname}: no prepare of {instance_id} reached the agent; nothing to "
                                 f"release\n", 0, 0.0, {"instance_id": instance_id, "skipped": True})

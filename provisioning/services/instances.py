@@ -6,6 +6,8 @@ from django.db import transaction
 
 from core.dbclock import db_now
 from core.errors import InsufficientCapacity, QuotaExceeded, ValidationFailed
+from core.outbox import outbox_send
+from inventory.models import Zone
 from tenancy.audit import audit_record
 from tenancy.lock_objects import organization_lock
 from tenancy.models import Organization, SshKey
@@ -29,8 +31,6 @@ STEP_SECONDS = 15 * 60
 
 def instance_dispatch(instance_id) -> None:
     # Through the transactional outbox (core/outbox.py): a broker outage delays the step, never loses it.
-    from core.outbox import outbox_send
-
     outbox_send("provisioning.instance_advance", args=[str(instance_id)])
 
 
@@ -138,8 +138,6 @@ def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, 
 
 
 def _zone_id(slug):
-    from inventory.models import Zone
-
     return Zone.objects.only("pk").get(slug=slug).pk
 
 

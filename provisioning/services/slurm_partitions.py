@@ -15,6 +15,8 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 
+from tenancy.models import Membership
+
 from ..choices import InstanceState as S
 from ..models import Instance, InstanceEvent, NodeGroup
 from . import hardware_port
@@ -35,8 +37,6 @@ def _recipients(instance: Instance) -> list[str]:
     """The instance's creator; the organization's owners and admins when it has none (a deleted user)."""
     if instance.creator_id and instance.creator.email:
         return [instance.creator.email]
-    from tenancy.models import Membership
-
     return sorted(set(Membership.objects.filter(organization_id=instance.organization_id, role__in=["owner", "admin"])
                       .values_list("user__email", flat=True)) - {""})
 
