@@ -51,7 +51,7 @@ def bmc_login_for_node(node) -> BmcLogin:
 
 def unreachable_instance_ids() -> set:
     """Instances holding live cards on unreachable nodes (the flag the provisioning side can read)."""
-    return set(CardAllocation.objects.filter(released_at__isnull=True, holder_kind=HolderKind.INSTANCE,
+    return set(CardAllocation.objects.live().filter(holder_kind=HolderKind.INSTANCE,
                                              card__node__state=NodeState.UNREACHABLE)
                .values_list("holder_id", flat=True))
 

@@ -183,8 +183,7 @@ def heartbeats_check() -> list[str]:
             node_set_state(node=node, state=NodeState.UNREACHABLE,
                            reason=f"{UNREACHABLE_REASON} (last {last}, threshold "
                                   f"{settings.AGENT_HEARTBEAT_TIMEOUT_SECONDS:g} s)")
-            holders = (CardAllocation.objects.filter(card__node=node, released_at__isnull=True,
-                                                     holder_kind=HolderKind.INSTANCE)
+            holders = (CardAllocation.objects.live().filter(card__node=node, holder_kind=HolderKind.INSTANCE)
                        .values_list("holder_id", flat=True).distinct())
             for holder_id in sorted(set(holders)):
                 audit_record(action="instance.node_unreachable", target_type="provisioning.instance",

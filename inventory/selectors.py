@@ -26,7 +26,7 @@ class PriceMissing(ValidationFailed):
 
 
 def _live_allocation():
-    return CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+    return CardAllocation.objects.live().filter(card=OuterRef("pk"))
 
 
 def _stock_aggregates() -> dict:
@@ -172,7 +172,7 @@ def node_get(*, node_id) -> Node:
 
 def node_card_counts(nodes):
     """Annotate cards_free / cards_allocated / cards_failed on a Node queryset (one query)."""
-    held = Exists(CardAllocation.objects.filter(card=OuterRef("cards__pk"), released_at__isnull=True))
+    held = Exists(CardAllocation.objects.live().filter(card=OuterRef("cards__pk")))
     return nodes.annotate(
         cards_allocated=Count("cards", filter=Q(held)),
         cards_free=Count("cards", filter=Q(cards__health=CardHealth.OK) & ~Q(held)),
@@ -182,7 +182,7 @@ def node_card_counts(nodes):
 
 def allocations_live(*, holder_id) -> list[CardAllocation]:
     """The live allocations of one holder, with card → node → zone/accelerator, in card pk order."""
-    return list(CardAllocation.objects.filter(holder_id=holder_id, released_at__isnull=True)
+    return list(CardAllocation.objects.live().filter(holder_id=holder_id)
                 .select_related("card__node__zone", "card__node__accelerator").order_by("card_id"))
 
 

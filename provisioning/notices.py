@@ -23,8 +23,8 @@ def instance_notices(instances) -> dict:
 
     kinds = {i.pk: (i.kind, i.billing) for i in instances}
     found: dict = {}
-    rows = (NodeGroup.objects.filter(instance_id__in=running, released_at__isnull=True,
-                                     node__agent_credential__node_id__in=_dark_node_ids())
+    rows = (NodeGroup.objects.live().filter(instance_id__in=running,
+                                            node__agent_credential__node_id__in=_dark_node_ids())
             .values_list("instance_id", "node__hostname", "node__agent_credential__last_heartbeat_at"))
     for instance_id, hostname, last in rows:
         found.setdefault(instance_id, {})[hostname] = last

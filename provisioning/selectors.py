@@ -19,7 +19,7 @@ from .models import Instance, InstanceEvent, NodeGroup, ReadinessReport
 
 
 def _live_groups():
-    return Prefetch("groups", queryset=NodeGroup.objects.filter(released_at__isnull=True)
+    return Prefetch("groups", queryset=NodeGroup.objects.live()
                     .select_related("node__accelerator").order_by("item_index", "id"), to_attr="live_groups")
 
 
@@ -48,7 +48,7 @@ def _body_rows_query(*, org_id, states, text_times=False):
     if states:
         qs = qs.filter(state__in=states)
     if connection.vendor == "postgresql":
-        groups = ArraySubquery(NodeGroup.objects.filter(instance_id=OuterRef("pk"), released_at__isnull=True)
+        groups = ArraySubquery(NodeGroup.objects.live().filter(instance_id=OuterRef("pk"))
                                .order_by("item_index", "id").values(j=JSONObject(**GROUP_BODY_FIELDS)))
         cost = instance_cost_expression(OuterRef("pk"))
     else:  # SQLite (development without PostgreSQL): the view reads them with live_group_rows, instance_costs
@@ -146,7 +146,7 @@ def instance_list_rows(*, org, state: str | None = None):
 def live_group_rows(instance_ids) -> dict:
     """{instance id: [dicts of GROUP_BODY_FIELDS]} of the live node groups, by item index, in one query."""
     by_instance: dict = {i: [] for i in instance_ids}
-    rows = (NodeGroup.objects.filter(instance_id__in=list(by_instance), released_at__isnull=True)
+    rows = (NodeGroup.objects.live().filter(instance_id__in=list(by_instance))
             .order_by("item_index", "id").values("instance_id", **{k: F(v) for k, v in GROUP_BODY_FIELDS.items()}))
     for row in rows:
         by_instance[row.pop("instance_id")].append(row)
@@ -205,8 +205,8 @@ def instance_reports(*, instance: Instance):
 
 def org_cards_in_use(*, org) -> int:
     """Cards with a live allocation held by the organization's instances (the quota's numerator)."""
-    return CardAllocation.objects.filter(
-        released_at__isnull=True, holder_id__in=Instance.objects.filter(organization=org).values("pk")).count()
+    return CardAllocation.objects.live().filter(
+        holder_id__in=Instance.objects.filter(organization=org).values("pk")).count()
 
 
 def waitlist_positions(instances) -> dict:

@@ -191,7 +191,7 @@ def compensation_for(events) -> int:
 
 def topology_groups(instance):
     """The live node groups with node → zone and accelerator (one query)."""
-    return list(NodeGroup.objects.filter(instance=instance, released_at__isnull=True)
+    return list(NodeGroup.objects.live().filter(instance=instance)
                 .select_related("node__zone", "node__accelerator").order_by("item_index", "id"))
 
 

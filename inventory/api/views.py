@@ -163,7 +163,7 @@ class CardFilter(django_filters.FilterSet):
         fields = ["node", "health", "zone", "accelerator"]
 
     def by_allocated(self, queryset, name, value):
-        held = Exists(CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True))
+        held = Exists(CardAllocation.objects.live().filter(card=OuterRef("pk")))
         return queryset.filter(held if value else ~held)
 
 
@@ -175,7 +175,7 @@ class CardAdminViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = CardFilter
 
     def get_queryset(self):
-        live = CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+        live = CardAllocation.objects.live().filter(card=OuterRef("pk"))
         return (Card.objects.select_related("node__accelerator").order_by("node__hostname", "index")
                 .annotate(live_holder_id=Subquery(live.values("holder_id")[:1]),
                           live_holder_kind=Subquery(live.values("holder_kind")[:1]),

@@ -107,7 +107,7 @@ def instance_unstick(*, instance_id) -> str | None:
 
 def cards_leaked_release() -> int:
     """Release the live allocations of instances that are not live (or do not exist); returns how many holders."""
-    holders = set(CardAllocation.objects.filter(released_at__isnull=True, holder_kind=HolderKind.INSTANCE)
+    holders = set(CardAllocation.objects.live().filter(holder_kind=HolderKind.INSTANCE)
                   .values_list("holder_id", flat=True).distinct())
     if not holders:
         return 0
