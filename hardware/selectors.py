@@ -74,3 +74,8 @@ def dark_nodes(node_ids=None, *, silent: bool = False) -> dict:
     if node_ids is not None:
         creds = creds.filter(node_id__in=list(node_ids))
     return dict(creds.values_list("node_id", "last_heartbeat_at"))
+
+
+def agent_token_issued(*, node_id) -> bool:
+    """Whether the node was ever given an agent token (a revoked one included)."""
+    return NodeCredential.objects.filter(node_id=node_id).exists()

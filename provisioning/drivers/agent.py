@@ -9,7 +9,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hardware.models import NodeCredential
+from hardware.enrollment import node_token_revoked
+from hardware.selectors import agent_token_issued
 from hardware.services import agent_command_enqueue, agent_command_wait, agent_prepare_reached
 
 from ..card_share import card_share
@@ -35,10 +36,10 @@ class AgentDriver(Driver):
         """Queue `kind` for the node's agent and wait for what it printed."""
         started = time.monotonic()
         meta = dict(meta or {})
-        if not NodeCredential.objects.filter(node_id=node.id).exists():
+        if not agent_token_issued(node_id=node.id):
             return DriverOutput(f"{node.hostname}: no agent token issued for this node; issue one in the admin\n",
                                 EXIT_NO_AGENT, 0.0, meta)
-        if NodeCredential.objects.filter(node_id=node.id, token_hash__isnull=True).exists():
+        if node_token_revoked(node_id=node.id):
             # Revoked at a bare-metal release: no agent can answer until the node's fresh OS enrolls (the
             # Redfish driver's deploy boot), or an operator reimages it and issues a new token.
             return DriverOutput(f"{node.hostname}: the node's agent token was revoked when its bare-metal lease "
@@ -109,7 +110,7 @@ class AgentDriver(Driver):
         """
         started = time.monotonic()
         parts = list(cluster["parts"])
-        missing = [n.hostname for n in nodes if not NodeCredential.objects.filter(node_id=n.id).exists()]
+        missing = [n.hostname for n in nodes if not agent_token_issued(node_id=n.id)]
         if missing:
             return DriverOutput(f"{', '.join(missing)}: no agent token issued for this node; issue one in the admin\n",
                                 EXIT_NO_AGENT, 0.0, {"tool": "tcp"})
