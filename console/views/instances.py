@@ -31,9 +31,9 @@ from tenancy.permissions import request_can
 from tenancy.selectors import ssh_key_list
 
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
+from ..money_text import rate
 from ..service_text import action_refusal, for_people
 from ..state_reasons import stop_warning, terminate_warning
-from ..templatetags.cardmix import rate
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
