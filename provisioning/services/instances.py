@@ -11,6 +11,7 @@ from inventory.models import Zone
 from tenancy.audit import audit_record
 from tenancy.lock_objects import organization_lock
 from tenancy.models import Organization, SshKey
+from tenancy.selectors import ssh_keys_by_ids
 
 from ..choices import InstanceState as S
 from ..choices import can_transition
@@ -43,7 +44,7 @@ def step_deadline(instance: Instance, now):
 def _ssh_keys(actor, ids) -> list[SshKey]:
     """The creator's own keys, in the order given (400 when one is not theirs)."""
     ids = [str(i) for i in ids or []]
-    keys = {str(k.pk): k for k in SshKey.objects.filter(user=actor, pk__in=ids)} if ids else {}
+    keys = {str(k.pk): k for k in ssh_keys_by_ids(user=actor, ids=ids)} if ids else {}
     unknown = [i for i in ids if i not in keys]
     if unknown:
         raise ValidationFailed("The request is invalid.",
