@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from tenancy.hooks import register_trial_grant
+
 
 class BillingConfig(AppConfig):
     """Ledger (accounts, transfers), meters, credits, packages, statements, payments."""
@@ -11,8 +13,4 @@ class BillingConfig(AppConfig):
         from . import lookups, tasks  # noqa: F401  (register the any_array lookup and Celery tasks)
         from .credits import trial_grant
 
-        try:  # tenancy calls it when an organization is created
-            from tenancy.hooks import register_trial_grant
-        except ImportError:  # pragma: no cover - tenancy's hook registry not there yet
-            return
-        register_trial_grant(trial_grant)
+        register_trial_grant(trial_grant)  # tenancy calls it when an organization is created

@@ -18,6 +18,7 @@ from django.db.models.functions import Cast, Coalesce, Extract, Floor, Greatest,
 
 from core.dbclock import db_now
 
+from .choices import TransferCode
 from .models import Meter
 from .models_products import Package
 from .rating import posting_plan, whole_seconds
@@ -158,3 +159,41 @@ def trial_expiry(*, org):
 
     return (BillingProfile.objects.filter(pk=org.pk, trial_expired_at__isnull=True)
             .values_list("trial_expires_at", flat=True).first())
+
+
+# Compute spend: what the organization paid for cards (the chart leaves top-ups, grants and refunds out).
+SPEND_CODES = (TransferCode.METER, TransferCode.PACKAGE)
+
+
+def spend_by_day(*, org, now, days: int, tz) -> list[dict]:
+    """The last `days` days (in `tz`) of compute spend (meters and packages), oldest first, each
+    {"day", "amount" µCNY}; one aggregate query."""
+    from datetime import datetime, time, timedelta
+
+    from django.db.models.functions import TruncDate
+
+    today = now.astimezone(tz).date()
+    first = today - timedelta(days=days - 1)
+    start = datetime.combine(first, time.min, tzinfo=tz)
+    totals = dict(transfer_list(org=org).order_by()
+                  .filter(debit_account__organization=org, code__in=SPEND_CODES, created_at__gte=start)
+                  .annotate(day=TruncDate("created_at", tzinfo=tz)).values("day")
+                  .annotate(total=Sum("amount")).values_list("day", "total"))
+    return [{"day": first + timedelta(days=i), "amount": int(totals.get(first + timedelta(days=i)) or 0)}
+            for i in range(days)]
+
+
+def account_kinds(*, org) -> dict:
+    """{account pk: kind} of the organization's accounts."""
+    from .models import Account
+
+    return dict(Account.objects.filter(organization=org).values_list("pk", "kind"))
+
+
+def sla_compensation_total(*, grant_refs) -> int:
+    """µCNY of SLA compensation credited for these request events (their ids as grant refs); one query."""
+    from .models import Transfer
+
+    if not grant_refs:
+        return 0
+    return sum(Transfer.objects.filter(code="sla", grant_ref__in=list(grant_refs)).values_list("amount", flat=True))

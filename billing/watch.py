@@ -12,6 +12,8 @@ from django.db.models import Exists, F, OuterRef, Q, Sum
 from core.dbclock import db_now
 from core.money import format_ucny
 from tenancy.audit import audit_record
+from tenancy.choices import Role
+from tenancy.models import Membership
 
 from .choices import SPEND_ORDER, STOP_KEEPS_NOTHING
 from .hooks import autostop_hook
@@ -130,9 +132,6 @@ def _autostop(*, org_id, at, available: int) -> bool:
 
 def _warn(*, org_id, available: int, left_seconds: int) -> bool:
     """Flag the console banner and email owners and admins once per low-balance episode."""
-    from tenancy.choices import Role
-    from tenancy.models import Membership
-
     with transaction.atomic():
         profile = profile_lock(org_id)
         if profile.low_balance_warned_at is not None:

@@ -4,16 +4,10 @@ Customers read "NVIDIA H100 SXM 80GB", never `h100-sxm-80g`; slugs stay where th
 values, the API, CSV exports)."""
 import re
 
-from inventory.models import Accelerator
+from inventory.selectors import accelerator_names
 
 # Vendors in messages and tables (the create form's vendor picker says more: forms.VENDOR_LABELS).
 VENDOR_NAMES = {"nvidia": "NVIDIA", "huawei": "Huawei", "moore_threads": "Moore Threads", "iluvatar": "Iluvatar"}
-
-
-def accelerator_names(slugs=None) -> dict[str, str]:
-    """{slug: display name} of the given accelerators (all when `slugs` is None); one query."""
-    qs = Accelerator.objects.all() if slugs is None else Accelerator.objects.filter(slug__in=set(slugs))
-    return dict(qs.values_list("slug", "name"))
 
 
 def named(text: str) -> str:

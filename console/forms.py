@@ -7,8 +7,14 @@ import uuid
 
 from django import forms
 
-from inventory.models import Accelerator, Image, Zone
-from inventory.selectors import current_prices, stock_by_accelerator, stock_by_zone
+from inventory.selectors import (
+    accelerators_orderable,
+    current_prices,
+    image_list,
+    stock_by_accelerator,
+    stock_by_zone,
+    zone_list,
+)
 from provisioning.choices import BillingMode, InstanceKind, PackageRenewal
 from provisioning.placement import Item, Policy
 from provisioning.placement.validation import MAX_POLICY_CARDS
@@ -34,14 +40,14 @@ class CatalogChoices:
     def __init__(self):
         prices = current_prices()
         stock = stock_by_accelerator()
-        self.accelerators = [a for a in Accelerator.objects.filter(orderable=True).order_by("vendor", "slug")
+        self.accelerators = [a for a in accelerators_orderable()
                              if a.slug in prices]
         for acc in self.accelerators:
             acc.on_demand_ucny, acc.monthly_ucny = prices[acc.slug]
             acc.stock = stock[acc.slug]
         self.by_slug = {a.slug: a for a in self.accelerators}
         self.vendors = sorted({a.vendor for a in self.accelerators})
-        images = list(Image.objects.filter(active=True).order_by("slug"))
+        images = list(image_list(active_only=True))
         self.images_by_vendor = {v: [i for i in images if v in (i.vendors or [])] for v in self.vendors}
         # Free cards per orderable accelerator in each zone: a sum over accelerators says nothing about the one
         # the customer wants (24 free could be 24 Ascend cards in a zone with no H100 left).
@@ -49,7 +55,7 @@ class CatalogChoices:
         for (zone, acc), row in sorted(stock_by_zone().items()):
             if acc in self.by_slug and row["total_cards"]:
                 free.setdefault(zone, []).append((self.by_slug[acc].name, row["available_cards"]))
-        self.zones = [(z, free.get(z.slug, [])) for z in Zone.objects.order_by("slug")]
+        self.zones = [(z, free.get(z.slug, [])) for z in zone_list()]
 
     def zone_choices(self):
         def stock(rows):

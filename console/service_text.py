@@ -10,7 +10,7 @@ from core.money import format_fen, parse_cny
 from provisioning.choices import InstanceState
 
 from .catalog_names import VENDOR_NAMES, named
-from .templatetags.cardmix import rate
+from .money_text import rate
 
 ITEM_PREFIX = re.compile(r"^item (\d+): ")
 REQUEST_SYNTAX = re.compile(r"\s*\([^()]*\{[^()]*\}[^()]*\)")  # '(hybrid: images: {"nvidia": …})'

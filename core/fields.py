@@ -1,4 +1,5 @@
 """DRF fields for the API's money conventions."""
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
 from .money import MoneyError, format_ucny, parse_cny
@@ -24,13 +25,10 @@ class MoneyField(serializers.Field):
             self.fail("invalid", message=str(exc))
 
 
-try:  # describe MoneyField as a string in the OpenAPI schema
-    from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+class MoneyFieldExtension(OpenApiSerializerFieldExtension):
+    """Describes MoneyField as a string in the OpenAPI schema (drf-spectacular is a dependency)."""
 
-    class MoneyFieldExtension(OpenApiSerializerFieldExtension):
-        target_class = "core.fields.MoneyField"
+    target_class = "core.fields.MoneyField"
 
-        def map_serializer_field(self, auto_schema, direction):
-            return {"type": "string", "pattern": r"^-?\d+\.\d{1,6}$", "example": "100.000000"}
-except ImportError:  # pragma: no cover
-    pass
+    def map_serializer_field(self, auto_schema, direction):
+        return {"type": "string", "pattern": r"^-?\d+\.\d{1,6}$", "example": "100.000000"}

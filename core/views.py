@@ -2,14 +2,13 @@
 import logging
 import sys
 
+from celery import current_app
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.exceptions import NotFound
-
-from config.celery import app as celery_app
 
 from .exceptions import error_body
 
@@ -29,7 +28,8 @@ def _check_database() -> str:
 
 def _check_broker() -> str:
     try:
-        with celery_app.connection_for_write() as conn:
+        # the project's app (config/__init__.py makes it current); core sits below config
+        with current_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
         return "ok"
     except Exception as exc:

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from inventory import hooks
+
 
 class HardwareConfig(AppConfig):
     """Real hardware paths: node agents and their tokens, Redfish BMC credentials, Slurm partitions."""
@@ -8,8 +10,6 @@ class HardwareConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from inventory import hooks
-
         from .selectors import bmc_credentials_missing
 
         # inventory checks Node.bmc_credentials_ref through this (it never imports hardware).

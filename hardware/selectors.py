@@ -51,7 +51,7 @@ def bmc_login_for_node(node) -> BmcLogin:
 
 def unreachable_instance_ids() -> set:
     """Instances holding live cards on unreachable nodes (the flag the provisioning side can read)."""
-    return set(CardAllocation.objects.filter(released_at__isnull=True, holder_kind=HolderKind.INSTANCE,
+    return set(CardAllocation.objects.live().filter(holder_kind=HolderKind.INSTANCE,
                                              card__node__state=NodeState.UNREACHABLE)
                .values_list("holder_id", flat=True))
 
@@ -74,3 +74,8 @@ def dark_nodes(node_ids=None, *, silent: bool = False) -> dict:
     if node_ids is not None:
         creds = creds.filter(node_id__in=list(node_ids))
     return dict(creds.values_list("node_id", "last_heartbeat_at"))
+
+
+def agent_token_issued(*, node_id) -> bool:
+    """Whether the node was ever given an agent token (a revoked one included)."""
+    return NodeCredential.objects.filter(node_id=node_id).exists()

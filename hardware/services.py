@@ -15,6 +15,7 @@ from django.db.models.functions import Now
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
 from core.locks import try_advisory_xact_lock
+from core.outbox import outbox_send
 from inventory.choices import HolderKind, NodeState
 from inventory.lock_objects import node_lock
 from inventory.models import CardAllocation, Node
@@ -129,8 +130,6 @@ def _node_resume(node_id) -> None:
 def _dark_sweep_dispatch() -> None:
     """Ask provisioning (by task name: it sits above hardware) to act on nodes gone dark or back, after this
     transaction commits; its beat does the same every NODE_DARK_SWEEP_SECONDS, so a lost message only delays it."""
-    from core.outbox import outbox_send
-
     outbox_send("provisioning.instances_dark_sweep")
 
 
@@ -184,8 +183,7 @@ def heartbeats_check() -> list[str]:
             node_set_state(node=node, state=NodeState.UNREACHABLE,
                            reason=f"{UNREACHABLE_REASON} (last {last}, threshold "
                                   f"{settings.AGENT_HEARTBEAT_TIMEOUT_SECONDS:g} s)")
-            holders = (CardAllocation.objects.filter(card__node=node, released_at__isnull=True,
-                                                     holder_kind=HolderKind.INSTANCE)
+            holders = (CardAllocation.objects.live().filter(card__node=node, holder_kind=HolderKind.INSTANCE)
                        .values_list("holder_id", flat=True).distinct())
             for holder_id in sorted(set(holders)):
                 audit_record(action="instance.node_unreachable", target_type="provisioning.instance",

@@ -185,7 +185,7 @@ class CardInline(admin.TabularInline):
     can_delete = False
 
     def get_queryset(self, request):
-        live = CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+        live = CardAllocation.objects.live().filter(card=OuterRef("pk"))
         return super().get_queryset(request).annotate(
             live_holder=Subquery(live.values("holder_id")[:1]), live_kind=Subquery(live.values("holder_kind")[:1]))
 
@@ -344,7 +344,7 @@ class CardAdmin(ReadOnlyAdmin):
     list_select_related = ["node__accelerator"]
 
     def get_queryset(self, request):
-        live = CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+        live = CardAllocation.objects.live().filter(card=OuterRef("pk"))
         return super().get_queryset(request).annotate(
             live_holder=Subquery(live.values("holder_id")[:1]), live_kind=Subquery(live.values("holder_kind")[:1]),
             live_at=Subquery(live.values("allocated_at")[:1]))

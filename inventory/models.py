@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from core.money import format_ucny
+from core.querysets import ReleasableQuerySet
 
 from .choices import CardHealth, ClusterNetwork, Collective, FabricKind, HolderKind, NodeState, Vendor
 
@@ -162,6 +163,8 @@ class CardAllocation(models.Model):
     holder_id = models.UUIDField(db_index=True)
     allocated_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ReleasableQuerySet.as_manager()
 
     class Meta:
         constraints = [

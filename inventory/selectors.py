@@ -9,7 +9,7 @@ from django.db.models.functions import Now
 from core.errors import NotFoundError, ValidationFailed
 
 from .choices import CardHealth, NodeState
-from .models import Accelerator, Card, CardAllocation, Node, Price, Zone
+from .models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
 
 _ZERO = {"available_cards": 0, "allocated_cards": 0, "total_cards": 0}
 
@@ -26,7 +26,7 @@ class PriceMissing(ValidationFailed):
 
 
 def _live_allocation():
-    return CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
+    return CardAllocation.objects.live().filter(card=OuterRef("pk"))
 
 
 def _stock_aggregates() -> dict:
@@ -172,7 +172,7 @@ def node_get(*, node_id) -> Node:
 
 def node_card_counts(nodes):
     """Annotate cards_free / cards_allocated / cards_failed on a Node queryset (one query)."""
-    held = Exists(CardAllocation.objects.filter(card=OuterRef("cards__pk"), released_at__isnull=True))
+    held = Exists(CardAllocation.objects.live().filter(card=OuterRef("cards__pk")))
     return nodes.annotate(
         cards_allocated=Count("cards", filter=Q(held)),
         cards_free=Count("cards", filter=Q(cards__health=CardHealth.OK) & ~Q(held)),
@@ -182,7 +182,7 @@ def node_card_counts(nodes):
 
 def allocations_live(*, holder_id) -> list[CardAllocation]:
     """The live allocations of one holder, with card → node → zone/accelerator, in card pk order."""
-    return list(CardAllocation.objects.filter(holder_id=holder_id, released_at__isnull=True)
+    return list(CardAllocation.objects.live().filter(holder_id=holder_id)
                 .select_related("card__node__zone", "card__node__accelerator").order_by("card_id"))
 
 
@@ -205,3 +205,56 @@ def capacity_by_zone() -> list[dict]:
              "accelerator_id": r["node__accelerator_id"], "zone_id": r["node__zone_id"],
              "zone": r["node__zone__name"], "zone_slug": r["node__zone__slug"],
              **{k: r[k] for k in ("total", "nodes", "allocated", "free", "failed", "draining", "out")}} for r in rows]
+
+
+def card_held():
+    """Exists(a live allocation of the outer Card row): for filters on Card querysets."""
+    return Exists(_live_allocation())
+
+
+def cards_with_live_holder():
+    """Every card (node → accelerator loaded), by node and index, with its live allocation's holder id, kind
+    and time annotated (None when free); one query."""
+    live = _live_allocation()
+    return (Card.objects.select_related("node__accelerator").order_by("node__hostname", "index")
+            .annotate(live_holder_id=Subquery(live.values("holder_id")[:1]),
+                      live_holder_kind=Subquery(live.values("holder_kind")[:1]),
+                      live_allocated_at=Subquery(live.values("allocated_at")[:1])))
+
+
+def accelerator_list():
+    """Every accelerator, by slug."""
+    return Accelerator.objects.order_by("slug")
+
+
+def accelerators_orderable():
+    """The accelerators customers can order, by vendor then slug."""
+    return Accelerator.objects.filter(orderable=True).order_by("vendor", "slug")
+
+
+def accelerator_names(slugs=None) -> dict[str, str]:
+    """{slug: display name} of the given accelerators (all when `slugs` is None); one query."""
+    qs = Accelerator.objects.all() if slugs is None else Accelerator.objects.filter(slug__in=set(slugs))
+    return dict(qs.values_list("slug", "name"))
+
+
+def zone_list(slugs=None):
+    """The zones (those among `slugs` when given), by slug."""
+    qs = Zone.objects.order_by("slug")
+    return qs if slugs is None else qs.filter(slug__in=set(slugs))
+
+
+def image_list(*, active_only: bool):
+    """The images (only the active ones when `active_only`), by slug."""
+    qs = Image.objects.order_by("slug")
+    return qs.filter(active=True) if active_only else qs
+
+
+def node_list():
+    """Every node with zone and accelerator, by hostname, its card counts annotated (one query)."""
+    return node_card_counts(Node.objects.select_related("zone", "accelerator").order_by("hostname"))
+
+
+def price_list():
+    """The price history, by accelerator and newest first."""
+    return Price.objects.select_related("accelerator").order_by("accelerator__slug", "-effective_from")

@@ -36,7 +36,7 @@ class CardsUnavailable(InsufficientCapacity):
 
 
 def _live_allocations_on(node) -> int:
-    return CardAllocation.objects.filter(card__node=node, released_at__isnull=True).count()
+    return CardAllocation.objects.live().filter(card__node=node).count()
 
 
 def node_set_state(*, node, state, reason, actor=None, request=None) -> Node:
@@ -202,7 +202,7 @@ def cards_allocate(*, card_ids, holder_kind=HolderKind.INSTANCE, holder_id) -> l
                 bad = {c.pk for c in cards if c.health != CardHealth.OK or c.node.state != NodeState.AVAILABLE}
                 if bad:
                     raise CardsUnavailable("Some cards are unhealthy or on nodes that take nothing new.", card_ids=bad)
-            held = set(CardAllocation.objects.filter(card_id__in=card_ids, released_at__isnull=True)
+            held = set(CardAllocation.objects.live().filter(card_id__in=card_ids)
                        .values_list("card_id", flat=True))
             if held:
                 raise CardsUnavailable("Some cards are already allocated.", card_ids=held)
@@ -218,7 +218,7 @@ def cards_release(*, holder_id, card_ids=None) -> int:
     Idempotent: releasing again releases nothing. Announces capacity after commit.
     """
     with transaction.atomic():
-        live = CardAllocation.objects.filter(holder_id=holder_id, released_at__isnull=True)
+        live = CardAllocation.objects.live().filter(holder_id=holder_id)
         if card_ids is not None:
             live = live.filter(card_id__in=list(card_ids))
         where = list(live.order_by("card_id").select_for_update(of=("self",))

@@ -1,8 +1,8 @@
-import logging
-
 from django.apps import AppConfig
 
-logger = logging.getLogger("cardmix.provisioning")
+from billing.hooks import register_autostop
+from billing.products.hooks import register_instance_names, register_package_end
+from inventory.hooks import register_capacity_listener, register_holder_describer
 
 
 def _on_capacity(**_kwargs):
@@ -53,19 +53,9 @@ class ProvisioningConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from inventory.hooks import register_capacity_listener
-
+        # The lower apps' hook registries (pure modules): they call back into provisioning without importing it.
         register_capacity_listener(_on_capacity)
-        from inventory.hooks import register_holder_describer
-
         register_holder_describer(_holders_describe)
-        try:
-            from billing.hooks import register_autostop
-        except ImportError:  # billing's hook module is still being built
-            logger.warning("billing.hooks.register_autostop is not available; auto-stop is not wired")
-        else:
-            register_autostop(_on_autostop)
-        from billing.products.hooks import register_instance_names, register_package_end
-
+        register_autostop(_on_autostop)
         register_package_end(_on_package_end)
         register_instance_names(_instance_names)

@@ -1,6 +1,5 @@
 """select_for_update helpers, always in pk order so concurrent writers never deadlock."""
 from core.errors import NotFoundError
-from inventory.models import Card
 
 from .models import Instance
 
@@ -14,8 +13,3 @@ def instance_lock(*, instance_id, org=None) -> Instance:
     if instance is None:
         raise NotFoundError("No such instance.")
     return instance
-
-
-def cards_lock(*, card_ids) -> list[Card]:
-    """Lock card rows in pk order (the claim's first guard; the live-allocation constraint is the last)."""
-    return list(Card.objects.select_for_update(of=("self",)).filter(pk__in=card_ids).order_by("pk"))

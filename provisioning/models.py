@@ -5,6 +5,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.querysets import ReleasableQuerySet
+
 from .choices import (
     BillingMode,
     GroupState,
@@ -136,6 +138,8 @@ class NodeGroup(models.Model):
     checked_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)  # set: a past placement
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ReleasableQuerySet.as_manager()
 
     class Meta:
         ordering = ["instance", "item_index", "id"]

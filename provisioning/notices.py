@@ -5,6 +5,10 @@ from datetime import timedelta
 
 from django.conf import settings
 
+from hardware.models import NodeCredential
+from hardware.services import UNREACHABLE_REASON
+from inventory.choices import NodeState
+
 from .choices import InstanceKind
 from .choices import InstanceState as S
 
@@ -19,8 +23,8 @@ def instance_notices(instances) -> dict:
 
     kinds = {i.pk: (i.kind, i.billing) for i in instances}
     found: dict = {}
-    rows = (NodeGroup.objects.filter(instance_id__in=running, released_at__isnull=True,
-                                     node__agent_credential__node_id__in=_dark_node_ids())
+    rows = (NodeGroup.objects.live().filter(instance_id__in=running,
+                                            node__agent_credential__node_id__in=_dark_node_ids())
             .values_list("instance_id", "node__hostname", "node__agent_credential__last_heartbeat_at"))
     for instance_id, hostname, last in rows:
         found.setdefault(instance_id, {})[hostname] = last
@@ -30,10 +34,6 @@ def instance_notices(instances) -> dict:
 
 def _dark_node_ids():
     # A subquery: the page's one statement joins the marked nodes instead of reading them first.
-    from hardware.models import NodeCredential
-    from hardware.services import UNREACHABLE_REASON
-    from inventory.choices import NodeState
-
     return NodeCredential.objects.filter(node__state=NodeState.UNREACHABLE,
                                          node__state_reason__startswith=UNREACHABLE_REASON).values("node_id")
 

@@ -5,6 +5,7 @@ import time
 from celery import shared_task
 
 from core.logging import log_context
+from inventory.models import Node
 
 from .choices import InstanceState as S
 from .models import Instance
@@ -105,8 +106,6 @@ def node_clean_task(self, node_id: str, previous_state: str | None = None) -> st
     While another pass holds the node, look again later: that pass may belong to a worker that died
     (a redelivery after a crash arrives at once), and only a later look can take its expired claim over.
     """
-    from inventory.models import Node
-
     from .services.cleaning import PassTaken, node_clean
 
     try:

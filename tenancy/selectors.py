@@ -4,7 +4,7 @@ from django.db.models.functions import Now
 from django.http import Http404
 
 from .choices import Role
-from .models import ApiToken, AuditEvent, Membership, Organization, SshKey
+from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, User
 
 
 def membership_for_session(*, user, org_id=None):
@@ -105,3 +105,8 @@ def organization_get_by_slug(*, slug) -> Organization:
     if org is None:
         raise Http404("No such organization.")
     return org
+
+
+def user_exists(*, email) -> bool:
+    """Whether an account with this email address exists."""
+    return User.objects.filter(email=email).exists()

@@ -21,6 +21,7 @@ from core.dbclock import db_now
 from core.errors import InsufficientFunds, NotFoundError, ValidationFailed
 from core.money import format_ucny
 from tenancy.audit import audit_record
+from tenancy.models import Membership
 
 from ..choices import STOP_KEEPS_NOTHING, TransferCode
 from ..funds import funds_check, spend
@@ -157,8 +158,6 @@ def _renew(package: Package, now) -> Package | None:
 
 def _notice_send(package: Package) -> None:
     """Email the organization's owners, admins and billing members that the package could not renew."""
-    from tenancy.models import Membership
-
     emails = sorted(Membership.objects.filter(organization_id=package.organization_id,
                                               role__in=["owner", "admin", "billing"])
                     .values_list("user__email", flat=True))

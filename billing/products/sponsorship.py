@@ -3,6 +3,8 @@ from django.db import transaction
 
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
+from inventory.models import Accelerator
+from inventory.selectors import PriceMissing, current_price
 from tenancy.audit import audit_record
 
 from ..credits import grant_credit
@@ -14,9 +16,6 @@ MAX_CARD_HOURS = 1_000_000
 def sponsorship_submit(*, org, user=None, title: str, abstract: str, accelerator: str, card_hours: int,
                        request=None) -> SponsorshipProposal:
     """Record an organization's proposal for sponsored card-hours on one accelerator."""
-    from inventory.models import Accelerator
-    from inventory.selectors import PriceMissing, current_price
-
     errors: dict = {}
     if not Accelerator.objects.filter(slug=accelerator).exists():
         errors["accelerator"] = [f"Unknown accelerator {accelerator!r}."]
@@ -55,8 +54,6 @@ def sponsorship_approve(*, proposal_id, actor=None, note: str = "", request=None
 
     The row lock serialises two operators; approving an approved proposal changes nothing.
     """
-    from inventory.selectors import current_price
-
     with transaction.atomic():
         proposal = _lock(proposal_id)
         if proposal.state == SponsorshipState.APPROVED:

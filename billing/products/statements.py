@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncMonth
 
+from core.dbclock import db_now
 from core.errors import NotFoundError, ValidationFailed
 
 from ..choices import ORG_KINDS, AccountKind, TransferCode
@@ -100,8 +101,6 @@ def _sums_before(ids, at) -> dict[int, int]:
 
 def statement_build(*, org, month: str, now=None) -> Statement:
     """The statement of `org` for `month` ("YYYY-MM"); a month that has not begun → NotFoundError."""
-    from core.dbclock import db_now
-
     year, mon = month_parse(month)
     # Before month_bounds: a future month is a 404, even one whose end is not representable (9999-12).
     if month_start(year, mon) > (now or db_now()):

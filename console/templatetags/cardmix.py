@@ -7,48 +7,22 @@ from django import template
 
 from billing.choices import TransferCode
 from billing.zone import billing_tz, local_time, zone_label
-from core.money import DISPLAY_MINUS, format_fen, format_ucny
 
 from ..catalog_names import VENDOR_NAMES
+from ..money_text import fen, per_second, rate
+from ..state_reasons import reason_for_people
+from ..state_reasons import stop_warning as _stop_warning
+from ..state_reasons import terminate_warning as _terminate_warning
 
 register = template.Library()
 
 ACCOUNT_LABELS = {"trial": "Trial credit", "compensation": "Compensation", "grant": "Grant", "cash": "Cash"}
 
 
-@register.filter
-def fen(amount_ucny):
-    """µCNY → "¥12.35", "−¥382.16" (display only; the API keeps µCNY exact)."""
-    if amount_ucny is None or amount_ucny == "":
-        return "—"
-    return format_fen(int(amount_ucny))
-
-
-@register.filter
-def rate(price_ucny):
-    """A price per hour or card-hour, exact: "¥1.235" (a monthly rate), "¥1.90"; at least two decimals, never
-    rounded, so a row's subtotal is what its rate times its cards reads."""
-    if price_ucny is None or price_ucny == "":
-        return "—"
-    amount = int(price_ucny)
-    text = format_ucny(abs(amount)).rstrip("0")
-    whole, _, decimals = text.partition(".")
-    return f"{_sign(amount)}¥{whole}.{decimals.ljust(2, '0')}"
-
-
-@register.filter
-def per_second(price_per_hour_ucny):
-    """µCNY per hour → "¥0.001056" per second (six decimals: a second costs less than a fen)."""
-    if price_per_hour_ucny in (None, ""):
-        return "—"
-    amount = int(price_per_hour_ucny)
-    per_second = abs(amount) // 3600  # truncated towards zero, whatever the sign
-    return f"{_sign(amount) if per_second else ''}¥{format_ucny(per_second)}"
-
-
-def _sign(amount: int) -> str:
-    """The minus before the currency sign, as format_fen writes it."""
-    return DISPLAY_MINUS if amount < 0 else ""
+# Money: plain formatters in console/money_text.py (service_text uses them too).
+register.filter(fen)
+register.filter(rate)
+register.filter(per_second)
 
 
 @register.filter
@@ -74,8 +48,6 @@ def reason(text, kind=""):
     """An instance's state reason, or an event's, as a sentence: "create: placed" → "Cards placed; the machine is
     being prepared." (display only; the API keeps the reason). `|reason:instance.kind`: some read differently for
     bare metal."""
-    from ..state_reasons import reason_for_people  # it imports service_text, which imports this module
-
     return reason_for_people(text, kind or "")
 
 
@@ -122,17 +94,13 @@ def zone_label_tag():
 @register.filter
 def stop_warning(kind):
     """container → "Its cards are released and its container deleted with its disk: …": what a stop deletes."""
-    from ..state_reasons import stop_warning as warning  # see `reason`
-
-    return warning(kind or "")
+    return _stop_warning(kind or "")
 
 
 @register.filter
 def terminate_warning(kind):
     """bare_metal → "Its nodes are released and their disks wiped; …": what a termination deletes."""
-    from ..state_reasons import terminate_warning as warning  # see `reason`
-
-    return warning(kind or "")
+    return _terminate_warning(kind or "")
 
 
 BYTES = re.compile(r"(?<![\w.])(\d+) ?B\b")

@@ -23,6 +23,7 @@ from tenancy.choices import Role
 from tenancy.models import TokenScope
 from tenancy.permissions import request_can
 from tenancy.throttles import LoginRateThrottle, SignupRateThrottle
+from tenancy.verification import verification_email_send
 
 from ..forms import form_errors_add, no_maxlength
 from .confirm import confirm_page
@@ -77,8 +78,6 @@ def check_email(request):
     if request.method == "POST" and request.user.email_verified_at is None:
         if _throttled(request, SignupRateThrottle):
             return _too_many(request)
-        from tenancy.verification import verification_email_send
-
         verification_email_send(request.user)
         messages.info(request, "We sent the verification link again.")
         return redirect("console:check_email")

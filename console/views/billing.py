@@ -2,20 +2,19 @@
 
 All numbers come from billing's selectors; this module only lays them out (money stays int µCNY
 until the `fen` filter rounds it for display)."""
-from datetime import date, datetime, time, timedelta
+from datetime import date, timedelta
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Sum
-from django.db.models.functions import TruncDate
 from django.http import Http404
 from django.shortcuts import render
 
+from billing import selectors as billing_selectors
 from billing.choices import TransferCode
 from billing.rating import whole_seconds
-from billing.selectors import transfer_day_lines, transfer_groups, transfer_list, usage_list
+from billing.selectors import account_kinds, transfer_day_lines, transfer_groups, usage_list
 from core.dbclock import db_now
 from provisioning.selectors import event_instances, instance_get, instance_names
 from tenancy.permissions import request_can
@@ -28,7 +27,6 @@ LEDGER_PAGE = 25
 USAGE_ROWS = 50
 CHART_DAYS = 30
 CHART_W, CHART_H = 600, 160
-SPEND_CODES = (TransferCode.METER, TransferCode.PACKAGE)
 
 
 def ledger_rows(lines, org) -> list:
@@ -45,9 +43,7 @@ def ledger_rows(lines, org) -> list:
 def ledger_group_rows(rows, org) -> list:
     """transfer_groups rows seen from the organization (direction, its account's kind, what for), each naming its
     instance: metered usage and packages by their instance id, an SLA credit by the request event it compensates."""
-    from billing.models import Account
-
-    kinds = dict(Account.objects.filter(organization=org).values_list("pk", "kind"))
+    kinds = account_kinds(org=org)
     labels = dict(TransferCode.choices)
     rows = list(rows)
     breaches = event_instances(org=org, event_ids=[r["grant_ref"] for r in rows if r["code"] == TransferCode.SLA])
@@ -69,16 +65,7 @@ def ledger_group_rows(rows, org) -> list:
 
 def spend_by_day(org, now) -> list[dict]:
     """The last 30 billing-time-zone days of compute spend (meters and packages), one aggregate query."""
-    tz = ZoneInfo(settings.BILLING_TIME_ZONE)
-    today = now.astimezone(tz).date()
-    first = today - timedelta(days=CHART_DAYS - 1)
-    start = datetime.combine(first, time.min, tzinfo=tz)
-    totals = dict(transfer_list(org=org).order_by()
-                  .filter(debit_account__organization=org, code__in=SPEND_CODES, created_at__gte=start)
-                  .annotate(day=TruncDate("created_at", tzinfo=tz)).values("day")
-                  .annotate(total=Sum("amount")).values_list("day", "total"))
-    return [{"day": first + timedelta(days=i), "amount": int(totals.get(first + timedelta(days=i)) or 0)}
-            for i in range(CHART_DAYS)]
+    return billing_selectors.spend_by_day(org=org, now=now, days=CHART_DAYS, tz=ZoneInfo(settings.BILLING_TIME_ZONE))
 
 
 CHART_TOP = 18  # px above the tallest bar: the "max … /day" label sits there, never on a bar

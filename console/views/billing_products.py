@@ -11,6 +11,8 @@ from billing.products.sponsorship import MAX_CARD_HOURS, sponsorship_submit
 from billing.products.statement_formats import statement_csv
 from billing.products.statements import statement_build, statement_months
 from core.errors import NotFoundError, ServiceError, ValidationFailed
+from inventory.models import Accelerator
+from inventory.selectors import current_prices
 from provisioning.selectors import instance_names
 from tenancy.permissions import request_can
 
@@ -63,9 +65,6 @@ class SponsorshipForm(forms.Form):
     card_hours = forms.IntegerField(min_value=1, max_value=MAX_CARD_HOURS)
 
     def __init__(self, *args, **kwargs):
-        from inventory.models import Accelerator
-        from inventory.selectors import current_prices
-
         super().__init__(*args, **kwargs)
         priced = current_prices()  # grants are at list price: an unpriced accelerator cannot be sponsored
         self.fields["accelerator"].choices = [(slug, name) for slug, name in

@@ -2,7 +2,7 @@
 readiness bars and topology — each fetched once per page, never per row."""
 from dataclasses import dataclass
 
-from billing.models import Transfer
+from billing.selectors import sla_compensation_total
 from core.dbclock import db_now
 from provisioning import selectors
 from provisioning.api.serializers import InstanceSerializer
@@ -185,15 +185,12 @@ def compensation_for(events) -> int:
     refs = [str(e.pk) for e in events if e.reason in ("create", "start requested")]
     if not refs:
         return 0
-    return sum(Transfer.objects.filter(code="sla", grant_ref__in=refs).values_list("amount", flat=True))
+    return sla_compensation_total(grant_refs=refs)
 
 
 def topology_groups(instance):
     """The live node groups with node → zone and accelerator (one query)."""
-    from provisioning.models import NodeGroup
-
-    return list(NodeGroup.objects.filter(instance=instance, released_at__isnull=True)
-                .select_related("node__zone", "node__accelerator").order_by("item_index", "id"))
+    return selectors.instance_groups_live(instance=instance)
 
 
 def topology(groups) -> list[str]:

@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from billing.funds import available_funds
 from core.errors import InsufficientFunds, ServiceError
 from core.idempotency import IdempotencyInProgress, IdempotencyKeyReused, credential_of, idempotent_call
 from core.money import format_fen, parse_cny
@@ -22,6 +23,7 @@ from provisioning import selectors
 from provisioning.card_share import CardShare, cpus_text
 from provisioning.choices import InstanceState
 from provisioning.models import PackageRenewal
+from provisioning.services.billing_port import funds_check
 from provisioning.services.instances import instance_create, instance_start, instance_stop, instance_terminate
 from provisioning.services.packages import instance_package_renewal_set
 from provisioning.services.quotes import quote_compute
@@ -29,9 +31,9 @@ from tenancy.permissions import request_can
 from tenancy.selectors import ssh_key_list
 
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
+from ..money_text import rate
 from ..service_text import action_refusal, for_people
 from ..state_reasons import stop_warning, terminate_warning
-from ..templatetags.cardmix import rate
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
@@ -149,9 +151,6 @@ def funds_note(org, user, *, price_per_hour: int, billing: str, can_top_up: bool
     before Create refuses. {} without an organization or a price."""
     if org is None or not price_per_hour:
         return {}
-    from billing.funds import available_funds
-    from provisioning.services.billing_port import funds_check
-
     available = available_funds(org)
     unverified = user is not None and getattr(user, "email_verified_at", 1) is None
     try:

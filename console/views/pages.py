@@ -3,8 +3,7 @@
 from django.conf import settings
 from django.shortcuts import redirect, render
 
-from inventory.models import Accelerator, Zone
-from inventory.selectors import current_prices, stock_by_zone
+from inventory.selectors import accelerators_orderable, current_prices, stock_by_zone, zone_list
 
 from .dashboard import dashboard  # noqa: F401  (kept importable from here for old references)
 
@@ -14,9 +13,9 @@ def catalog_rows() -> list[dict]:
     monthly discount in whole percent) and the cards free now out of the zone's total. Four queries."""
     prices = current_prices()
     stock = stock_by_zone()
-    zones = {z.slug: z for z in Zone.objects.all()}
+    zones = {z.slug: z for z in zone_list()}
     rows = []
-    for acc in Accelerator.objects.filter(orderable=True).order_by("vendor", "slug"):
+    for acc in accelerators_orderable():
         if acc.slug not in prices:
             continue
         on_demand, monthly = prices[acc.slug]

@@ -11,6 +11,7 @@ from core.errors import ServiceError
 from tenancy import invitations
 from tenancy.choices import Role
 from tenancy.middleware import SESSION_ORG_KEY
+from tenancy.selectors import user_exists
 from tenancy.throttles import SignupRateThrottle
 
 from ..forms import form_errors_add
@@ -77,7 +78,7 @@ def invitation_accept(request, token):
                 request.session[SESSION_ORG_KEY] = str(membership.organization_id)
                 messages.success(request, f"You joined {membership.organization.name} as {membership.role}.")
                 return redirect("console:dashboard")
-    has_account = user is None and invitations.User.objects.filter(email=invitation["email"]).exists()
+    has_account = user is None and user_exists(email=invitation["email"])
     return render(request, "console/account/invitation.html", {
         "invitation": invitation, "form": form, "error": error, "has_account": has_account,
         "wrong_user": user is not None and user.email != invitation["email"],

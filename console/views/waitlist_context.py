@@ -1,7 +1,6 @@
 """What a waitlisted instance's page says beside its queue position: when the request expires, how long such
 requests waited lately, and card types or zones that are free now (issue 33)."""
-from inventory.models import Accelerator, Zone
-from inventory.selectors import current_prices, stock_by_zone
+from inventory.selectors import accelerators_orderable, current_prices, stock_by_zone, zone_list
 from provisioning import selectors
 from provisioning.choices import InstanceState as S
 
@@ -22,7 +21,7 @@ def alternatives(instance) -> list[dict]:
     if len(wanted) != 1:
         return []  # a hybrid's parts must share a zone: no drop-in suggestion (the waitlist keeps its place)
     slug, count = wanted[0]
-    vendors = dict(Accelerator.objects.filter(orderable=True).values_list("slug", "vendor"))
+    vendors = dict(accelerators_orderable().values_list("slug", "vendor"))
     pinned = instance.zone.slug if instance.zone_id else None
     found = []
     for (zone, acc), row in sorted(stock.items()):
@@ -34,7 +33,7 @@ def alternatives(instance) -> list[dict]:
             continue  # another vendor needs another image: not a drop-in replacement
         found.append((acc != slug, prices[acc][0], zone, acc))
     found.sort()
-    zones = {z.slug: z for z in Zone.objects.filter(slug__in={f[2] for f in found})}
+    zones = {z.slug: z for z in zone_list({f[2] for f in found})}
     names = accelerator_names({f[3] for f in found})
     return [{"zone": zones.get(zone), "accelerator": acc, "name": names.get(acc, acc), "count": count,
              "price_per_hour": price * count, "same_card": not other}

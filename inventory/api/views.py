@@ -1,6 +1,6 @@
 """The catalog API (every role) and the operators' admin API (staff only)."""
 import django_filters
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Q
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -11,7 +11,7 @@ from tenancy.permissions import IsStaff, require
 
 from .. import selectors, services
 from ..choices import CardHealth, NodeState
-from ..models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
+from ..models import Card, Image, Node
 from . import serializers as s
 
 ZONE_PARAMETER = OpenApiParameter(
@@ -31,7 +31,7 @@ class AcceleratorViewSet(viewsets.ReadOnlyModelViewSet):
     filter_backends: list = []
 
     def get_queryset(self):
-        return selectors.with_current_prices(Accelerator.objects.order_by("slug"))
+        return selectors.with_current_prices(selectors.accelerator_list())
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
@@ -49,7 +49,9 @@ class ZoneViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = s.ZoneSerializer
     lookup_field = "slug"
     filter_backends: list = []
-    queryset = Zone.objects.order_by("slug")
+
+    def get_queryset(self):
+        return selectors.zone_list()
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
@@ -67,7 +69,7 @@ class ImageViewSet(viewsets.ReadOnlyModelViewSet):
     filter_backends: list = []
 
     def get_queryset(self):
-        qs = Image.objects.filter(active=True).order_by("slug")
+        qs = selectors.image_list(active_only=True)
         vendor = self.request.query_params.get("vendor")
         if not vendor or self.action != "list":  # ?vendor= narrows the list, never hides one image
             return qs
@@ -100,7 +102,7 @@ class NodeAdminViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
-        return selectors.node_card_counts(Node.objects.select_related("zone", "accelerator").order_by("hostname"))
+        return selectors.node_list()
 
     def _body(self, node, code=status.HTTP_200_OK):
         return Response(s.NodeSerializer(self.get_queryset().get(pk=node.pk)).data, status=code)
@@ -163,7 +165,7 @@ class CardFilter(django_filters.FilterSet):
         fields = ["node", "health", "zone", "accelerator"]
 
     def by_allocated(self, queryset, name, value):
-        held = Exists(CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True))
+        held = selectors.card_held()
         return queryset.filter(held if value else ~held)
 
 
@@ -175,11 +177,7 @@ class CardAdminViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = CardFilter
 
     def get_queryset(self):
-        live = CardAllocation.objects.filter(card=OuterRef("pk"), released_at__isnull=True)
-        return (Card.objects.select_related("node__accelerator").order_by("node__hostname", "index")
-                .annotate(live_holder_id=Subquery(live.values("holder_id")[:1]),
-                          live_holder_kind=Subquery(live.values("holder_kind")[:1]),
-                          live_allocated_at=Subquery(live.values("allocated_at")[:1])))
+        return selectors.cards_with_live_holder()
 
     @extend_schema(request=s.CardHealthSerializer, responses={200: s.CardSerializer})
     @action(detail=True, methods=["post"])
@@ -201,7 +199,7 @@ class PriceAdminViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins
     filterset_fields = {"accelerator__slug": ["exact"]}
 
     def get_queryset(self):
-        return Price.objects.select_related("accelerator").order_by("accelerator__slug", "-effective_from")
+        return selectors.price_list()
 
     @idempotent()
     def create(self, request, *args, **kwargs):
@@ -220,8 +218,10 @@ class ImageAdminViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins
 
     permission_classes = [IsStaff]
     serializer_class = s.ImageAdminSerializer
-    queryset = Image.objects.order_by("slug")
     http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def get_queryset(self):
+        return selectors.image_list(active_only=False)
 
     @idempotent()
     def create(self, request, *args, **kwargs):

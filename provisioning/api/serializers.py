@@ -75,7 +75,7 @@ class InstanceSerializer(serializers.Serializer):
         ctx = self.context
         groups = getattr(instance, "live_groups", None)
         if groups is None:
-            groups = list(instance.groups.filter(released_at__isnull=True).select_related("node__accelerator"))
+            groups = list(instance.groups.live().select_related("node__accelerator"))
         return instance_body(row_of(instance), [group_row_of(g) for g in groups], costs=ctx.get("costs", {}),
                              positions=ctx.get("positions", {}), now=ctx.get("now"),
                              packages=ctx.get("packages", {}), notices=ctx.get("notices", {}))

@@ -1,5 +1,4 @@
 """Instances, their events and readiness reports, and quotes (SPEC §5)."""
-from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -69,11 +68,7 @@ class InstanceListCreateView(APIView):
         if rows:
             # On PostgreSQL costs, live groups and the database clock came with the page (one statement).
             now = rows[0].body_now or db_now()
-            if connection.vendor == "postgresql":
-                groups, costs = {r.id: r.body_groups for r in rows}, {r.id: r.body_cost for r in rows}
-            else:
-                ids = [r.id for r in rows]
-                groups, costs = selectors.live_group_rows(ids), billing_port.instance_costs(ids, now=now)
+            groups, costs = selectors.page_groups_and_costs(rows, now=now)
             context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
                        "packages": billing_port.packages_current(rows), "notices": instance_notices(rows)}
             data = [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]

@@ -9,6 +9,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hardware.enrollment import node_token_revoked
+from hardware.selectors import agent_token_issued
+from hardware.services import agent_command_enqueue, agent_command_wait, agent_prepare_reached
+
 from ..card_share import card_share
 from .base import Driver, DriverOutput, NodeRef, container_name, readiness_command
 from .registry import register_driver
@@ -30,15 +34,12 @@ class AgentDriver(Driver):
     def run(self, node: NodeRef, kind: str, payload: dict[str, Any], *, timeout_s: float | None = None,
             meta: dict[str, Any] | None = None) -> DriverOutput:
         """Queue `kind` for the node's agent and wait for what it printed."""
-        from hardware.models import NodeCredential
-        from hardware.services import agent_command_enqueue, agent_command_wait
-
         started = time.monotonic()
         meta = dict(meta or {})
-        if not NodeCredential.objects.filter(node_id=node.id).exists():
+        if not agent_token_issued(node_id=node.id):
             return DriverOutput(f"{node.hostname}: no agent token issued for this node; issue one in the admin\n",
                                 EXIT_NO_AGENT, 0.0, meta)
-        if NodeCredential.objects.filter(node_id=node.id, token_hash__isnull=True).exists():
+        if node_token_revoked(node_id=node.id):
             # Revoked at a bare-metal release: no agent can answer until the node's fresh OS enrolls (the
             # Redfish driver's deploy boot), or an operator reimages it and issues a new token.
             return DriverOutput(f"{node.hostname}: the node's agent token was revoked when its bare-metal lease "
@@ -107,12 +108,9 @@ class AgentDriver(Driver):
         Queued on all nodes before waiting on any, so the probes overlap; each agent retries its connections for
         `timeout_s` while the others come up. The text is each node's answer under its hostname.
         """
-        from hardware.models import NodeCredential
-        from hardware.services import agent_command_enqueue, agent_command_wait
-
         started = time.monotonic()
         parts = list(cluster["parts"])
-        missing = [n.hostname for n in nodes if not NodeCredential.objects.filter(node_id=n.id).exists()]
+        missing = [n.hostname for n in nodes if not agent_token_issued(node_id=n.id)]
         if missing:
             return DriverOutput(f"{', '.join(missing)}: no agent token issued for this node; issue one in the admin\n",
                                 EXIT_NO_AGENT, 0.0, {"tool": "tcp"})
@@ -151,8 +149,6 @@ class AgentDriver(Driver):
         When no prepare of it ever reached the agent (still queued ones are withdrawn), nothing runs there:
         answer at once rather than wait for an agent that may be gone.
         """
-        from hardware.services import agent_prepare_reached
-
         if not agent_prepare_reached(node_id=node.id, instance_id=instance_id, cards=list(cards) or None):
             return DriverOutput(f"{node.hostname}: no prepare of {instance_id} reached the agent; nothing to "
                                 f"release\n", 0, 0.0, {"instance_id": instance_id, "skipped": True})

@@ -12,6 +12,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.dbclock import db_now
+from hardware.enrollment import (
+    enroll_deliver,
+    enroll_file,
+    enroll_withdraw,
+    node_enroll_issue,
+    node_token_revoked,
+)
+from hardware.selectors import bmc_login_for_node
+from hardware.services import agent_heartbeat_pause, agent_wait_heartbeat
+from inventory.models import Node
+
 from .agent import AgentDriver
 from .base import Driver, DriverOutput, NodeRef
 from .registry import register_driver
@@ -22,8 +34,6 @@ EXIT_TIMEOUT = 124
 
 
 def node_token_revoked_of(node: NodeRef) -> bool:
-    from hardware.enrollment import node_token_revoked
-
     return node_token_revoked(node_id=node.id)
 
 
@@ -56,9 +66,6 @@ class RedfishDriver(Driver):
     def _system(self, node: NodeRef):
         """The sushy System of the node (BMC address + decrypted login from hardware.BmcCredential)."""
         import sushy
-
-        from hardware.selectors import bmc_login_for_node
-        from inventory.models import Node
 
         row = Node.objects.get(pk=node.id)
         try:
@@ -96,8 +103,6 @@ class RedfishDriver(Driver):
     def _boot(self, node: NodeRef, lines: list[str]) -> None:
         """One-time network boot and power on (restart when already on); then wait for the agent (which
         enrolls first when the node's token was revoked)."""
-        from hardware.enrollment import enroll_withdraw
-
         system = self._system(node)
         enrolling = self._enroll(node, lines)
         try:
@@ -109,8 +114,6 @@ class RedfishDriver(Driver):
     def _enroll(self, node: NodeRef, lines: list[str]) -> bool:
         """The node's token was revoked (its last tenant was root there): hand the OS this boot brings up a
         one-time enrollment secret through the deploy path, which it trades for a new token. → whether."""
-        from hardware.enrollment import enroll_deliver, enroll_file, node_enroll_issue
-
         if not node_token_revoked_of(node):
             return False
         if enroll_file(node.hostname) is None:
@@ -125,9 +128,6 @@ class RedfishDriver(Driver):
 
     def _boot_and_wait(self, node: NodeRef, system, lines: list[str]) -> None:
         import sushy
-
-        from core.dbclock import db_now
-        from hardware.services import agent_wait_heartbeat
 
         target = sushy.BootSource(self.boot_target)
         system.set_system_boot_options(target=target, enabled=sushy.BootSourceOverrideEnabled.ONCE)
@@ -147,8 +147,6 @@ class RedfishDriver(Driver):
 
     def _power_off(self, node: NodeRef, lines: list[str]) -> None:
         import sushy
-
-        from hardware.services import agent_heartbeat_pause
 
         system = self._system(node)
         system.refresh(force=True)

@@ -70,7 +70,7 @@ def placement_release(*, instance: Instance) -> int:
     """Release every card the instance holds and mark its live groups released (idempotent)."""
     with transaction.atomic():
         released = cards_release(holder_id=instance.pk)
-        NodeGroup.objects.filter(instance=instance, released_at__isnull=True).update(
+        NodeGroup.objects.live().filter(instance=instance).update(
             released_at=db_now(), state=GroupState.RELEASED)
         cluster_slot_free(instance_id=instance.pk)  # its cluster networks went with its containers
     return released

@@ -49,7 +49,7 @@ class _NoRoom(Exception):
 
 
 def _live_groups(instance_id) -> list[NodeGroup]:
-    return list(NodeGroup.objects.filter(instance_id=instance_id, released_at__isnull=True)
+    return list(NodeGroup.objects.live().filter(instance_id=instance_id)
                 .select_related("node__zone").order_by("item_index", "id"))
 
 
@@ -58,8 +58,7 @@ def instances_dark_sweep() -> dict:
     stats = {"paused": 0, **{o.value: 0 for o in Outcome}}
     marked = dark_nodes()
     if marked:
-        ids = set(NodeGroup.objects.filter(node_id__in=list(marked), released_at__isnull=True,
-                                           instance__state=S.RUNNING)
+        ids = set(NodeGroup.objects.live().filter(node_id__in=list(marked), instance__state=S.RUNNING)
                   .exclude(instance_id__in=DarkEpisode.objects.filter(ended_at__isnull=True).values("instance_id"))
                   .values_list("instance_id", flat=True))
         for instance_id in sorted(ids, key=str):

@@ -6,9 +6,12 @@ from django.db import transaction
 
 from core.dbclock import db_now
 from core.errors import InsufficientCapacity, QuotaExceeded, ValidationFailed
+from core.outbox import outbox_send
+from inventory.models import Zone
 from tenancy.audit import audit_record
 from tenancy.lock_objects import organization_lock
 from tenancy.models import Organization, SshKey
+from tenancy.selectors import ssh_keys_by_ids
 
 from ..choices import InstanceState as S
 from ..choices import can_transition
@@ -29,8 +32,6 @@ STEP_SECONDS = 15 * 60
 
 def instance_dispatch(instance_id) -> None:
     # Through the transactional outbox (core/outbox.py): a broker outage delays the step, never loses it.
-    from core.outbox import outbox_send
-
     outbox_send("provisioning.instance_advance", args=[str(instance_id)])
 
 
@@ -43,7 +44,7 @@ def step_deadline(instance: Instance, now):
 def _ssh_keys(actor, ids) -> list[SshKey]:
     """The creator's own keys, in the order given (400 when one is not theirs)."""
     ids = [str(i) for i in ids or []]
-    keys = {str(k.pk): k for k in SshKey.objects.filter(user=actor, pk__in=ids)} if ids else {}
+    keys = {str(k.pk): k for k in ssh_keys_by_ids(user=actor, ids=ids)} if ids else {}
     unknown = [i for i in ids if i not in keys]
     if unknown:
         raise ValidationFailed("The request is invalid.",
@@ -138,8 +139,6 @@ def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, 
 
 
 def _zone_id(slug):
-    from inventory.models import Zone
-
     return Zone.objects.only("pk").get(slug=slug).pk
 
 

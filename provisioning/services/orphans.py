@@ -63,8 +63,8 @@ def containers_orphaned_release() -> int:
 
 
 def _live_first_cards(node_id, instance_ids) -> set[tuple[uuid.UUID, int]]:
-    return {(g.instance_id, min(g.card_indices)) for g in NodeGroup.objects.filter(
-        node_id=node_id, released_at__isnull=True, instance_id__in=set(instance_ids))
+    return {(g.instance_id, min(g.card_indices)) for g in NodeGroup.objects.live().filter(
+        node_id=node_id, instance_id__in=set(instance_ids))
         .only("instance_id", "card_indices") if g.card_indices}
 
 

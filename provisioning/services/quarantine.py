@@ -87,7 +87,7 @@ def group_replace(*, instance: Instance, group: NodeGroup, reason: str) -> bool:
         locked = instance_lock(instance_id=instance.pk)
         if locked.state not in (S.PROVISIONING, S.CHECKING):
             return False
-        live = NodeGroup.objects.select_for_update().filter(pk=group.pk, released_at__isnull=True).first()
+        live = NodeGroup.objects.select_for_update().live().filter(pk=group.pk).first()
         if live is None:
             return False
         node_quarantine(instance=locked, group=group, reason=reason)
@@ -99,7 +99,7 @@ def group_replace(*, instance: Instance, group: NodeGroup, reason: str) -> bool:
             # Quarantine and release stay committed; the caller fails the instance and frees the rest.
             return False
         came_from = locked.state
-        live_groups = NodeGroup.objects.filter(instance=locked, released_at__isnull=True)
+        live_groups = NodeGroup.objects.live().filter(instance=locked)
         if live_groups.count() >= 2:
             # A cluster: the new part changes the hostfile (and maybe every part's rank), so every part is prepared
             # again with the new plan, and checked again (services/cluster.py).

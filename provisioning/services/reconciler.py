@@ -17,6 +17,8 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import F
 
+from billing.models import Meter
+from billing.models_products import Package, PackageState
 from core.dbclock import db_now
 from core.locks import advisory_lock_held
 from inventory.choices import HolderKind
@@ -105,7 +107,7 @@ def instance_unstick(*, instance_id) -> str | None:
 
 def cards_leaked_release() -> int:
     """Release the live allocations of instances that are not live (or do not exist); returns how many holders."""
-    holders = set(CardAllocation.objects.filter(released_at__isnull=True, holder_kind=HolderKind.INSTANCE)
+    holders = set(CardAllocation.objects.live().filter(holder_kind=HolderKind.INSTANCE)
                   .values_list("holder_id", flat=True).distinct())
     if not holders:
         return 0
@@ -134,8 +136,6 @@ def _left_running_at(instance_id, opened_at):
 
 def meters_leaked_close() -> int:
     """Close meters left open for instances that are not running; returns how many instances."""
-    from billing.models import Meter  # provisioning sits above billing: reading its rows is allowed
-
     opened = dict(Meter.objects.filter(closed_at__isnull=True).order_by("instance_id", "opened_at")
                   .values_list("instance_id", "opened_at"))
     if not opened:
@@ -150,8 +150,6 @@ def meters_leaked_close() -> int:
 
 def packages_ended_apply() -> int:
     """Monthly instances whose latest package period ended without renewing, not yet on demand: apply it."""
-    from billing.models_products import Package, PackageState  # reading billing's rows is allowed
-
     from .packages import instance_package_ended
 
     # Normally none: a monthly instance has an active period, or none yet (it never ran).

@@ -15,6 +15,7 @@ from django.db import transaction
 
 from core.dbclock import db_now
 from tenancy.audit import audit_record
+from tenancy.models import Membership
 
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
@@ -30,8 +31,6 @@ BATCH = 500
 
 
 def _notice_recipients(instance: Instance) -> list[str]:
-    from tenancy.models import Membership
-
     emails = set(Membership.objects.filter(organization_id=instance.organization_id, role__in=["owner", "admin"])
                  .values_list("user__email", flat=True))
     if instance.creator_id:

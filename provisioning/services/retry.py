@@ -10,6 +10,7 @@ from django.db import transaction
 from core.errors import InvalidState
 from tenancy.audit import audit_record
 from tenancy.models import AuditEvent
+from tenancy.selectors import ssh_keys_by_ids
 
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
@@ -60,9 +61,7 @@ def instance_retry(*, org, instance_id, actor, request=None) -> Instance:
             return earlier
         keys = [str(k) for k in failed.ssh_key_ids or ()]
         if keys:
-            from tenancy.models import SshKey
-
-            own = {str(pk) for pk in SshKey.objects.filter(user=actor, pk__in=keys).values_list("pk", flat=True)}
+            own = {str(k.pk) for k in ssh_keys_by_ids(user=actor, ids=keys)}
             keys = [k for k in keys if k in own]  # another member's keys are theirs to use, not the retrier's
         instance = instance_create(org=org, actor=actor, spec=retry_spec(failed), name=retry_name(failed.name),
                                    ssh_key_ids=keys, waitlist=failed.waitlist,

@@ -12,6 +12,8 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import F, Q
 
+from billing.services import compensation_grant
+from core.outbox import outbox_send
 from tenancy.audit import audit_record
 
 from ..choices import FUNDS_FAILURE
@@ -85,8 +87,6 @@ def sla_settle(*, instance_id) -> int | None:
 
     Returns the µCNY granted (0: no breach), or None when there is nothing to settle (yet).
     """
-    from billing.services import compensation_grant
-
     with transaction.atomic():
         instance = instance_lock(instance_id=instance_id)
         if (instance.sla_event_id is None or instance.sla_deadline is None
@@ -121,6 +121,4 @@ def sla_settle_due(*, limit: int = 1000) -> int:
 def sla_dispatch(instance_id) -> None:
     """Settle this instance's window in the worker once the current transaction commits (outbox: a
     broker outage delays the settlement, never loses it)."""
-    from core.outbox import outbox_send
-
     outbox_send("provisioning.sla_settle", args=[str(instance_id)])

@@ -15,6 +15,8 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 
+from tenancy.models import Membership
+
 from ..choices import InstanceState as S
 from ..models import Instance, InstanceEvent, NodeGroup
 from . import hardware_port
@@ -35,8 +37,6 @@ def _recipients(instance: Instance) -> list[str]:
     """The instance's creator; the organization's owners and admins when it has none (a deleted user)."""
     if instance.creator_id and instance.creator.email:
         return [instance.creator.email]
-    from tenancy.models import Membership
-
     return sorted(set(Membership.objects.filter(organization_id=instance.organization_id, role__in=["owner", "admin"])
                       .values_list("user__email", flat=True)) - {""})
 
@@ -82,7 +82,7 @@ def _recovered(instance_id, *, state: str) -> None:
 
 
 def _live_parts(instance_id) -> list:
-    groups = NodeGroup.objects.filter(instance_id=instance_id, released_at__isnull=True).select_related(
+    groups = NodeGroup.objects.live().filter(instance_id=instance_id).select_related(
         "node__accelerator")
     return hardware_port.slurm_parts(groups)
 
@@ -118,7 +118,7 @@ def partition_close(*, instance: Instance, groups) -> bool | None:
 def _wanted() -> dict:
     """{partition name: (instance id, organization id, parts)} of every running hybrid that owns its nodes."""
     by_instance: dict = {}
-    rows = (NodeGroup.objects.filter(released_at__isnull=True, instance__state=S.RUNNING)
+    rows = (NodeGroup.objects.live().filter(instance__state=S.RUNNING)
             .values_list("instance_id", "instance__kind", "instance__organization_id", "node__hostname",
                          "node__card_count", "node__accelerator__vendor", "card_indices"))
     for instance_id, kind, org_id, hostname, card_count, vendor, cards in rows:

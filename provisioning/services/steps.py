@@ -47,7 +47,7 @@ CHECK_ATTEMPTS = 2  # SPEC §3: a failed readiness test is retried once on the s
 
 def _groups(instance_id) -> list[NodeGroup]:
     nodes = Node.objects.select_related("zone", "accelerator")
-    return list(NodeGroup.objects.filter(instance_id=instance_id, released_at__isnull=True)
+    return list(NodeGroup.objects.live().filter(instance_id=instance_id)
                 .prefetch_related(Prefetch("node", queryset=nodes)).order_by("item_index", "id"))
 
 
@@ -66,7 +66,7 @@ def _advance(instance_id, *, expect: str, to: str, reason: str, **fields) -> Ins
 
 def _group_live(group: NodeGroup, expect: str) -> bool:
     """The group is still placed and its instance still in `expect` (checked before each driver call)."""
-    return NodeGroup.objects.filter(pk=group.pk, released_at__isnull=True, instance__state=expect).exists()
+    return NodeGroup.objects.live().filter(pk=group.pk, instance__state=expect).exists()
 
 
 def _group_write(instance_id, group: NodeGroup, expect: str, **fields) -> bool:
@@ -78,7 +78,7 @@ def _group_write(instance_id, group: NodeGroup, expect: str, **fields) -> bool:
     with transaction.atomic():
         if instance_lock(instance_id=instance_id).state != expect:
             return False
-        return NodeGroup.objects.filter(pk=group.pk, released_at__isnull=True).update(**fields) == 1
+        return NodeGroup.objects.live().filter(pk=group.pk).update(**fields) == 1
 
 
 def _driver_release(instance: Instance, group: NodeGroup) -> None:
@@ -405,7 +405,7 @@ def group_failed(instance: Instance, group: NodeGroup, reason: str) -> None:
     from .quarantine import group_replace
     from .sla import sla_dispatch
 
-    if not NodeGroup.objects.filter(pk=group.pk, released_at__isnull=True).update(state=GroupState.FAILED):
+    if not NodeGroup.objects.live().filter(pk=group.pk).update(state=GroupState.FAILED):
         return  # released meanwhile (terminated, or failed by the reconciler): whoever did it freed the rest
     if group_replace(instance=instance, group=group, reason=reason):  # quarantined and placed elsewhere
         return
@@ -431,12 +431,12 @@ def groups_release(instance_id, *, expect: str | None = None) -> bool:
     for group in groups:
         # Re-read: a group another task released meanwhile is not ours to release again — by now a start may
         # have placed a new group on its cards, whose container has its name.
-        if driver_touched(group) and NodeGroup.objects.filter(pk=group.pk, released_at__isnull=True).exists():
+        if driver_touched(group) and NodeGroup.objects.live().filter(pk=group.pk).exists():
             _driver_release(instance, group)
             NodeGroup.objects.filter(pk=group.pk).update(driver_seconds=group.driver_seconds)
         failpoint("release:after_driver")
-    if expect is not None and groups and not NodeGroup.objects.filter(
-            pk__in=[g.pk for g in groups], released_at__isnull=True).exists():
+    if expect is not None and groups and not NodeGroup.objects.live().filter(
+            pk__in=[g.pk for g in groups]).exists():
         # Another task ended this stop: the partition (named by instance) and the cards the instance holds now,
         # even in the same state again (started and stopped meanwhile), belong to a newer placement.
         return False
@@ -455,7 +455,7 @@ def placement_release_clean(*, instance: Instance, expect: str | None = None) ->
         if expect is not None and instance_lock(instance_id=instance.pk).state != expect:
             return False
         if instance.kind == "bare_metal":
-            live = NodeGroup.objects.filter(instance_id=instance.pk, released_at__isnull=True).values("node_id")
+            live = NodeGroup.objects.live().filter(instance_id=instance.pk).values("node_id")
             # Locked in pk order, so two concurrent releases begin one clean, not two.
             nodes = (Node.objects.select_for_update(of=("self",)).filter(pk__in=live)
                      .exclude(state__in=[NodeState.CLEANING, NodeState.RETIRED]).order_by("pk"))

@@ -7,8 +7,8 @@ import pytest
 from django.db import transaction
 
 from hardware.models import AgentCommand
+from inventory.lock_objects import cards_lock
 from inventory.models import Card
-from provisioning.lock_objects import cards_lock
 from provisioning.models import NodeGroup
 from provisioning.services.orphans import containers_orphaned_release
 from tests.factories.hardware import agent_node
@@ -28,7 +28,7 @@ def test_a_claim_in_flight_on_the_container_s_card_gets_no_release_queued(owner)
 
     def claim():  # as placement_claim: lock the cards, then create the group, then commit
         with transaction.atomic():
-            cards_lock(card_ids=cards)
+            cards_lock(cards)
             locked.set()
             assert go.wait(10)
             NodeGroup.objects.create(instance=inst, item_index=0, accelerator=node.accelerator.slug, node=node,

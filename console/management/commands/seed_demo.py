@@ -5,6 +5,10 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from billing.services import grant_credit
+from provisioning.models import Instance
+from provisioning.services.instances import instance_create
+from provisioning.services.specs import spec_from_data
 from tenancy.choices import Role
 from tenancy.models import Membership, Organization, User
 from tenancy.services import user_create_verified
@@ -35,15 +39,9 @@ class Command(BaseCommand):
 
     def _demo_instances(self, demo):
         """Create the demo instances once (through the same service as the API)."""
-        from provisioning.models import Instance
-        from provisioning.services.instances import instance_create
-        from provisioning.services.specs import spec_from_data
-
         org = Membership.objects.get(user=demo, role=Role.OWNER).organization
         if Instance.objects.filter(organization=org).exists():
             return
-        from billing.services import grant_credit
-
         # A demo sponsorship grant, so the demo runs for hours instead of the trial's half hour.
         grant_credit(org=org, amount=500_000_000, key=f"demo_grant:{org.pk}", grant_ref="demo")
         demos = [
