@@ -93,11 +93,11 @@ def test_the_check_finds_each_kind_of_outside_path(tmp_path):
     (root / "config" / "settings").mkdir(parents=True)
     up = UP
     files = {
-        "bench/far.py": 'TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"\n',
-        "bench/up.py": 'DATA = Path(__file__).parents[2] / "shared"\n',
-        "bench/dots.py": f'DATA = ROOT / "{up}" / "shared"\n',
-        "Makefile": f"bench:\n\tpython -m bench.placement --traces {up}/shared/traces/openb\n",
-        "bin/run": f'#!/bin/sh\nexec cat "{tmp_path}/shared/docs/SPEC.md"\n',
+        "bench/far.py": 'TRACES = Path(__file__).resolve().parent.parent.parent / "beside" / "traces"\n',
+        "bench/up.py": 'DATA = Path(__file__).parents[2] / "beside"\n',
+        "bench/dots.py": f'DATA = ROOT / "{up}" / "beside"\n',
+        "Makefile": f"bench:\n\tpython -m bench.placement --traces {up}/beside/traces/openb\n",
+        "bin/run": f'#!/bin/sh\nexec cat "{tmp_path}/beside/docs/SPEC.md"\n',
         # Inside the checkout: none of these may be reported.
         "config/settings/base.py": "BASE_DIR = Path(__file__).resolve().parent.parent.parent\n",
         "bin/ok": f'#!/bin/sh\ncd "$(dirname "$0")/{up}" && ls bench/data/{up}/data\n',
