@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "inventory",
     "hardware",
     "billing",
+    "storage",
     "provisioning",
     "console",
 ]
@@ -292,6 +293,13 @@ CELERY_BEAT_SCHEDULE["billing-package-renewals"] = {"task": "billing.package_ren
 CELERY_BEAT_SCHEDULE["billing-invoices-issue"] = {"task": "billing.invoices_issue", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["billing-invoices-settle"] = {"task": "billing.invoices_settle", "schedule": 300.0}
 # --- end billing products ------------------------------------------------------------------
+# --- Storage (volumes, datasets) -----------------------------------------------------------
+# Days an organization that cannot pay keeps its volumes (still accruing) before they are deleted; owners are
+# warned by email and banner 7 days and 1 day before.
+VOLUME_RETENTION_DAYS = env.int("VOLUME_RETENTION_DAYS", default=30)
+VOLUME_MAX_GIB = env.int("VOLUME_MAX_GIB", default=102400)  # 100 TiB
+CELERY_BEAT_SCHEDULE["storage-retention"] = {"task": "storage.volumes_retention", "schedule": 600.0}
+# --- end storage ---------------------------------------------------------------------------
 # --- Provisioning: SLA, waitlist, reconciler, retention (issue 10) ---------------------------
 CELERY_BEAT_SCHEDULE["provisioning-sla-settle"] = {"task": "provisioning.sla_settle_due", "schedule": 60.0}
 CELERY_BEAT_SCHEDULE["provisioning-reconcile"] = {
