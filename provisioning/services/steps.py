@@ -38,6 +38,7 @@ from .cluster import (
 )
 from .fleet import driver_for, driver_touched, forced_faults, instance_env, node_ref, release_cards
 from .transitions import instance_transition
+from .volume_mounts import prepare_storage
 
 logger = logging.getLogger("cardmix.provisioning")
 
@@ -136,6 +137,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     env = instance_env(instance_id=str(instance.pk), collective=ref.collective, cards=group.card_indices)
     if part is not None:
         env.update(part["env"])
+    storage = prepare_storage(instance=instance, node=node)  # its volumes and datasets (None: none)
     while group.prepare_attempts < PREPARE_ATTEMPTS:
         # Written before the call (see driver_touched): a release then reaches the driver even if this worker
         # dies inside it. An attempt counts once it has an outcome, so a crash costs the customer none.
@@ -148,6 +150,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
                     ssh_keys=instance.ssh_public_keys, env=env, instance_id=str(instance.pk),
                     ssh_port=container_ssh_port(group.card_indices) if container else None,
                     **({"cluster": part} if part is not None else {}),
+                    **({"storage": storage} if storage else {}),
                     **forced_faults(driver, [node.pk], "prepare"))
         failpoint("provision:after_driver")
         group.prepare_output, group.prepare_exit_code = _clip(out.text), out.exit_code
