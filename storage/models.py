@@ -163,3 +163,7 @@ class StoragePrice(models.Model):
 
     def __str__(self):
         return f"{self.kind} {format_ucny(self.per_gib_hour)} CNY/GiB-hour from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+# S3 access keys live with their endpoint code; imported here so the app registry (and migrations) see the model.
+from .access_keys import VolumeAccessKey  # noqa: E402, F401

@@ -114,6 +114,16 @@ def storage_prices_current(*, at=None) -> dict:
     return out
 
 
+def storage_price_rows(*, at=None) -> list[tuple[str, str, int]]:
+    """[(zone slug, kind, per_gib_hour)] in effect now, by zone and kind (one query)."""
+    out: dict = {}
+    for slug, kind, per in (StoragePrice.objects.filter(effective_from__lte=at or db_now())
+                            .order_by("zone__slug", "kind", "-effective_from")
+                            .values_list("zone__slug", "kind", "per_gib_hour")):
+        out.setdefault((slug, kind), per)
+    return [(slug, kind, per) for (slug, kind), per in out.items()]
+
+
 def storage_price_history(*, zone=None):
     """Every storage price row, newest first per zone and kind (the operator's history)."""
     qs = StoragePrice.objects.select_related("zone")
