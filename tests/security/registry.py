@@ -164,6 +164,25 @@ def admin_image(world):
     return Target({"pk": i.pk}, expect=FORBIDDEN, row=i)
 
 
+def volume_access_key(world):
+    from storage.access_keys import VolumeAccessKey
+    from tests.factories.billing import fund
+    from tests.factories.inventory import ZoneFactory
+    from tests.factories.storage import make_volume
+
+    fund(world.a.organization, 1_000_000_000, key=f"isolation-volume:{world.a.organization.pk}")
+    volume = make_volume(world.a.organization, ZoneFactory(), name="a-shared", kind="shared", size_gib=10)
+    key = VolumeAccessKey.objects.create(volume=volume, organization=world.a.organization, name=world.marker("key"),
+                                         access_key_id=f"AKIA{volume.pk.hex[:16].upper()}", secret_sha256="0" * 64,
+                                         iam_user=f"cmx-{volume.pk}", bucket=f"cardmix-{volume.pk}")
+    return Target({"volume_id": str(volume.pk), "key_id": str(key.pk)}, row=key, body={"name": "b"})
+
+
+def volume_of_key(world):
+    target = volume_access_key(world)
+    return Target({"volume_id": target.kwargs["volume_id"]}, row=target.row, body={"name": "b"})
+
+
 OBJECT_FACTORIES = {
     # tenancy
     "api:member-detail": member,
@@ -209,6 +228,9 @@ OBJECT_FACTORIES = {
     "console:instance_package_renewal": monthly_instance,
     "console:instance_retry": failed_instance,
     "console:billing_ledger_day": instance_ledger_day,
+    # storage: S3 access keys of shared volumes
+    "api:volume-key-list": volume_of_key,
+    "api:volume-key-detail": volume_access_key,
 }
 
 # Per-organization pages without an object id: B must see none of A's markers there.

@@ -47,8 +47,13 @@ MATRIX = {
     "zones": ("get", "/api/v1/zones/", EVERY, True, {200}),
     "images": ("get", "/api/v1/images/", EVERY, True, {200}),
     "admin_nodes": ("get", "/api/v1/admin-api/nodes/", set(), True, {200}),  # staff only
+    "volume_keys_list": ("get", "/api/v1/volumes/{shared_volume}/keys/", READ, True, {200}),
+    "volume_key_get": ("get", "/api/v1/volumes/{shared_volume}/keys/{volume_key}/", READ, True, {200}),
+    "volume_key_create": ("post", "/api/v1/volumes/{shared_volume}/keys/", INSTANCES, False, {201}),
+    "volume_key_revoke": ("delete", "/api/v1/volumes/{shared_volume}/keys/{volume_key}/", INSTANCES, False, {204}),
 }
 NEEDS_STRIPE = {"topup_create", "invoice_pay"}
+NEEDS_S3 = {"volume_key_create", "volume_key_revoke"}  # a real S3 + IAM server (moto, tests/storage/s3_server.py)
 
 
 def _world(actor) -> dict:
@@ -68,8 +73,31 @@ def _world(actor) -> dict:
     proposal = SponsorshipProposal.objects.create(organization=org, title="t", abstract="a",
                                                   accelerator="h100-sxm-80g", card_hours=5)
     invoice = Invoice.objects.create(organization=org, period="2026-01-01", amount_due=12_340_000)
-    return {"instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
+    shared, key = _shared_volume(org)
+    return {"shared_volume": shared.pk, "volume_key": key.pk, "instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
             "month": _this_month()}
+
+
+def _shared_volume(org):
+    """A shared volume of the organization and a key row of it (no S3 call: the reads and the refusals need none)."""
+    from storage.access_keys import VolumeAccessKey
+    from tests.factories.inventory import ZoneFactory
+    from tests.factories.storage import make_volume
+
+    volume = make_volume(org, ZoneFactory(), name="matrix-shared", kind="shared", size_gib=10)
+    key = VolumeAccessKey.objects.create(volume=volume, organization=org, access_key_id=f"AKIA{volume.pk.hex[:16]}",
+                                         secret_sha256="0" * 64, iam_user=f"cmx-{volume.pk}",
+                                         bucket=f"cardmix-{volume.pk}")
+    return volume, key
+
+
+def _s3_key(org, ids) -> dict:
+    """An allowed create or revoke talks to the S3 endpoint: the revoke gets a key that really exists there."""
+    from storage.access_keys import access_key_create
+    from storage.models import Volume
+
+    key, _ = access_key_create(volume=Volume.objects.get(pk=ids["shared_volume"]))
+    return {"volume_key": key.pk}
 
 
 BODIES = {
@@ -92,8 +120,12 @@ def test_role_scope_matrix(name, role, scope, member_factory, token_client_for, 
     allowed = role in roles and (is_read or scope == "write")
     if name in NEEDS_STRIPE and allowed:
         request.getfixturevalue("stripe_env")
+    if name in NEEDS_S3 and allowed:
+        request.getfixturevalue("s3")
     actor = member_factory(role=role)
     ids = _world(actor)
+    if name in NEEDS_S3 and allowed:
+        ids.update(_s3_key(actor.organization, ids))
     client = token_client_for(actor, scope=scope)
     response = getattr(client, method)(path.format(**ids), BODIES.get(name), format="json")
     if allowed:
