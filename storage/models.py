@@ -72,6 +72,12 @@ class AttachmentQuerySet(models.QuerySet):
         return self.filter(detached_at__isnull=True)
 
 
+class MountQuerySet(models.QuerySet):
+    def live(self):
+        """The dataset mounts in place now."""
+        return self.filter(unmounted_at__isnull=True)
+
+
 class VolumeAttachment(models.Model):
     """A volume mounted into one instance at `mount_path`, from attached_at until detached_at."""
 
@@ -134,7 +140,7 @@ class DatasetMount(models.Model):
     mounted_at = models.DateTimeField(auto_now_add=True)
     unmounted_at = models.DateTimeField(null=True, blank=True)
 
-    objects = AttachmentQuerySet.as_manager()
+    objects = MountQuerySet.as_manager()
 
     class Meta:
         ordering = ["mounted_at", "id"]
