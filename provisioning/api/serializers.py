@@ -66,6 +66,16 @@ class InstanceCreateSerializer(InstanceRequestSerializer):
         return attrs
 
 
+class QuoteSerializer(InstanceRequestSerializer):
+    """POST /quotes/: a create body (SPEC §5), so a client may quote exactly what it will post; the fields that
+    do not change the price are accepted and not used. Anything else is an unknown field (400)."""
+
+    name = serializers.CharField(max_length=100, required=False)
+    ssh_key_ids = serializers.ListField(child=serializers.UUIDField(), required=False, max_length=20)
+    package_renewal = serializers.ChoiceField(choices=PackageRenewal.choices, required=False)
+    waitlist = serializers.BooleanField(required=False)
+
+
 class PackageRenewalSerializer(StrictSerializer):
     package_renewal = serializers.ChoiceField(choices=PackageRenewal.choices)
 

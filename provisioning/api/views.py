@@ -25,9 +25,9 @@ from .rows import InstanceRow, group_row_from, instance_body
 from .serializers import (
     InstanceCreateSerializer,
     InstanceEventSerializer,
-    InstanceRequestSerializer,
     InstanceSerializer,
     PackageRenewalSerializer,
+    QuoteSerializer,
     ReadinessReportSerializer,
     StateFilterSerializer,
     quote_body,
@@ -172,9 +172,9 @@ class QuoteView(APIView):
     # A quote changes nothing: every role that may read instances may ask for one.
     permission_classes = [require(read="read", write="read")]
 
-    @extend_schema(request=InstanceRequestSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=QuoteSerializer, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
-        body = InstanceRequestSerializer(data=request.data)
+        body = QuoteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         volumes, datasets = data.get("volumes") or [], data.get("datasets") or []

@@ -111,7 +111,7 @@ def volume_detach(*, instance, volume_id, actor=None, request=None) -> None:
 
 def storage_released(*, instance, actor=None) -> None:
     """On terminated: the instance's volumes are detached (kept, still billed) and its datasets unmounted."""
-    storage_services.instance_storage_release(org=instance.organization_id, instance_id=instance.pk, actor=actor)
+    storage_services.instance_storage_release(org=instance.organization, instance_id=instance.pk, actor=actor)
 
 
 def storage_bodies(instance_ids) -> dict:
