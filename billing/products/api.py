@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from core.fields import MoneyField
 from core.idempotency import idempotent
+from core.serializers import StrictSerializer, body_refuse_unknown
 from tenancy.permissions import require
 
 from ..models_products import Invoice, SponsorshipProposal
@@ -22,7 +23,7 @@ from .statement_formats import statement_csv, statement_json
 from .statements import month_parse, statement_build, statement_months
 
 
-class SponsorshipCreateSerializer(serializers.Serializer):
+class SponsorshipCreateSerializer(StrictSerializer):
     title = serializers.CharField(max_length=200)
     abstract = serializers.CharField(max_length=5000)
     accelerator = serializers.SlugField(max_length=40)
@@ -117,6 +118,7 @@ class InvoicePayView(APIView):
     def post(self, request, id):
         from ..payments.api import TopUpSerializer
 
+        body_refuse_unknown(request)
         topup = invoice_pay(org=request.org, invoice_id=id, actor=request.user, request=request)
         return Response(TopUpSerializer(topup).data, status=status.HTTP_201_CREATED)
 

@@ -106,6 +106,7 @@ class InstanceDetailView(APIView):
     @extend_schema(responses={202: OpenApiTypes.OBJECT})
     def delete(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)  # 404 first, before any lock
+        body_refuse_unknown(request)
         instance = instance_terminate(org=request.org, instance_id=instance_id, actor=request.user, request=request)
         return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
 
@@ -119,6 +120,7 @@ class InstanceActionView(APIView):
     @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT})
     def post(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)
+        body_refuse_unknown(request)
         service = instance_stop if self.action == "stop" else instance_start
         instance = service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
         return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
