@@ -7,3 +7,10 @@ def volumes_retention():
     from .retention import volumes_retention_sweep
 
     return volumes_retention_sweep()
+
+
+@shared_task(name="storage.volumes_usage_simulate")
+def volumes_usage_simulate():
+    from .simulated import volumes_usage_simulate as simulate
+
+    return simulate()

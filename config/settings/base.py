@@ -299,6 +299,8 @@ CELERY_BEAT_SCHEDULE["billing-invoices-settle"] = {"task": "billing.invoices_set
 VOLUME_RETENTION_DAYS = env.int("VOLUME_RETENTION_DAYS", default=30)
 VOLUME_MAX_GIB = env.int("VOLUME_MAX_GIB", default=102400)  # 100 TiB
 CELERY_BEAT_SCHEDULE["storage-retention"] = {"task": "storage.volumes_retention", "schedule": 600.0}
+# The simulated storage driver's usage figures (zones of simulated nodes only: agents report their own).
+CELERY_BEAT_SCHEDULE["storage-simulated-usage"] = {"task": "storage.volumes_usage_simulate", "schedule": 60.0}
 # --- end storage ---------------------------------------------------------------------------
 # --- Storage on the nodes and S3 object access (issue 27) ----------------------------------
 # The zone's storage root (NFS, CephFS, JuiceFS, Lustre) as every node of the zone mounts it: volumes/<id> and
