@@ -47,6 +47,12 @@ def volume_get(*, org, volume_id, include_deleted: bool = False) -> Volume:
     return volume
 
 
+def volume_names(*, org, ids) -> dict:
+    """{str(volume id): name} of the organization's volumes among `ids`, deleted ones too (statements, usage)."""
+    pks = [p for p in (_uuid(i) for i in ids) if p is not None]
+    return {str(pk): name for pk, name in Volume.objects.filter(organization=org, pk__in=pks).values_list("pk", "name")}
+
+
 def volumes_for_instance(*, instance_id) -> list[VolumeAttachment]:
     """The live attachments of an instance, with their volumes (what the driver mounts), by mount path."""
     return list(VolumeAttachment.objects.live().filter(instance_id=instance_id).select_related("volume", "volume__zone")

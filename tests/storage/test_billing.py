@@ -147,3 +147,27 @@ def test_grow_bills_each_second_on_the_size_it_had():
     assert (grown.cards, grown.rate, grown.subject) == (300, PRICE, "volume")
     volume.refresh_from_db()
     assert volume.size_gib == 300
+
+
+def test_volumes_show_in_usage_and_in_the_statement(member_factory, token_client_for):
+    from zoneinfo import ZoneInfo
+
+    from django.conf import settings
+
+    from billing.products.statements import statement_build
+
+    owner = member_factory(role="owner")
+    fund(owner.organization, 100_000_000)
+    volume, meter = volume_meter_backdated(owner.organization)
+    Meter.objects.filter(pk=meter.pk).update(opened_at=db_now() - timedelta(hours=10))
+    meter_tick()
+    month = db_now().astimezone(ZoneInfo(settings.BILLING_TIME_ZONE)).strftime("%Y-%m")
+    line = next(u for u in statement_build(org=owner.organization, month=month).usage if u["meter_id"] == meter.pk)
+    assert (line["subject"], line["instance_id"], line["cards"], line["rate"]) == ("volume", str(volume.pk), 100, PRICE)
+    meter.refresh_from_db()
+    assert meter.posted_through_seconds >= 36_000  # ten hours (and the seconds the test took) on 100 GiB
+    assert line["amount"] == meter.posted_amount == PRICE * 100 * meter.posted_through_seconds // 3600
+    rows = token_client_for(owner).get("/api/v1/billing/usage/").json()["results"]
+    row = next(r for r in rows if r["meter_id"] == meter.pk)
+    assert (row["subject"], row["instance_id"], row["accelerator"], row["cards"]) == ("volume", str(volume.pk),
+                                                                                    "volume:disk", 100)
