@@ -25,7 +25,7 @@ from ..lock_objects import instance_lock
 from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
 from ..readiness import evaluate, parse_device_health, parse_output, parse_reachability
 from ..stop_keeps import stop_reason
-from . import billing_port, slurm_partitions
+from . import billing_port, slurm_partitions, storage_port
 from .claims import placement_release
 from .cleaning import node_clean_begin
 from .cluster import (
@@ -469,12 +469,13 @@ def placement_release_clean(*, instance: Instance, expect: str | None = None) ->
 
 
 def instance_stop_finish(instance_id) -> None:
-    """stopping → stopped once the groups are released; the reason says what the stop kept (nothing, see
-    provisioning/stop_keeps.py)."""
+    """stopping → stopped once the groups are released; the reason says what the stop kept (its volumes, or
+    nothing: provisioning/stop_keeps.py)."""
     kind = Instance.objects.filter(pk=instance_id, state=S.STOPPING).values_list("kind", flat=True).first()
     if kind is not None:
         if groups_release(instance_id, expect=S.STOPPING):  # else another task finished this stop
-            _advance(instance_id, expect=S.STOPPING, to=S.STOPPED, reason=stop_reason(kind), step_deadline=None)
+            _advance(instance_id, expect=S.STOPPING, to=S.STOPPED, step_deadline=None,
+                     reason=stop_reason(kind, storage_port.volume_names_of(instance_id=instance_id)))
 
 
 def instance_terminate_finish(instance_id) -> None:

@@ -114,6 +114,11 @@ def storage_released(*, instance, actor=None) -> None:
     storage_services.instance_storage_release(org=instance.organization, instance_id=instance.pk, actor=actor)
 
 
+def volume_names_of(*, instance_id) -> list[str]:
+    """The names of the volumes attached to the instance (what its stop keeps)."""
+    return [a.volume.name for a in storage_selectors.volumes_for_instance(instance_id=instance_id)]
+
+
 def storage_bodies(instance_ids) -> dict:
     """{instance id: {"volumes": [...], "datasets": [...]}} for a page of instances (two queries)."""
     vols = storage_selectors.volumes_for_instances(instance_ids)

@@ -203,3 +203,20 @@ def test_openapi_schema_lists_the_storage_endpoints(api_client):
                  "/api/v1/datasets/{slug}/", "/api/v1/storage-prices/", "/api/v1/instances/{instance_id}/volumes/",
                  "/api/v1/instances/{instance_id}/volumes/{volume_id}/"):
         assert path in schema["paths"], path
+
+
+def test_a_stop_says_it_keeps_the_attached_volumes(owner, zone_a):
+    from provisioning.services.storage_port import volume_names_of
+    from provisioning.stop_keeps import stop_keeps, stop_reason
+    from storage.services import volume_attach
+
+    inst = InstanceFactory(organization=owner.organization, state="stopped", zone=zone_a)
+    assert stop_reason("container", volume_names_of(instance_id=inst.pk)) == \
+        "stopped: nothing kept, its container is deleted with its disk (no volume is attached)"
+    for name in ("data", "ckpt"):
+        v = make_volume(owner.organization, zone_a, name=name, kind="shared")
+        volume_attach(org=owner.organization, volume_id=v.pk, instance_id=inst.pk, zone_id=zone_a.pk)
+    names = volume_names_of(instance_id=inst.pk)
+    assert stop_reason("container", names) == \
+        "stopped: kept its volumes ckpt, data, its container is deleted with the rest of its disk"
+    assert stop_keeps("bare_metal", names) == "A stop keeps only its volumes ckpt, data: its nodes are wiped when released."
