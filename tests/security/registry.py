@@ -271,6 +271,8 @@ OBJECT_FACTORIES = {
     # storage: S3 access keys of shared volumes
     "api:volume-key-list": volume_of_key,
     "api:volume-key-detail": volume_access_key,
+    "console:volume_grow": volume,
+    "console:volume_delete": volume,
 }
 
 # Per-organization pages without an object id: B must see none of A's markers there.
@@ -288,6 +290,7 @@ TENANT_LISTS = {
     "console:billing_sponsorships", "console:billing_invoices", "console:billing",
     "console:instance_list", "console:instance_new", "console:instance_quote",
     "console:member_invite", "console:organization_new",
+    "console:storage",  # storage: the organization's volumes and the dataset library
 }
 
 SKIP = {
