@@ -6,8 +6,10 @@ in provisioning's AppConfig.ready().
 """
 import logging
 
+from core.errors import ServiceError
 from hardware.models import NodeCredential
 from hardware.services import agent_command_enqueue
+from storage.access_keys import access_key_list, access_keys_revoke_all
 from storage.agent_port import GIB, instance_storage, storage_root, volume_dir, volume_usage_ingest
 from storage.models import VolumeAttachment
 
@@ -41,6 +43,11 @@ def volume_changed(*, event: str, volume) -> None:
             agent_command_enqueue(node_id=node_id, kind="volume_grow", payload=payload,
                                   timeout_s=VOLUME_COMMAND_TIMEOUT_S)
     elif event == "deleted":
+        if access_key_list(volume=volume).exists():
+            try:  # its S3 keys stop working with it
+                access_keys_revoke_all(volume=volume)
+            except ServiceError:
+                logger.exception("volume %s deleted: its S3 access keys could not all be revoked", volume.pk)
         node_id = (NodeCredential.objects.filter(node__zone_id=volume.zone_id, node__driver__in=AGENT_DRIVERS,
                                                  registered_at__isnull=False, revoked_at__isnull=True)
                    .order_by("-last_heartbeat_at").values_list("node_id", flat=True).first())
