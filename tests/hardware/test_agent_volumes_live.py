@@ -93,7 +93,7 @@ def test_a_shared_volume_written_by_one_instance_is_read_back_by_another_on_anot
     wait_for_state(a, "terminated", timeout=120, worker=worker)
     assert not where_on(agents[0], a).exists()  # A is gone from its node; the volume stays
 
-    node_set_state(node=node_b, state=NodeState.AVAILABLE, reason="")
+    node_set_state(node=node_b, state=NodeState.AVAILABLE, reason="back for the test")
     node_set_state(node=node_a, state=NodeState.MAINTENANCE, reason="B goes to node B")
     r = client.post(URL, container_body("h100-sxm-80g", 8, zone="zone-vol", name="b", volumes=[{"volume": vid}]),
                     format="json")
@@ -135,7 +135,7 @@ def test_a_disk_attached_while_stopped_keeps_its_data_on_other_cards_and_grows_w
     assert client.post(f"{URL}{c}/stop/", {}, format="json").status_code in (200, 202)
     wait_for_state(c, "stopped", timeout=120, worker=worker)
 
-    node_set_state(node=node_b, state=NodeState.AVAILABLE, reason="")
+    node_set_state(node=node_b, state=NodeState.AVAILABLE, reason="back for the test")
     node_set_state(node=node_a, state=NodeState.MAINTENANCE, reason="start on other cards")
     assert client.post(f"{URL}{c}/start/", {}, format="json").status_code in (200, 202)
     wait_for_state(c, "running", timeout=120, worker=worker)
