@@ -6,7 +6,6 @@ import pytest
 from rest_framework.test import APIClient
 
 from hardware.models import NodeCredential
-from storage.models import Volume
 from tests.factories.billing import fund
 from tests.factories.hardware import agent_node
 from tests.factories.inventory import ZoneFactory
