@@ -227,7 +227,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
-    "ENUM_NAME_OVERRIDES": {},
+    # Choice sets that share a field name ("kind") need names of their own in the schema.
+    "ENUM_NAME_OVERRIDES": {"VolumeKindEnum": "storage.choices.VolumeKind", "InstanceKindEnum": "provisioning.choices.InstanceKind"},
 }
 IDEMPOTENCY_TTL = timedelta(hours=env.int("IDEMPOTENCY_TTL_HOURS", default=24))
 
