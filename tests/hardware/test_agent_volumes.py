@@ -225,3 +225,11 @@ def test_volume_delete_removes_its_directory_unless_mounted_here(tmp_path, docke
     (tmp_path / "root" / "datasets" / "imagenet-1k").mkdir(parents=True)
     text, code, _ = agent.do_volume_delete({**body, "dir": "datasets/imagenet-1k"})
     assert code == 78 and (tmp_path / "root" / "datasets" / "imagenet-1k").is_dir()
+
+
+def test_a_storage_root_inside_the_agents_state_is_never_mounted(tmp_path, docker):
+    agent = make_agent(tmp_path, "--storage-quota", "none")
+    body = {**payload(tmp_path, disk()), "storage_root": str(tmp_path / "state")}  # an operator's mistake
+    text, code, _ = agent.do_prepare(body)
+    assert code == 78 and "the agent's token or state" in text, text
+    assert runs(docker) == []
