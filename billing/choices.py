@@ -47,7 +47,15 @@ class TransferCode(models.TextChoices):
     ADJUSTMENT = "adjustment", "Adjustment"
     NODE_DARK = "node_dark", "Unreachable node credit"
 
-# What an instance billing stops (auto-stop, a package that did not renew) keeps, for its emails: nothing. Billing
-# knows no instance kind, so it names both; provisioning/stop_keeps.py says the same per kind.
-STOP_KEEPS_NOTHING = ("A stop keeps nothing: a container is deleted with its disk (no volume is attached), and a "
-                      "bare-metal instance's nodes are wiped.")
+class MeterSubject(models.TextChoices):
+    """What a meter charges for (storage volumes reuse the meters: the same tick, the same floor deltas)."""
+
+    INSTANCE = "instance", "Instance item"
+    VOLUME = "volume", "Storage volume"
+
+
+# What an instance billing stops (auto-stop, a package that did not renew) keeps, for its emails: only its volumes
+# (storage), which stay billed until deleted. Billing knows no instance kind, so it names both; provisioning/
+# stop_keeps.py says the same per kind and names the volumes.
+STOP_KEEPS_NOTHING = ("A stop keeps nothing but the volumes attached to an instance (they stay billed until deleted): "
+                      "a container is deleted with the rest of its disk, and a bare-metal instance's nodes are wiped.")

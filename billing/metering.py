@@ -4,7 +4,7 @@ from django.db import IntegrityError, transaction
 from core.dbclock import db_now
 from core.failpoints import failpoint
 
-from .choices import AccountKind, TransferCode
+from .choices import AccountKind, MeterSubject, TransferCode
 from .funds import spend
 from .ledger import Leg, leg_post, org_account_ids, platform_id
 from .lock_objects import meter_lock, meters_lock_open
@@ -13,8 +13,9 @@ from .rating import cumulative_charge, posting_plan, whole_seconds, writeoff_sec
 
 
 def meter_open(*, org, instance_id, item_index: int, accelerator: str, cards: int, rate: int,
-               opened_at=None) -> Meter:
-    """Open the meter of one instance item at the database clock; returns the open one if it exists."""
+               opened_at=None, subject: str = MeterSubject.INSTANCE) -> Meter:
+    """Open the meter of one instance item (or a volume: `subject`) at the database clock; returns the open one if
+    it exists."""
     existing = Meter.objects.filter(instance_id=instance_id, item_index=item_index, closed_at__isnull=True).first()
     if existing is not None:
         return existing
@@ -23,7 +24,8 @@ def meter_open(*, org, instance_id, item_index: int, accelerator: str, cards: in
         with transaction.atomic():
             return Meter.objects.create(
                 organization_id=getattr(org, "pk", org), instance_id=instance_id, item_index=item_index,
-                accelerator=accelerator, cards=cards, rate=rate, opened_at=opened_at or db_now())
+                accelerator=accelerator, cards=cards, rate=rate, opened_at=opened_at or db_now(),
+                subject=subject)
     except IntegrityError:
         # A concurrent opener won the partial unique index (one open meter per item).
         return Meter.objects.get(instance_id=instance_id, item_index=item_index, closed_at__isnull=True)

@@ -10,7 +10,7 @@ from django.db.models import F, Q
 
 from core.money import format_ucny
 
-from .choices import NON_NEGATIVE_KINDS, AccountKind
+from .choices import NON_NEGATIVE_KINDS, AccountKind, MeterSubject
 
 
 class Account(models.Model):
@@ -115,6 +115,9 @@ class Meter(models.Model):
     organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="meters",
                                      db_index=False)
     instance_id = models.UUIDField(db_index=True)  # plain id: provisioning sits above billing
+    # What is metered: an instance item, or a storage volume (then instance_id holds the volume's id and `cards`
+    # its size in GiB, `rate` µCNY per GiB-hour). Funds running out caps instance meters only: volumes are kept.
+    subject = models.CharField(max_length=10, choices=MeterSubject.choices, default=MeterSubject.INSTANCE)
     item_index = models.PositiveIntegerField()
     accelerator = models.CharField(max_length=40)  # accelerator slug
     cards = models.PositiveIntegerField()

@@ -15,7 +15,7 @@ from tenancy.audit import audit_record
 from tenancy.choices import Role
 from tenancy.models import Membership
 
-from .choices import SPEND_ORDER, STOP_KEEPS_NOTHING
+from .choices import SPEND_ORDER, STOP_KEEPS_NOTHING, MeterSubject
 from .hooks import autostop_hook
 from .lock_objects import profile_lock
 from .models import Account, BillingProfile, Meter
@@ -113,8 +113,10 @@ def _autostop(*, org_id, at, available: int) -> bool:
     """Cap the organization's open meters at the exhaustion second and ask provisioning to stop them."""
     with transaction.atomic():
         profile = profile_lock(org_id)
-        meters = list(Meter.objects.filter(organization_id=org_id, closed_at__isnull=True, billable_until_seconds=None)
-                      .order_by("pk").select_for_update())
+        # Volume meters are never capped: volumes are kept and go on accruing (credit limit, then write-offs) until
+        # storage's retention deletes them.
+        meters = list(Meter.objects.filter(organization_id=org_id, closed_at__isnull=True, billable_until_seconds=None,
+                                           subject=MeterSubject.INSTANCE).order_by("pk").select_for_update())
         if not meters and profile.autostop_requested_at is not None:
             return False  # already requested; the hook is still at work
         for m in meters:

@@ -105,8 +105,12 @@ class InstanceCreateForm(forms.Form):
                                         label="When the package ends")
     ssh_key_ids = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="SSH keys")
     waitlist = forms.BooleanField(required=False, label="Join the waitlist if sold out")
+    # storage: the organization's volumes attached at create (default mount paths) and library entries read-only
+    volumes = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="Volumes")
+    datasets = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
+                                         label="Datasets and models")
 
-    def __init__(self, *args, catalog: CatalogChoices, ssh_keys=(), **kwargs):
+    def __init__(self, *args, catalog: CatalogChoices, ssh_keys=(), volumes=(), datasets=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.catalog = catalog
         self.fields["idempotency_key"].initial = uuid.uuid4().hex
@@ -117,6 +121,8 @@ class InstanceCreateForm(forms.Form):
         self.fields["ssh_key_ids"].choices = [(str(k.pk), f"{k.name} ({k.fingerprint})") for k in ssh_keys]
         # Every key ticked to start with (untick to leave one out): an instance with none cannot be logged into.
         self.fields["ssh_key_ids"].initial = [value for value, _ in self.fields["ssh_key_ids"].choices]
+        self.fields["volumes"].choices = [(str(v.pk), v.picker_label) for v in volumes]
+        self.fields["datasets"].choices = [(d.slug, d.picker_label) for d in datasets]
         if catalog.accelerators:
             self.fields["accelerator"].initial = catalog.accelerators[0].slug
         self.image_fields = []

@@ -75,3 +75,12 @@ urlpatterns += [
     path("invite/<str:token>/", teams.invitation_accept, name="invitation_accept"),
     path("account/organizations/new/", teams.organization_new, name="organization_new"),
 ]
+
+# --- storage: volumes and the dataset library (issue 27) ---
+from .views import storage as storage_views  # noqa: E402
+
+urlpatterns += [
+    path("storage/", storage_views.storage, name="storage"),
+    path("storage/volumes/<str:volume_id>/grow/", storage_views.volume_grow, name="volume_grow"),
+    path("storage/volumes/<str:volume_id>/delete/", storage_views.volume_delete, name="volume_delete"),
+]

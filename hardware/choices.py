@@ -11,6 +11,8 @@ class CommandKind(models.TextChoices):
     TOPOLOGY = "topology"  # nvidia-smi topo -m / npu-smi info -t topo
     WIPE = "wipe"  # wipe local disks, reset accelerators
     REACHABILITY = "reachability"  # TCP from this node's parts to the other parts of its cluster
+    VOLUME_GROW = "volume_grow"  # raise a mounted volume's quota (nothing detached)
+    VOLUME_DELETE = "volume_delete"  # remove a deleted volume's directory from the zone's storage root
 
 
 class CommandState(models.TextChoices):

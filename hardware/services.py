@@ -25,6 +25,7 @@ from tenancy.audit import audit_record
 from .bmc_secrets import bmc_encrypt
 from .choices import CommandKind, CommandState
 from .enrollment import token_retire
+from .hooks import heartbeat_reported
 from .models import AgentCommand, BmcCredential, NodeCredential
 from .tokens import PREFIX_DISPLAY_LEN, node_token_generate, node_token_hash
 
@@ -85,6 +86,7 @@ def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredenti
                          details={"hostname": cred.node.hostname, "agent_version": cred.agent_version,
                                   "runtime": cred.runtime, "devices": len(report.get("devices") or [])})
     node_size_fill(node=cred.node, report=report)
+    heartbeat_reported(node_id=cred.node_id, zone_id=cred.node.zone_id, report=report)  # e.g. volume usage
     # Read after the commit above: a check that marks the node later sees the new deadline and skips it.
     if _unreachable_for_heartbeat(Node.objects.filter(pk=cred.node_id)).exists():
         _node_resume(cred.node_id)

@@ -2,7 +2,9 @@ from django.apps import AppConfig
 
 from billing.hooks import register_autostop
 from billing.products.hooks import register_instance_names, register_package_end
+from hardware.hooks import register_heartbeat_listener
 from inventory.hooks import register_capacity_listener, register_holder_describer
+from storage.hooks import register_volume_listener
 
 
 def _on_capacity(**_kwargs):
@@ -59,3 +61,8 @@ class ProvisioningConfig(AppConfig):
         register_autostop(_on_autostop)
         register_package_end(_on_package_end)
         register_instance_names(_instance_names)
+        # Imports models: only once the app registry has loaded.
+        from .services.volume_mounts import heartbeat_volumes, volume_changed
+
+        register_volume_listener(volume_changed)
+        register_heartbeat_listener(heartbeat_volumes)

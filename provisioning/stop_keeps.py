@@ -2,9 +2,9 @@
 emails, so none of them promises a disk the fleet does not keep.
 
 A container's stop removes the container (the agent's `docker rm`, and its state for it): its disk goes with it.
-There are no volumes yet, so a container keeps nothing; when volumes land, the volumes attached to it are what a
-stop keeps, and this module is where they are named. A bare-metal instance's nodes are released to node
-cleaning, which wipes their disks before another tenant gets them: it keeps nothing either.
+A bare-metal instance's nodes are released to node cleaning, which wipes their disks before another tenant gets
+them. What a stop keeps is the volumes attached to the instance (storage: they live on the zone's storage root,
+never on a node's disk); `volumes` names them, and without any the sentences say nothing is kept.
 """
 from .choices import InstanceKind
 
@@ -15,11 +15,29 @@ LOST = {
 }
 
 
-def stop_keeps(kind: str) -> str:
-    """What survives a stop of an instance of `kind`, as a sentence for people (emails, console)."""
+# The same with volumes attached: what is lost is the rest.
+LOST_WITH_VOLUMES = {
+    InstanceKind.CONTAINER: "its container is deleted with the rest of its disk",
+    InstanceKind.BARE_METAL: "its nodes are wiped when released",
+}
+
+
+def _kept(volumes) -> str:
+    names = ", ".join(sorted(volumes))
+    return f"its volume{'s' if len(volumes) > 1 else ''} {names}"
+
+
+def stop_keeps(kind: str, volumes=()) -> str:
+    """What survives a stop of an instance of `kind` with these volumes (names), as a sentence for people."""
+    if volumes:
+        return (f"A stop keeps only {_kept(volumes)}: "
+                f"{LOST_WITH_VOLUMES.get(kind, LOST_WITH_VOLUMES[InstanceKind.CONTAINER])}.")
     return f"A stop keeps nothing: {LOST.get(kind, LOST[InstanceKind.CONTAINER])}."
 
 
-def stop_reason(kind: str) -> str:
+def stop_reason(kind: str, volumes=()) -> str:
     """The state reason a finished stop writes (the API's `state_reason`, the event's reason)."""
+    if volumes:
+        return (f"stopped: kept {_kept(volumes)}, "
+                f"{LOST_WITH_VOLUMES.get(kind, LOST_WITH_VOLUMES[InstanceKind.CONTAINER])}")
     return f"stopped: nothing kept, {LOST.get(kind, LOST[InstanceKind.CONTAINER])}"

@@ -16,9 +16,11 @@ from .instances import Instances
 from .journal import Journal
 from .keys import BareMetalKeys
 from .runtime import RUNTIMES
+from .volumes import Volumes
 
 
-class Agent(PlatformClient, HostReport, CommandLoop, Journal, Instances, BareMetalKeys, Cluster, Checks):
+class Agent(PlatformClient, HostReport, CommandLoop, Journal, Instances, BareMetalKeys, Cluster, Checks,
+            Volumes):
     """Heartbeats in one thread, commands in the other."""
 
     def __init__(self, args: argparse.Namespace):

@@ -96,6 +96,8 @@ class Checks:
         """Remove every instance, discard the configured scratch disks, reset the accelerators."""
         instances = sorted((self.state_dir / "instances").iterdir())
         lines, worst = self.wipe_keys(instances)
+        # Volume links of bare-metal tenants go; the storage root itself is never wiped (volumes outlive tenants).
+        lines += [self.bare_metal_unlink(where).strip() for where in instances]
         removed, code = self.runtime.wipe_instances(instances)  # their containers or processes, then their state
         lines += removed
         worst = worst or code

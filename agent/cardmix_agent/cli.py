@@ -50,6 +50,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cgroup-root", default="auto",
                    help="process runtime: cgroup v2 mount for CPU and memory limits ('auto': found in "
                         "/proc/self/mounts; 'none': rlimits only)")
+    p.add_argument("--storage-root", default="/mnt/cardmix-storage",
+                   help="the zone's shared storage root (NFS, CephFS, JuiceFS, Lustre…) mounted at the same path on "
+                        "every node; volumes live in its volumes/, datasets in datasets/ (a prepare may name another)")
+    p.add_argument("--storage-quota", choices=["auto", "xfs", "ext4", "ceph", "none"], default="auto",
+                   help="how a volume's size is enforced: a project quota (xfs_quota, setquota -P), CephFS's "
+                        "ceph.quota.max_bytes, or none (usage over size is flagged); auto: by the root's filesystem")
+    p.add_argument("--xfs-quota", default="xfs_quota")
+    p.add_argument("--setquota", default="setquota")
+    p.add_argument("--chattr", default="chattr")
+    p.add_argument("--usage-interval", type=float, default=300.0,
+                   help="seconds between walks of a volume's usage (the heartbeat reports the last one)")
     p.add_argument("--wipe-disk", action="append", default=[], help="scratch disk to blkdiscard on wipe")
     p.add_argument("--state-dir", default="/var/lib/cardmix-agent")
     p.add_argument("--hostname", default="")

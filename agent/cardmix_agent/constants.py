@@ -5,7 +5,7 @@ import http.client
 import logging
 import urllib.error
 
-VERSION = "1.4.1"
+VERSION = "1.5.0"
 OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
 NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
 # Ascend device nodes every NPU container needs besides its /dev/davinciN cards.

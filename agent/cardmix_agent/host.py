@@ -91,4 +91,5 @@ class HostReport:
                 "runtime": self.args.runtime, "vendor": vendor, "devices": devices, "driver_versions": versions,
                 "health": "ok" if code == 0 else "degraded", "smi_output": text[-60000:],
                 "containers": self.instances(), "rdma_devices": self.rdma_devices(), "errors": errors,
+                "volumes": self.volumes_report(),
                 **host_size()}

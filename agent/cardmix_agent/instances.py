@@ -47,7 +47,15 @@ class Instances:
         part_meta = {**({"rdma_devices": rdma} if rdma else {}),
                      **({"cluster": {"part": cluster["part"], "address": cluster["address"],
                                      "network": cluster["network"]["mode"]}} if cluster else {})}
+        mounted, code, mounts = self.volumes_prepare(payload, where)
+        if code != 0:
+            return mounted, code, {"kind": payload.get("kind")}
+        part_meta.update({"volumes": [m["id"] for m in mounts]} if mounts else {})
         if payload.get("kind") == "bare_metal":
+            linked, code = self.bare_metal_links(where, mounts)
+            if code != 0:
+                return mounted + linked, code, {"kind": "bare_metal"}
+            joined = mounted + linked + joined
             target, said = self.install_bare_metal_keys(where, keys)
             env = {**(payload.get("env") or {}), **self.fabric_env(payload, rdma)}
             if cluster:  # the host's network; the hostfile where the tenant's programs look for it
@@ -59,7 +67,8 @@ class Instances:
         self.write_keys(where / "authorized_keys", keys)
         if cluster:
             self.cluster_write(cluster, where)
-        return self.runtime.prepare(payload, where, keys=keys, rdma=rdma, joined=joined, part_meta=part_meta)
+        return self.runtime.prepare(payload, where, keys=keys, rdma=rdma, joined=mounted + joined, part_meta=part_meta,
+                                    mounts=mounts)
 
     def do_release(self, payload: dict):
         name = container_of(payload)
@@ -67,6 +76,7 @@ class Instances:
         legacy_name, legacy_dirs = self.legacy_of(payload)
         # Bare metal (no cards): the keys its prepare wrote go first, so a failed docker rm cannot keep them.
         revoked = self.revoke_bare_metal_keys(where) if not payload.get("cards") and where.is_dir() else ""
+        revoked += self.bare_metal_unlink(where) if not payload.get("cards") else ""
         if not payload.get("cards") and (where / "cluster.json").exists():
             self.runtime.drop_bare_metal_hostfile()
         text, code = self.runtime.release(payload, where, legacy_name, legacy_dirs)

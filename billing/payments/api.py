@@ -11,6 +11,7 @@ from core.errors import ValidationFailed
 from core.fields import MoneyField
 from core.idempotency import idempotent
 from core.metrics import WEBHOOK_FAILURES_TOTAL
+from core.serializers import StrictSerializer
 from tenancy.permissions import require
 
 from .events import stripe_event_apply, stripe_event_verify
@@ -20,7 +21,7 @@ from .services import topup_create
 PENDING = (TopUpState.CREATED, TopUpState.PROCESSING, TopUpState.FAILED)
 
 
-class TopUpCreateSerializer(serializers.Serializer):
+class TopUpCreateSerializer(StrictSerializer):
     amount = MoneyField(help_text='CNY as a decimal string with at most 2 significant decimals, e.g. "100.00".')
 
 

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from core.fields import MoneyField
 from core.idempotency import idempotent
+from core.serializers import StrictSerializer
 from tenancy.permissions import require
 
 from ..models_products import Invoice, SponsorshipProposal
@@ -22,7 +23,7 @@ from .statement_formats import statement_csv, statement_json
 from .statements import month_parse, statement_build, statement_months
 
 
-class SponsorshipCreateSerializer(serializers.Serializer):
+class SponsorshipCreateSerializer(StrictSerializer):
     title = serializers.CharField(max_length=200)
     abstract = serializers.CharField(max_length=5000)
     accelerator = serializers.SlugField(max_length=40)
@@ -107,16 +108,24 @@ class InvoiceListView(generics.ListAPIView):
         return selectors.invoice_list(org=self.request.org)
 
 
+class InvoicePaySerializer(StrictSerializer):
+    """POST /invoices/<id>/pay/: the console's payment form sends the amount it shows; the invoice fixes what is
+    charged (invoice_pay_amount), so it is accepted and not used. Any other key is an unknown field."""
+
+    amount = serializers.CharField(max_length=40, required=False)
+
+
 class InvoicePayView(APIView):
     """POST: pay an open invoice with a top-up of its amount rounded up to the fen (a Stripe PaymentIntent)."""
 
     permission_classes = [require(read="read_billing", write="billing")]
 
-    @extend_schema(request=None, responses={201: OpenApiTypes.OBJECT})
+    @extend_schema(request=InvoicePaySerializer, responses={201: OpenApiTypes.OBJECT})
     @idempotent(atomic=False)  # a top-up: its row commits before Stripe is called (topup_create)
     def post(self, request, id):
         from ..payments.api import TopUpSerializer
 
+        InvoicePaySerializer(data=request.data).is_valid(raise_exception=True)
         topup = invoice_pay(org=request.org, invoice_id=id, actor=request.user, request=request)
         return Response(TopUpSerializer(topup).data, status=status.HTTP_201_CREATED)
 

@@ -171,7 +171,9 @@ def statement_build(*, org, month: str, now=None) -> Statement:
                         t_end=last_key(Transfer, end), w_end=last_key(WriteOff, end))):
         seconds = max(_through(m.t_end), _through(m.w_end)) - max(_through(m.t_before), _through(m.w_before))
         wo_seconds, wo_amount = wo_rows.get(m.pk, (0, 0))
-        st.usage.append({"meter_id": m.pk, "instance_id": str(m.instance_id), "item_index": m.item_index,
+        # subject "volume": instance_id is the volume's id, cards its GiB and rate µCNY per GiB-hour (storage).
+        st.usage.append({"meter_id": m.pk, "subject": m.subject, "instance_id": str(m.instance_id),
+                         "item_index": m.item_index,
                          "accelerator": m.accelerator, "cards": m.cards, "rate": m.rate, "seconds": seconds,
                          "amount": meter_amounts.get(m.pk, 0), "written_off": wo_amount})
         if wo_amount:

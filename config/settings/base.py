@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "inventory",
     "hardware",
     "billing",
+    "storage",
     "provisioning",
     "console",
 ]
@@ -226,7 +227,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
-    "ENUM_NAME_OVERRIDES": {},
+    # Choice sets that share a field name ("kind") need names of their own in the schema.
+    "ENUM_NAME_OVERRIDES": {"VolumeKindEnum": "storage.choices.VolumeKind", "InstanceKindEnum": "provisioning.choices.InstanceKind"},
 }
 IDEMPOTENCY_TTL = timedelta(hours=env.int("IDEMPOTENCY_TTL_HOURS", default=24))
 
@@ -292,6 +294,29 @@ CELERY_BEAT_SCHEDULE["billing-package-renewals"] = {"task": "billing.package_ren
 CELERY_BEAT_SCHEDULE["billing-invoices-issue"] = {"task": "billing.invoices_issue", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["billing-invoices-settle"] = {"task": "billing.invoices_settle", "schedule": 300.0}
 # --- end billing products ------------------------------------------------------------------
+# --- Storage (volumes, datasets) -----------------------------------------------------------
+# Days an organization that cannot pay keeps its volumes (still accruing) before they are deleted; owners are
+# warned by email and banner 7 days and 1 day before.
+VOLUME_RETENTION_DAYS = env.int("VOLUME_RETENTION_DAYS", default=30)
+VOLUME_MAX_GIB = env.int("VOLUME_MAX_GIB", default=102400)  # 100 TiB
+CELERY_BEAT_SCHEDULE["storage-retention"] = {"task": "storage.volumes_retention", "schedule": 600.0}
+# The simulated storage driver's usage figures (zones of simulated nodes only: agents report their own).
+CELERY_BEAT_SCHEDULE["storage-simulated-usage"] = {"task": "storage.volumes_usage_simulate", "schedule": 60.0}
+# --- end storage ---------------------------------------------------------------------------
+# --- Storage on the nodes and S3 object access (issue 27) ----------------------------------
+# The zone's storage root (NFS, CephFS, JuiceFS, Lustre) as every node of the zone mounts it: volumes/<id> and
+# datasets/<slug> under it. STORAGE_ROOTS overrides it per zone slug (JSON: {"cn-north-1": "/mnt/cn1"}).
+STORAGE_ROOT = env.str("STORAGE_ROOT", default="/mnt/cardmix-storage")
+STORAGE_ROOTS = env.json("STORAGE_ROOTS", default={})
+# The S3-compatible endpoint of shared volumes (MinIO, Ceph RGW, a cloud's): one bucket per volume, made with the
+# operator's credentials below, and one IAM user per access key limited to its bucket. Empty: no object access.
+S3_ENDPOINT_URL = env.str("S3_ENDPOINT_URL", default="")
+S3_REGION = env.str("S3_REGION", default="us-east-1")
+S3_ADMIN_ACCESS_KEY_ID = env.str("S3_ADMIN_ACCESS_KEY_ID", default="")
+S3_ADMIN_SECRET_ACCESS_KEY = env.str("S3_ADMIN_SECRET_ACCESS_KEY", default="")
+S3_BUCKET_PREFIX = env.str("S3_BUCKET_PREFIX", default="cardmix-")
+S3_KEYS_PER_VOLUME = env.int("S3_KEYS_PER_VOLUME", default=10)
+# --- end storage nodes ---------------------------------------------------------------------
 # --- Provisioning: SLA, waitlist, reconciler, retention (issue 10) ---------------------------
 CELERY_BEAT_SCHEDULE["provisioning-sla-settle"] = {"task": "provisioning.sla_settle_due", "schedule": 60.0}
 CELERY_BEAT_SCHEDULE["provisioning-reconcile"] = {

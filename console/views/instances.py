@@ -38,6 +38,7 @@ from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
 from .instance_slurm import slurm_section
+from .storage import instance_mounts, storage_pickers
 from .waitlist_context import waitlist_context
 
 PAGE_SIZE = 25
@@ -84,7 +85,7 @@ def instance_list(request):
 def _form(request, data=None, catalog=None):
     catalog = catalog or CatalogChoices()
     keys = ssh_key_list(user=request.user)
-    return InstanceCreateForm(data, catalog=catalog, ssh_keys=keys)
+    return InstanceCreateForm(data, catalog=catalog, ssh_keys=keys, **storage_pickers(request.org))
 
 
 def _default_data(form) -> dict:
@@ -239,7 +240,8 @@ def _create_once(request, form):
         instance = instance_create(
             org=request.org, actor=request.user, spec=form.spec(), name=data["name"],
             ssh_key_ids=data["ssh_key_ids"], waitlist=data["waitlist"],
-            package_renewal=data.get("package_renewal") or "stop", request=request)
+            package_renewal=data.get("package_renewal") or "stop", request=request,
+            volumes=[{"volume": uuid.UUID(v)} for v in data.get("volumes") or []], datasets=data.get("datasets") or [])
         return 201, {"id": str(instance.pk), "state": instance.state}
 
     key = data.get("idempotency_key") or ""
@@ -329,6 +331,7 @@ def _detail_context(request, instance_id, action_error: str = "") -> dict:
         "slurm": slurm_section(instance),
         "action_error": action_error,
         **waitlist_context(instance),
+        **instance_mounts(instance.pk),
     }
 
 

@@ -10,6 +10,7 @@ from ..services import OUTPUT_LIMIT
 MAX_DEVICES = 64
 MAX_CONTAINERS = 1024
 MAX_ERRORS = 50
+MAX_VOLUMES = 4096
 MAX_DRIVER_VERSIONS = 32
 META_MAX_BYTES = 64 * 1024  # of a result's meta, as JSON
 META_MAX_DEPTH = 16
@@ -52,6 +53,17 @@ class DeviceSerializer(serializers.Serializer):
     utilization_pct = serializers.IntegerField(required=False, allow_null=True, default=None)
 
 
+class VolumeUsageSerializer(serializers.Serializer):
+    """A volume mounted on the node: its usage and size as the node sees them (agents from 1.5.0)."""
+
+    id = serializers.CharField(max_length=100)
+    used_bytes = serializers.IntegerField(min_value=0, max_value=2**63 - 1)
+    size_bytes = serializers.IntegerField(min_value=0, max_value=2**63 - 1, required=False, allow_null=True,
+                                          default=None)
+    quota = serializers.ChoiceField(choices=["xfs", "ext4", "ceph", "none"], required=False, default="none")
+    over_quota = serializers.BooleanField(required=False, default=False)
+
+
 class HeartbeatSerializer(serializers.Serializer):
     """What the agent sees on its host (CharFields refuse NUL themselves; dict keys need JsonSafe)."""
 
@@ -69,6 +81,7 @@ class HeartbeatSerializer(serializers.Serializer):
                                        max_length=MAX_CONTAINERS)
     errors = serializers.ListField(child=serializers.CharField(max_length=1000), required=False, default=list,
                                    max_length=MAX_ERRORS)
+    volumes = VolumeUsageSerializer(many=True, required=False, default=list, max_length=MAX_VOLUMES)
     # The host's size, divided among its containers in proportion to cards (older agents send none).
     cpus = serializers.IntegerField(min_value=1, max_value=65_535, required=False, allow_null=True, default=None)
     memory_mib = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True,

@@ -4,6 +4,7 @@ from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
 
 from core.fields import MoneyField
+from core.serializers import StrictModelSerializer, StrictSerializer
 
 from ..choices import CardHealth, NodeState, Vendor
 from ..models import Accelerator, Card, Image, Node, Price, Zone
@@ -104,7 +105,7 @@ class NodeSerializer(serializers.ModelSerializer):
         return bool(obj.bmc_credentials_ref)
 
 
-class NodeCreateSerializer(serializers.Serializer):
+class NodeCreateSerializer(StrictSerializer):
     """Input of POST /admin-api/nodes/."""
 
     hostname = serializers.CharField(max_length=200)
@@ -123,7 +124,7 @@ class NodeCreateSerializer(serializers.Serializer):
         return value.strip().lower()
 
 
-class NodeUpdateSerializer(serializers.Serializer):
+class NodeUpdateSerializer(StrictSerializer):
     """Input of PATCH /admin-api/nodes/{id}/ (connection details only; states go through actions)."""
 
     driver = serializers.ChoiceField(choices=DRIVERS, required=False)
@@ -141,7 +142,7 @@ class NodeUpdateSerializer(serializers.Serializer):
         return attrs
 
 
-class ReasonSerializer(serializers.Serializer):
+class ReasonSerializer(StrictSerializer):
     """Input of the node state actions."""
 
     reason = serializers.CharField(max_length=500)
@@ -172,7 +173,7 @@ class CardSerializer(serializers.ModelSerializer):
                 "allocated_at": serializers.DateTimeField().to_representation(obj.live_allocated_at)}
 
 
-class PriceSerializer(serializers.ModelSerializer):
+class PriceSerializer(StrictModelSerializer):
     """A price row; money as 6-decimal strings; `monthly_price_per_card_hour` null = the default discount."""
 
     accelerator = SlugRef(slug_field="slug", queryset=Accelerator.objects.all())
@@ -187,7 +188,7 @@ class PriceSerializer(serializers.ModelSerializer):
         validators: list = []  # effective_from defaults to now; price_create maps a clash to a field error
 
 
-class ImageAdminSerializer(serializers.ModelSerializer):
+class ImageAdminSerializer(StrictModelSerializer):
     """An image as operators edit it."""
 
     # Slugs contain dots (pytorch-2.3-cuda12.3), which a SlugField refuses (and its schema pattern denies).

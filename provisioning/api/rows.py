@@ -131,7 +131,7 @@ def _package(package) -> dict | None:
 
 
 def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages=None,
-                  notices=None) -> dict:
+                  notices=None, storage=None) -> dict:
     """The instance body from its row and its live group rows (ordered by item index, id)."""
     nodes = [{"node": g.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
               "cards": g.card_indices, "state": g.state} for g in groups]
@@ -182,4 +182,7 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         "slurm_partition": _slurm_partition(row, groups) if len(groups) > 1 else None,
         "actions": list(_actions(state)),
         "notices": (notices or {}).get(row.id, []),  # e.g. its node stopped answering (provisioning/notices.py)
+        # storage: attached volumes (mount path, size, usage, price) and read-only datasets (storage_port.py)
+        "volumes": (storage or {}).get(row.id, {}).get("volumes", []),
+        "datasets": (storage or {}).get(row.id, {}).get("datasets", []),
     }

@@ -2,6 +2,8 @@
 from rest_framework import serializers
 
 from core.money import format_price_per_second, format_ucny
+from core.serializers import StrictSerializer
+from storage.api.serializers import AttachmentInputSerializer
 
 from ..card_share import CardShare
 from ..choices import BillingMode, InstanceKind, InstanceState, PackageRenewal
@@ -9,19 +11,19 @@ from ..placement.validation import MAX_POLICY_CARDS
 from .rows import group_row_of, instance_body, row_of
 
 
-class ItemSerializer(serializers.Serializer):
+class ItemSerializer(StrictSerializer):
     accelerator = serializers.SlugField(max_length=40)
     count = serializers.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS)
 
 
-class PolicySerializer(serializers.Serializer):
+class PolicySerializer(StrictSerializer):
     total_cards = serializers.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS)
     compatible_vendors = serializers.ListField(child=serializers.CharField(max_length=30), min_length=1,
                                                max_length=10)
     min_domestic_share = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.0)
 
 
-class InstanceRequestSerializer(serializers.Serializer):
+class InstanceRequestSerializer(StrictSerializer):
     """The body of POST /quotes/ (and the placement part of POST /instances/)."""
 
     kind = serializers.ChoiceField(choices=InstanceKind.choices)
@@ -33,8 +35,15 @@ class InstanceRequestSerializer(serializers.Serializer):
     images = serializers.DictField(child=serializers.RegexField(r"^[A-Za-z0-9._-]+$", max_length=60),
                                    required=False)
     billing = serializers.ChoiceField(choices=BillingMode.choices, default=BillingMode.ON_DEMAND)
+    # storage: volumes attached at create ([{volume, mount_path?}]) and library entries mounted read-only at
+    # /datasets/<slug>; they pin the instance to their zone.
+    volumes = AttachmentInputSerializer(many=True, required=False, max_length=16)
+    datasets = serializers.ListField(child=serializers.SlugField(max_length=60), required=False, max_length=16)
 
     def validate(self, attrs):
+        volumes = [str(v["volume"]) for v in attrs.get("volumes") or []]
+        if len(set(volumes)) != len(volumes):
+            raise serializers.ValidationError({"volumes": ["A volume is listed twice."]})
         if bool(attrs.get("items")) == bool(attrs.get("policy")):
             raise serializers.ValidationError({"items": ["Give either items or a policy (not both)."]})
         if attrs.get("image") and attrs.get("images"):
@@ -57,11 +66,21 @@ class InstanceCreateSerializer(InstanceRequestSerializer):
         return attrs
 
 
-class PackageRenewalSerializer(serializers.Serializer):
+class QuoteSerializer(InstanceRequestSerializer):
+    """POST /quotes/: a create body (SPEC §5), so a client may quote exactly what it will post; the fields that
+    do not change the price are accepted and not used. Anything else is an unknown field (400)."""
+
+    name = serializers.CharField(max_length=100, required=False)
+    ssh_key_ids = serializers.ListField(child=serializers.UUIDField(), required=False, max_length=20)
+    package_renewal = serializers.ChoiceField(choices=PackageRenewal.choices, required=False)
+    waitlist = serializers.BooleanField(required=False)
+
+
+class PackageRenewalSerializer(StrictSerializer):
     package_renewal = serializers.ChoiceField(choices=PackageRenewal.choices)
 
 
-class StateFilterSerializer(serializers.Serializer):
+class StateFilterSerializer(StrictSerializer):
     state = serializers.MultipleChoiceField(choices=InstanceState.choices, required=False)
 
 
@@ -78,7 +97,8 @@ class InstanceSerializer(serializers.Serializer):
             groups = list(instance.groups.live().select_related("node__accelerator"))
         return instance_body(row_of(instance), [group_row_of(g) for g in groups], costs=ctx.get("costs", {}),
                              positions=ctx.get("positions", {}), now=ctx.get("now"),
-                             packages=ctx.get("packages", {}), notices=ctx.get("notices", {}))
+                             packages=ctx.get("packages", {}), notices=ctx.get("notices", {}),
+                             storage=ctx.get("storage", {}))
 
 
 class InstanceEventSerializer(serializers.Serializer):
@@ -104,9 +124,16 @@ def _share_body(row) -> dict:
     return {"cpus": share.cpus, "memory_mib": share.memory_mib, "memory_gib": share.memory_gib}
 
 
-def quote_body(quote) -> dict:
-    """POST /quotes/ answer."""
+def quote_body(quote, storage: dict | None = None) -> dict:
+    """POST /quotes/ answer; `storage` (storage_port.quote_storage): the volumes' price, added to the total."""
+    storage = storage or {"volumes": [], "datasets": [], "price_per_hour": 0}
+    total = quote.price_per_hour + storage["price_per_hour"]
     return {
+        "volumes": [{**v, "price_per_hour": format_ucny(v["price_per_hour"])} for v in storage["volumes"]],
+        "datasets": storage["datasets"],
+        "volumes_price_per_hour": format_ucny(storage["price_per_hour"]),
+        "total_price_per_hour": format_ucny(total),
+        "total_price_per_second": format_price_per_second(total),
         "items": [{"accelerator": r["accelerator"], "count": r["count"],
                    "price_per_card_hour": format_ucny(r["price_per_card_hour"]), **_share_body(r)}
                   for r in quote.items],

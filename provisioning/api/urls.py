@@ -15,5 +15,8 @@ urlpatterns = [
     path("instances/<str:instance_id>/events/", views.InstanceEventsView.as_view(), name="instance-events"),
     path("instances/<str:instance_id>/readiness/", views.InstanceReadinessView.as_view(),
          name="instance-readiness"),
+    path("instances/<str:instance_id>/volumes/", views.InstanceVolumesView.as_view(), name="instance-volumes"),
+    path("instances/<str:instance_id>/volumes/<str:volume_id>/", views.InstanceVolumeDetailView.as_view(),
+         name="instance-volume-detail"),
     path("quotes/", views.QuoteView.as_view(), name="quote"),
 ]

@@ -8,23 +8,26 @@ from rest_framework.views import APIView
 from core.dbclock import db_now
 from core.idempotency import idempotent
 from core.pagination import LimitOffsetEnvelopePagination
+from core.serializers import body_refuse_unknown
+from storage.api.serializers import AttachmentInputSerializer
 from tenancy.permissions import require
 
 from .. import selectors
 from ..choices import InstanceState
 from ..notices import instance_notices
-from ..services import billing_port
+from ..services import billing_port, storage_port
 from ..services.instances import instance_create, instance_start, instance_stop, instance_terminate
 from ..services.packages import instance_package_renewal_set
 from ..services.quotes import quote_compute
 from ..services.specs import spec_from_data
+from ..services.volumes import instance_volume_attach, instance_volume_detach
 from .rows import InstanceRow, group_row_from, instance_body
 from .serializers import (
     InstanceCreateSerializer,
     InstanceEventSerializer,
-    InstanceRequestSerializer,
     InstanceSerializer,
     PackageRenewalSerializer,
+    QuoteSerializer,
     ReadinessReportSerializer,
     StateFilterSerializer,
     quote_body,
@@ -36,7 +39,8 @@ def _context(instances) -> dict:
     ids = [i.pk for i in instances]
     return {"costs": billing_port.instance_costs(ids) if ids else {},
             "positions": selectors.waitlist_positions(instances), "now": db_now(),
-            "packages": billing_port.packages_current(instances), "notices": instance_notices(instances)}
+            "packages": billing_port.packages_current(instances), "notices": instance_notices(instances),
+            "storage": storage_port.storage_bodies(ids) if ids else {}}
 
 
 def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:
@@ -70,7 +74,8 @@ class InstanceListCreateView(APIView):
             now = rows[0].body_now or db_now()
             groups, costs = selectors.page_groups_and_costs(rows, now=now)
             context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
-                       "packages": billing_port.packages_current(rows), "notices": instance_notices(rows)}
+                       "packages": billing_port.packages_current(rows), "notices": instance_notices(rows),
+                       "storage": storage_port.storage_bodies([r.id for r in rows])}
             data = [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
         return paginator.get_paginated_response(data)
 
@@ -83,7 +88,7 @@ class InstanceListCreateView(APIView):
         instance = instance_create(
             org=request.org, actor=request.user, spec=spec_from_data(data), name=data["name"],
             ssh_key_ids=data["ssh_key_ids"], waitlist=data["waitlist"], package_renewal=data["package_renewal"],
-            request=request)
+            request=request, volumes=data.get("volumes") or [], datasets=data.get("datasets") or [])
         code = status.HTTP_202_ACCEPTED if instance.state == InstanceState.WAITLISTED else status.HTTP_201_CREATED
         return _instance_response(request, instance, code)
 
@@ -101,6 +106,7 @@ class InstanceDetailView(APIView):
     @extend_schema(responses={202: OpenApiTypes.OBJECT})
     def delete(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)  # 404 first, before any lock
+        body_refuse_unknown(request)
         instance = instance_terminate(org=request.org, instance_id=instance_id, actor=request.user, request=request)
         return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
 
@@ -114,6 +120,7 @@ class InstanceActionView(APIView):
     @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT})
     def post(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)
+        body_refuse_unknown(request)
         service = instance_stop if self.action == "stop" else instance_start
         instance = service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
         return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
@@ -167,8 +174,45 @@ class QuoteView(APIView):
     # A quote changes nothing: every role that may read instances may ask for one.
     permission_classes = [require(read="read", write="read")]
 
-    @extend_schema(request=InstanceRequestSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=QuoteSerializer, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
-        body = InstanceRequestSerializer(data=request.data)
+        body = QuoteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(quote_body(quote_compute(spec=spec_from_data(body.validated_data))))
+        data = body.validated_data
+        volumes, datasets = data.get("volumes") or [], data.get("datasets") or []
+        spec = spec_from_data(data)
+        if volumes or datasets:  # the zone they pin the instance to, and their price
+            spec = storage_port.create_spec_zone(org=request.org, spec=spec, volumes=volumes, datasets=datasets)
+        storage = storage_port.quote_storage(org=request.org, volumes=volumes, datasets=datasets)
+        return Response(quote_body(quote_compute(spec=spec), storage))
+
+
+class InstanceVolumesView(APIView):
+    """POST {"volume", "mount_path"?}: attach a volume to a stopped instance (its next start mounts it)."""
+
+    permission_classes = [require(read="read", write="instances")]
+
+    @extend_schema(request=AttachmentInputSerializer, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, instance_id):
+        selectors.instance_get(org=request.org, instance_id=instance_id)  # 404 first, before any lock
+        body = AttachmentInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        instance_volume_attach(org=request.org, instance_id=instance_id, actor=request.user, request=request,
+                               volume_id=body.validated_data["volume"],
+                               mount_path=body.validated_data.get("mount_path"))
+        return _instance_response(request, selectors.instance_get(org=request.org, instance_id=instance_id),
+                                  status.HTTP_201_CREATED)
+
+
+class InstanceVolumeDetailView(APIView):
+    """DELETE: detach the volume from the stopped instance (the volume is kept)."""
+
+    permission_classes = [require(read="read", write="instances")]
+
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    def delete(self, request, instance_id, volume_id):
+        selectors.instance_get(org=request.org, instance_id=instance_id)
+        body_refuse_unknown(request)
+        instance_volume_detach(org=request.org, instance_id=instance_id, volume_id=volume_id, actor=request.user,
+                               request=request)
+        return _instance_response(request, selectors.instance_get(org=request.org, instance_id=instance_id))

@@ -57,13 +57,15 @@ class AgentDriver(Driver):
 
     def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
                 env: Mapping[str, str], instance_id: str, ssh_port: int | None = None,
-                cluster: Mapping[str, Any] | None = None) -> DriverOutput:
-        """Create the instance's container on `cards` (or set up the bare-metal host)."""
+                cluster: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None) -> DriverOutput:
+        """Create the instance's container on `cards` (or set up the bare-metal host), its volumes mounted."""
         payload = {"kind": kind, "cards": list(cards), "image": image, "ssh_keys": list(ssh_keys),
                    "env": dict(env), "instance_id": instance_id, "vendor": node.vendor,
                    "collective": node.collective}
         if cluster:  # its part of a multi-part instance: the network to join, its address, the hostfile
             payload["cluster"] = dict(cluster)
+        if storage:  # its volumes and datasets on the zone's storage root (agent/cardmix_agent/volumes.py)
+            payload.update(storage_root=storage["storage_root"], volumes=list(storage["volumes"]))
         if kind == "container":
             payload.update(name=container_name(instance_id, cards), ssh_port=ssh_port)
             # Its CPU and memory in proportion to its cards (the agent enforces them; a node of unknown size: none).

@@ -59,12 +59,15 @@ class Driver(abc.ABC):
         instance_id: str,
         ssh_port: int | None = None,
         cluster: Mapping[str, Any] | None = None,
+        storage: Mapping[str, Any] | None = None,
     ) -> DriverOutput:
         """Start a container on `cards` (kind="container") or deploy the whole node (kind="bare_metal").
 
         A container's sshd is published on the node at `ssh_port` (its own network namespace, not the host's).
         `cluster`: this part's view of its multi-part instance (provisioning/services/cluster.py part_view): the
-        network to join or set up, its address and the hostfile every part gets.
+        network to join or set up, its address and the hostfile every part gets. `storage`: `{"storage_root",
+        "volumes": [{"id", "kind", "dir", "mount_path", "read_only", "size_bytes"}]}` (storage/agent_port.py), the
+        volumes and datasets to mount.
         """
 
     @abc.abstractmethod

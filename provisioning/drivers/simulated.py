@@ -117,10 +117,14 @@ class SimulatedDriver(Driver):
         instance_id: str,
         ssh_port: int | None = None,
         cluster: Mapping[str, Any] | None = None,
+        storage: Mapping[str, Any] | None = None,
         forced_faults: Iterable[str] = (),
     ) -> DriverOutput:
         """Container start (20–60 s) or bare-metal power-on + PXE deploy + OS boot (6–12 min)."""
         faults = self._faults([node], forced_faults, ["boot_failure"])
+        joined_storage = "".join(f"{v['kind']} {v['id']} mounted at {v['mount_path']}"
+                                 f"{' (read-only)' if v.get('read_only') else ''}\n"
+                                 for v in (storage or {}).get("volumes", []))
         meta: dict[str, Any] = {
             "kind": kind,
             "image": image,
@@ -131,7 +135,7 @@ class SimulatedDriver(Driver):
             "simulated_faults": sorted(faults),
             "ssh_port": ssh_port,
         }
-        joined = _cluster_lines(node, cluster)
+        joined = _cluster_lines(node, cluster) + joined_storage
         if cluster:
             meta["cluster"] = {"part": cluster["part"], "address": cluster["address"],
                                "network": cluster["network"]["mode"], "hostfile": cluster["hostfile"],

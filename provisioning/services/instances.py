@@ -19,7 +19,7 @@ from ..lock_objects import instance_lock
 from ..models import Instance
 from ..placement import Item, PlacementRequest
 from ..selectors import org_cards_in_use
-from . import billing_port
+from . import billing_port, storage_port
 from .capacity import placement_catalog
 from .claims import placement_claim, placement_decide
 from .sla import sla_settle
@@ -88,11 +88,16 @@ def _claim_or_waitlist(*, instance: Instance, request: PlacementRequest, catalog
 
 
 def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, ssh_key_ids=(),
-                    waitlist: bool = False, package_renewal: str = "stop", request=None) -> Instance:
-    """Validate, check quota and funds, place and claim cards, then hand over to the worker.
+                    waitlist: bool = False, package_renewal: str = "stop", request=None, volumes=(),
+                    datasets=()) -> Instance:
+    """Validate, check quota and funds, place and claim cards, attach `volumes` ([{volume, mount_path?}]) and
+    mount `datasets` (slugs), then hand over to the worker.
 
     No capacity → 409 insufficient_capacity (nothing kept) unless `waitlist` → state waitlisted.
     """
+    volumes, datasets = list(volumes), list(datasets)
+    if volumes or datasets:  # they pin the zone: placement searches only there
+        spec = storage_port.create_spec_zone(org=org, spec=spec, volumes=volumes, datasets=datasets)
     catalog = placement_catalog(billing=spec.billing)
     spec_check(spec, catalog)
     keys = _ssh_keys(actor, ssh_key_ids)
@@ -130,6 +135,9 @@ def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, 
         instance.save(update_fields=["sla_event_id"])
         _claim_or_waitlist(instance=instance, request=spec.placement_request(), catalog=catalog, spec=spec,
                            actor=actor, reason="create", now=now)
+        if volumes or datasets:
+            storage_port.attach_at_create(instance=instance, volumes=volumes, datasets=datasets, actor=actor,
+                                          request=request)
         audit_record(action="instance.create", org=org, actor=actor, target=instance, request=request,
                      details={"kind": spec.kind, "items": instance.items, "policy": instance.policy,
                               "state": instance.state, "price_per_hour": instance.price_per_hour})

@@ -25,7 +25,7 @@ from ..lock_objects import instance_lock
 from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
 from ..readiness import evaluate, parse_device_health, parse_output, parse_reachability
 from ..stop_keeps import stop_reason
-from . import billing_port, slurm_partitions
+from . import billing_port, slurm_partitions, storage_port
 from .claims import placement_release
 from .cleaning import node_clean_begin
 from .cluster import (
@@ -38,6 +38,7 @@ from .cluster import (
 )
 from .fleet import driver_for, driver_touched, forced_faults, instance_env, node_ref, release_cards
 from .transitions import instance_transition
+from .volume_mounts import prepare_storage
 
 logger = logging.getLogger("cardmix.provisioning")
 
@@ -136,6 +137,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     env = instance_env(instance_id=str(instance.pk), collective=ref.collective, cards=group.card_indices)
     if part is not None:
         env.update(part["env"])
+    storage = prepare_storage(instance=instance, node=node)  # its volumes and datasets (None: none)
     while group.prepare_attempts < PREPARE_ATTEMPTS:
         # Written before the call (see driver_touched): a release then reaches the driver even if this worker
         # dies inside it. An attempt counts once it has an outcome, so a crash costs the customer none.
@@ -148,6 +150,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
                     ssh_keys=instance.ssh_public_keys, env=env, instance_id=str(instance.pk),
                     ssh_port=container_ssh_port(group.card_indices) if container else None,
                     **({"cluster": part} if part is not None else {}),
+                    **({"storage": storage} if storage else {}),
                     **forced_faults(driver, [node.pk], "prepare"))
         failpoint("provision:after_driver")
         group.prepare_output, group.prepare_exit_code = _clip(out.text), out.exit_code
@@ -466,12 +469,13 @@ def placement_release_clean(*, instance: Instance, expect: str | None = None) ->
 
 
 def instance_stop_finish(instance_id) -> None:
-    """stopping → stopped once the groups are released; the reason says what the stop kept (nothing, see
-    provisioning/stop_keeps.py)."""
+    """stopping → stopped once the groups are released; the reason says what the stop kept (its volumes, or
+    nothing: provisioning/stop_keeps.py)."""
     kind = Instance.objects.filter(pk=instance_id, state=S.STOPPING).values_list("kind", flat=True).first()
     if kind is not None:
         if groups_release(instance_id, expect=S.STOPPING):  # else another task finished this stop
-            _advance(instance_id, expect=S.STOPPING, to=S.STOPPED, reason=stop_reason(kind), step_deadline=None)
+            _advance(instance_id, expect=S.STOPPING, to=S.STOPPED, step_deadline=None,
+                     reason=stop_reason(kind, storage_port.volume_names_of(instance_id=instance_id)))
 
 
 def instance_terminate_finish(instance_id) -> None:

@@ -8,7 +8,7 @@ from core.request_context import request_id_var
 from ..choices import InstanceState, can_transition
 from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
-from . import billing_port
+from . import billing_port, storage_port
 from .expiry import transition_defaults
 
 
@@ -40,6 +40,9 @@ def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=
     if current == InstanceState.RUNNING and to != InstanceState.RUNNING:
         # Billing stops the second the instance leaves running, in the same transaction.
         billing_port.meters_close(instance_id=instance.pk, at=now)
+    if to == InstanceState.TERMINATED:
+        # Volumes outlive the instance: detached (kept, still billed), datasets unmounted, in the same transaction.
+        storage_port.storage_released(instance=instance, actor=actor)
     fields = {**transition_defaults(to, now), **fields}  # expiry of waiting states, reconciler retries
     instance.state = to
     instance.state_reason = reason[:300]

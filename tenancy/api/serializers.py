@@ -1,6 +1,8 @@
 """Tenancy API bodies (SPEC §5)."""
 from rest_framework import serializers
 
+from core.serializers import StrictSerializer
+
 from ..choices import Role
 from ..models import ApiToken, AuditEvent, Membership, Organization, SshKey, TokenScope
 
@@ -27,12 +29,12 @@ class MemberSerializer(serializers.ModelSerializer):
         fields = ["id", "user_id", "email", "name", "role", "created_at"]
 
 
-class MemberInviteSerializer(serializers.Serializer):
+class MemberInviteSerializer(StrictSerializer):
     email = serializers.EmailField()
     role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
 
 
-class MemberRoleSerializer(serializers.Serializer):
+class MemberRoleSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
 
 
@@ -52,7 +54,7 @@ class TokenCreatedSerializer(TokenSerializer):
         return self.context.get("secret")
 
 
-class TokenCreateSerializer(serializers.Serializer):
+class TokenCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     scope = serializers.ChoiceField(choices=TokenScope.choices, default=TokenScope.WRITE)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
@@ -64,7 +66,7 @@ class SshKeySerializer(serializers.ModelSerializer):
         fields = ["id", "name", "key_type", "fingerprint", "public_key", "created_at"]
 
 
-class SshKeyCreateSerializer(serializers.Serializer):
+class SshKeyCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     public_key = serializers.CharField(max_length=16_384, trim_whitespace=True)
 

@@ -6,6 +6,7 @@ from rest_framework.views import APIView
 
 from core.idempotency import idempotent
 from core.schema import schema_generation
+from core.serializers import body_refuse_unknown
 
 from .. import selectors, services
 from ..models import ApiToken, AuditEvent, Membership, SshKey
@@ -66,6 +67,7 @@ class MemberDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request, id):
         membership = selectors.member_get(org=request.org, id=id)
+        body_refuse_unknown(request)
         services.member_remove(actor_membership=request.membership, membership=membership, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -106,6 +108,7 @@ class TokenDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request, id):
         token = selectors.token_get(org=request.org, user=request.user, id=id)
+        body_refuse_unknown(request)
         services.token_revoke(token=token, actor=request.user, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -144,6 +147,7 @@ class SshKeyDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request, id):
         key = selectors.ssh_key_get(user=request.user, id=id)
+        body_refuse_unknown(request)
         services.ssh_key_delete(key=key, actor=request.user, org=request.org, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -118,7 +118,7 @@ def test_low_balance_warning_email_and_banner_once_then_cleared(
     assert len(mailoutbox) == 1 and mailoutbox[0].to == [membership.user.email]
     assert "runs out soon" in mailoutbox[0].subject
     # What the auto-stop it warns of keeps: nothing (before: not said, as if a stopped instance kept its disk).
-    assert "A stop keeps nothing: a container is deleted with its disk" in mailoutbox[0].body
+    assert "A stop keeps nothing but the volumes attached" in mailoutbox[0].body
     assert low_balance_warning(org=org)
     fund(org, 100_000_000)
     meter_tick(now=t0 + timedelta(seconds=130))

@@ -18,9 +18,10 @@ ALLOWED = {
     "inventory": {"core", "tenancy"},
     "hardware": {"core", "tenancy", "inventory"},
     "billing": {"core", "tenancy", "inventory", "hardware"},
-    "provisioning": {"core", "tenancy", "inventory", "hardware", "billing"},
-    "console": {"core", "tenancy", "inventory", "hardware", "billing", "provisioning"},
-    "config": {"core", "tenancy", "inventory", "hardware", "billing", "provisioning", "console"},
+    "storage": {"core", "tenancy", "inventory", "hardware", "billing"},
+    "provisioning": {"core", "tenancy", "inventory", "hardware", "billing", "storage"},
+    "console": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning"},
+    "config": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "console"},
     "agent": set(),
 }
 

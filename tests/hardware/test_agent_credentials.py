@@ -95,8 +95,8 @@ def test_a_prepare_that_would_mount_them_is_refused_before_docker_runs(layout, m
     extra = mount.format(state=layout["state"], etc=layout["etc"], token=layout["token"],
                          state_parent=layout["state"].parent).split(" ")
     # A future change to the command line that would expose them (e.g. a data mount gone wrong).
-    monkeypatch.setattr(agent.runtime, "docker_run_argv", lambda payload, keys: built(payload, keys)[:-1] + extra
-                        + built(payload, keys)[-1:])
+    monkeypatch.setattr(agent.runtime, "docker_run_argv", lambda payload, keys, mounts=(): built(
+        payload, keys, mounts)[:-1] + extra + built(payload, keys, mounts)[-1:])
     text, code, meta = agent.do_prepare(PAYLOAD)
     assert code == agent_mod.EXIT_CONFIG and "refusing to start cardmix-inst-1-0" in text, text
     assert docker_runs(layout) == []  # docker run never called

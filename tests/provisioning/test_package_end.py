@@ -112,7 +112,7 @@ def test_the_could_not_renew_email_names_the_instance_and_the_time_in_the_billin
     (mail,) = [m for m in mailoutbox if "could not renew" in m.subject]
     ends = package.ends_at.astimezone(ZoneInfo("Asia/Kolkata"))
     assert f"instance gpu-box ({r.json()['id']}) ended on {ends:%Y-%m-%d %H:%M} UTC+5:30 and" in mail.body
-    assert "being stopped. A stop keeps nothing: a container is deleted with its disk" in mail.body
+    assert "being stopped. A stop keeps nothing but the volumes attached" in mail.body
 
 
 def test_a_stopped_instance_whose_package_ends_starts_on_demand(client):

@@ -164,6 +164,60 @@ def admin_image(world):
     return Target({"pk": i.pk}, expect=FORBIDDEN, row=i)
 
 
+def volume_access_key(world):
+    from storage.access_keys import VolumeAccessKey
+    from tests.factories.billing import fund
+    from tests.factories.inventory import ZoneFactory
+    from tests.factories.storage import make_volume
+
+    fund(world.a.organization, 1_000_000_000, key=f"isolation-volume:{world.a.organization.pk}")
+    volume = make_volume(world.a.organization, ZoneFactory(), name="a-shared", kind="shared", size_gib=10)
+    key = VolumeAccessKey.objects.create(volume=volume, organization=world.a.organization, name=world.marker("key"),
+                                         access_key_id=f"AKIA{volume.pk.hex[:16].upper()}", secret_sha256="0" * 64,
+                                         iam_user=f"cmx-{volume.pk}", bucket=f"cardmix-{volume.pk}")
+    return Target({"volume_id": str(volume.pk), "key_id": str(key.pk)}, row=key, body={"name": "b"})
+
+
+def volume_of_key(world):
+    target = volume_access_key(world)
+    return Target({"volume_id": target.kwargs["volume_id"]}, row=target.row, body={"name": "b"})
+
+
+def volume(world):
+    from tests.factories.billing import fund
+    from tests.factories.inventory import ZoneFactory
+    from tests.factories.storage import make_volume
+
+    fund(world.a.organization, 1_000_000_000, key=f"isolation-disk:{world.a.organization.pk}")
+    v = make_volume(world.a.organization, ZoneFactory(), name=world.marker("vol"), size_gib=10)
+    return Target({"volume_id": str(v.pk)}, row=v, body={"size_gib": 20})
+
+
+def stopped_instance_volume(world):
+    """A's stopped instance with A's disk attached: B may neither attach to it nor detach from it."""
+    from storage.services import volume_attach
+    from tests.factories.provisioning import InstanceFactory
+
+    target = volume(world)
+    inst = InstanceFactory(organization=world.a.organization, name=world.marker("stopped"), state="stopped",
+                           zone=target.row.zone)
+    attachment = volume_attach(org=world.a.organization, volume_id=target.row.pk, instance_id=inst.pk,
+                               zone_id=inst.zone_id)
+    return Target({"instance_id": str(inst.pk), "volume_id": str(target.row.pk)}, row=attachment,
+                  body={"volume": str(target.row.pk)})
+
+
+def stopped_instance(world):
+    target = stopped_instance_volume(world)
+    return Target({"instance_id": target.kwargs["instance_id"]}, row=target.row, body=target.body)
+
+
+def catalog_dataset(world):
+    from tests.factories.storage import DatasetFactory
+
+    return Target({"slug": DatasetFactory(slug="imagenet-1k").slug}, expect=OK)  # the shared library
+
+
 OBJECT_FACTORIES = {
     # tenancy
     "api:member-detail": member,
@@ -209,6 +263,16 @@ OBJECT_FACTORIES = {
     "console:instance_package_renewal": monthly_instance,
     "console:instance_retry": failed_instance,
     "console:billing_ledger_day": instance_ledger_day,
+    # storage: volumes, attachments, the dataset library (shared: 200 for all)
+    "api:volume-detail": volume,
+    "api:instance-volumes": stopped_instance,
+    "api:instance-volume-detail": stopped_instance_volume,
+    "api:dataset-detail": catalog_dataset,
+    # storage: S3 access keys of shared volumes
+    "api:volume-key-list": volume_of_key,
+    "api:volume-key-detail": volume_access_key,
+    "console:volume_grow": volume,
+    "console:volume_delete": volume,
 }
 
 # Per-organization pages without an object id: B must see none of A's markers there.
@@ -219,12 +283,14 @@ TENANT_LISTS = {
     "api:billing-balance", "api:billing-transfers", "api:billing-usage", "api:topup-list",
     "api:sponsorship-list", "api:invoice-list", "api:statement-list",
     "api:instance-list", "api:quote",
+    "api:volume-list", "api:dataset-list", "api:storage-price-list",
     "api:ping",  # observability: bench baseline, answers {"ok": true} only
     "console:dashboard", "console:organizations", "console:organization_switch", "console:members",
     "console:tokens", "console:ssh_keys", "console:billing_topup", "console:billing_statements",
     "console:billing_sponsorships", "console:billing_invoices", "console:billing",
     "console:instance_list", "console:instance_new", "console:instance_quote",
     "console:member_invite", "console:organization_new",
+    "console:storage",  # storage: the organization's volumes and the dataset library
 }
 
 SKIP = {

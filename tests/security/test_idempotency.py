@@ -64,6 +64,13 @@ def _case(name, ctx):
     if name == "api:admin-image-list":
         body = {"slug": f"idem-{uuid.uuid4().hex[:6]}", "name": "x", "vendors": ["nvidia"]}
         return "/api/v1/admin-api/images/", body, {**body, "name": "y"}, _count("inventory.Image")
+    if name == "api:volume-list":
+        from inventory.models import Zone
+        from tests.factories.storage import storage_prices
+
+        storage_prices(Zone.objects.get(slug="zone-a"))
+        body = {"name": "idem", "kind": "disk", "size_gib": 10, "zone": "zone-a"}
+        return "/api/v1/volumes/", body, {**body, "size_gib": 20}, _count("storage.Volume", organization=org)
     raise AssertionError(f"{name}: a creating POST without an idempotency case in {__file__}")
 
 
@@ -75,7 +82,7 @@ def test_creating_endpoints_are_enumerated():
     """The list below is derived from the URLconf: a new creating POST gets a case or fails here."""
     known = {"api:token-list", "api:ssh-key-list", "api:member-list", "api:instance-list", "api:topup-list",
              "api:sponsorship-list", "api:invoice-pay", "api:admin-node-list", "api:admin-price-list",
-             "api:admin-image-list"}
+             "api:admin-image-list", "api:volume-list"}
     assert set(CREATING) == known, set(CREATING) ^ known
 
 

@@ -98,7 +98,8 @@ def test_foreign_object_ids_answer_404(name, credential, world, token_client_for
 def test_lists_show_no_other_tenant_data(name, world, token_client_for, console_client_for):
     """Every per-organization page without an id, read by B, contains none of A's markers or ids."""
     made = [f(world) for f in (registry.member, registry.token, registry.ssh_key, registry.topup,
-                               registry.sponsorship, registry.invoice, registry.instance)]
+                               registry.sponsorship, registry.invoice, registry.instance,
+                               registry.stopped_instance_volume)]
     secrets = set(world.markers) | {str(v) for t in made for v in t.kwargs.values()}
     route = BY_NAME[name]
     client = token_client_for(world.b) if name.startswith("api:") else console_client_for(world.b)

@@ -47,8 +47,23 @@ MATRIX = {
     "zones": ("get", "/api/v1/zones/", EVERY, True, {200}),
     "images": ("get", "/api/v1/images/", EVERY, True, {200}),
     "admin_nodes": ("get", "/api/v1/admin-api/nodes/", set(), True, {200}),  # staff only
+    "volumes_list": ("get", "/api/v1/volumes/", READ, True, {200}),
+    "volume_get": ("get", "/api/v1/volumes/{volume}/", READ, True, {200}),
+    "volume_create": ("post", "/api/v1/volumes/", INSTANCES, False, {201}),
+    "volume_grow": ("patch", "/api/v1/volumes/{volume}/", INSTANCES, False, {200}),
+    "volume_delete": ("delete", "/api/v1/volumes/{volume}/", INSTANCES, False, {204}),
+    "instance_volume_attach": ("post", "/api/v1/instances/{stopped}/volumes/", INSTANCES, False, {201}),
+    "instance_volume_detach": ("delete", "/api/v1/instances/{stopped}/volumes/{attached}/", INSTANCES, False, {200}),
+    "datasets": ("get", "/api/v1/datasets/", EVERY, True, {200}),
+    "dataset_get": ("get", "/api/v1/datasets/{dataset}/", EVERY, True, {200}),
+    "storage_prices": ("get", "/api/v1/storage-prices/", EVERY, True, {200}),
+    "volume_keys_list": ("get", "/api/v1/volumes/{shared_volume}/keys/", READ, True, {200}),
+    "volume_key_get": ("get", "/api/v1/volumes/{shared_volume}/keys/{volume_key}/", READ, True, {200}),
+    "volume_key_create": ("post", "/api/v1/volumes/{shared_volume}/keys/", INSTANCES, False, {201}),
+    "volume_key_revoke": ("delete", "/api/v1/volumes/{shared_volume}/keys/{volume_key}/", INSTANCES, False, {204}),
 }
 NEEDS_STRIPE = {"topup_create", "invoice_pay"}
+NEEDS_S3 = {"volume_key_create", "volume_key_revoke"}  # a real S3 + IAM server (moto, tests/storage/s3_server.py)
 
 
 def _world(actor) -> dict:
@@ -68,8 +83,49 @@ def _world(actor) -> dict:
     proposal = SponsorshipProposal.objects.create(organization=org, title="t", abstract="a",
                                                   accelerator="h100-sxm-80g", card_hours=5)
     invoice = Invoice.objects.create(organization=org, period="2026-01-01", amount_due=12_340_000)
-    return {"instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
-            "month": _this_month()}
+    shared, key = _shared_volume(org)
+    storage_ids = _storage(org, inst)
+    return {"shared_volume": shared.pk, "volume_key": key.pk, "instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
+            "month": _this_month(), **storage_ids}
+
+
+def _storage(org, inst) -> dict:
+    """A disk, a stopped instance holding another disk, a free one to attach, a dataset, a priced zone."""
+    from storage.services import volume_attach
+    from tests.factories.provisioning import InstanceFactory
+    from tests.factories.storage import DatasetFactory, make_volume
+
+    zone = inst.zone or __import__("tests.factories.inventory", fromlist=["ZoneFactory"]).ZoneFactory()
+    free, attached = make_volume(org, zone, name="matrix-free"), make_volume(org, zone, name="matrix-attached")
+    make_volume(org, zone, name="matrix-disk", kind="shared")  # both kinds priced in the zone
+    stopped = InstanceFactory(organization=org, state="stopped", zone=zone)
+    volume_attach(org=org, volume_id=attached.pk, instance_id=stopped.pk, zone_id=zone.pk)
+    BODIES["volume_create"]["zone"] = zone.slug
+    BODIES["instance_volume_attach"]["volume"] = str(free.pk)
+    return {"volume": free.pk, "stopped": stopped.pk, "attached": attached.pk,
+            "dataset": DatasetFactory(slug="wudao-corpus", zones=[zone]).slug}
+
+
+def _shared_volume(org):
+    """A shared volume of the organization and a key row of it (no S3 call: the reads and the refusals need none)."""
+    from storage.access_keys import VolumeAccessKey
+    from tests.factories.inventory import ZoneFactory
+    from tests.factories.storage import make_volume
+
+    volume = make_volume(org, ZoneFactory(), name="matrix-shared", kind="shared", size_gib=10)
+    key = VolumeAccessKey.objects.create(volume=volume, organization=org, access_key_id=f"AKIA{volume.pk.hex[:16]}",
+                                         secret_sha256="0" * 64, iam_user=f"cmx-{volume.pk}",
+                                         bucket=f"cardmix-{volume.pk}")
+    return volume, key
+
+
+def _s3_key(org, ids) -> dict:
+    """An allowed create or revoke talks to the S3 endpoint: the revoke gets a key that really exists there."""
+    from storage.access_keys import access_key_create
+    from storage.models import Volume
+
+    key, _ = access_key_create(volume=Volume.objects.get(pk=ids["shared_volume"]))
+    return {"volume_key": key.pk}
 
 
 BODIES = {
@@ -79,6 +135,9 @@ BODIES = {
     "instance_create": {"name": "m", "kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
                         "image": "pytorch-2.3-cuda12.3"},
     "instance_package_renewal": {"package_renewal": "stop"},
+    "volume_create": {"name": "matrix-new", "kind": "disk", "size_gib": 10, "zone": ""},  # zone: _storage
+    "volume_grow": {"size_gib": 200},  # make_volume: 100 GiB
+    "instance_volume_attach": {"volume": "", "mount_path": "/scratch"},  # _storage: a free disk of the actor's organization
     "quote": {"kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
               "image": "pytorch-2.3-cuda12.3"},
 }
@@ -92,8 +151,12 @@ def test_role_scope_matrix(name, role, scope, member_factory, token_client_for, 
     allowed = role in roles and (is_read or scope == "write")
     if name in NEEDS_STRIPE and allowed:
         request.getfixturevalue("stripe_env")
+    if name in NEEDS_S3 and allowed:
+        request.getfixturevalue("s3")
     actor = member_factory(role=role)
     ids = _world(actor)
+    if name in NEEDS_S3 and allowed:
+        ids.update(_s3_key(actor.organization, ids))
     client = token_client_for(actor, scope=scope)
     response = getattr(client, method)(path.format(**ids), BODIES.get(name), format="json")
     if allowed:

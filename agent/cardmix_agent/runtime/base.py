@@ -34,8 +34,10 @@ class Runtime:
         raise NotImplementedError
 
     def prepare(self, payload: dict, where: Path, *, keys: list[str], rdma: list[str], joined: str,
-                part_meta: dict) -> tuple[str, int, dict]:
-        """Start a container instance's group (its keys and hostfile are in `where`). → (output, exit, meta)"""
+                part_meta: dict, mounts: list[dict] = ()) -> tuple[str, int, dict]:
+        """Start a container instance's group (its keys and hostfile are in `where`) with its volumes (`mounts`:
+        Volumes.volumes_prepare's entries, each a `source` on the storage root at a `mount_path`). → (output, exit,
+        meta)"""
         raise NotImplementedError
 
     def release(self, payload: dict, where: Path, legacy_name: str | None, legacy_dirs: list[Path]) -> tuple[str, int]:

@@ -40,8 +40,8 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
         (Path(self.args.cluster_dir) / "hostfile").unlink(missing_ok=True)
 
     def prepare(self, payload: dict, where: Path, *, keys: list[str], rdma: list[str], joined: str,
-                part_meta: dict) -> tuple[str, int, dict]:
-        text, code, meta = self.docker_prepare(payload, where / "authorized_keys")
+                part_meta: dict, mounts: list[dict] = ()) -> tuple[str, int, dict]:
+        text, code, meta = self.docker_prepare(payload, where / "authorized_keys", mounts)
         return text + (joined if code == 0 else ""), code, {**meta, **part_meta}
 
     def release(self, payload: dict, where: Path, legacy_name: str | None, legacy_dirs: list[Path]) -> tuple[str, int]:
@@ -87,7 +87,7 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
             return None, (f"part {part}: container {local['name']} is not running: {pid.strip()[-300:]}\n", 1)
         return [self.args.nsenter, "-t", pid.strip(), "-n", "--", *argv], None
 
-    def docker_run_argv(self, payload: dict, keys_file: Path) -> list[str]:
+    def docker_run_argv(self, payload: dict, keys_file: Path, mounts: list[dict] = ()) -> list[str]:
         """`docker run` for an instance: the cards, the image, SSH keys and environment.
 
         Tenants share a node: each container gets its own network (named as the container: containers on
@@ -120,6 +120,9 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
                 *network, "--ipc", "private", "--shm-size", self.args.shm_size,
                 "--ulimit", "memlock=-1", "-v", f"{keys_file}:/root/.ssh/authorized_keys:ro"]
         argv += rdma_run_args(rdma)
+        for mount in mounts:  # volumes and datasets: bind mounts of their directories on the storage root
+            argv += ["--mount", f"type=bind,source={mount['source']},target={mount['mount_path']}"
+                                + (",readonly" if mount["read_only"] else "")]
         if ascend:
             for card in cards:
                 argv += ["--device", f"/dev/davinci{card}"]
@@ -136,7 +139,7 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
         argv.append(payload["image"])
         return argv
 
-    def docker_prepare(self, payload: dict, keys_file: Path):
+    def docker_prepare(self, payload: dict, keys_file: Path, mounts: list[dict] = ()):
         """Start a group's container. Its meta's `ssh_port` is the port actually published (None: the host
         network, or nothing started): the platform stores it as the SSH endpoint, and an agent that ignores
         the port sends no such key."""
@@ -161,7 +164,7 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
             freed += said
             if code != 0:
                 return freed, code, meta
-        argv = self.docker_run_argv(payload, keys_file)
+        argv = self.docker_run_argv(payload, keys_file, mounts)
         exposed = self.exposed_mounts(argv)
         if exposed:  # never: the token and the agent's state stay out of every container
             return (freed + f"cardmix-agent: refusing to start {name}: it would mount {', '.join(exposed)}, "

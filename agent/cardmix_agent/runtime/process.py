@@ -27,7 +27,7 @@ class ProcessRuntime(Runtime):
         return where / "authorized_keys"
 
     def prepare(self, payload: dict, where: Path, *, keys: list[str], rdma: list[str], joined: str,
-                part_meta: dict) -> tuple[str, int, dict]:
+                part_meta: dict, mounts: list[dict] = ()) -> tuple[str, int, dict]:
         instance_id = payload["instance_id"]
         cards = ",".join(str(c) for c in payload.get("cards", []))
         cluster = cluster_of(payload)
@@ -40,6 +40,8 @@ class ProcessRuntime(Runtime):
             (where / "network.json").write_text(json.dumps(
                 {"mode": cluster["network"]["mode"], "commands": self.agent.cluster_network_argv(cluster, instance_id),
                  "run_args": cluster_run_args(cluster, port, where / "hostfile") + rdma_run_args(rdma)}, indent=1))
+        if mounts:
+            env["CARDMIX_MOUNTS"] = json.dumps(self.process_mounts(where, mounts), sort_keys=True)
         argv = shlex.split(self.args.process_command) if self.args.process_command else [
             sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
         replaced = self.stop_process(where) if (where / "pid").exists() else ""  # a retried prepare
@@ -55,6 +57,19 @@ class ProcessRuntime(Runtime):
         return (f"{replaced}{payload.get('image')}: process runtime\nprocess {proc.pid} started for {instance_id} "
                 f"(devices {cards}, {len(keys)} ssh key(s), ssh port {port or '-'})\n{joined}{limited}", 0,
                 {"pid": proc.pid, "ssh_port": port, **part_meta, **({"limits": limits} if limits else {})})
+
+    @staticmethod
+    def process_mounts(where: Path, mounts: list[dict]) -> dict:
+        """No mount namespace here: each volume is a symlink at its mount path under the instance's `mounts/` (the
+        process's stand-in root), and CARDMIX_MOUNTS maps each mount path to its directory on the storage root.
+        Read-only is not enforced (no bind mount); the docker runtime's --mount is."""
+        top = where / "mounts"
+        shutil.rmtree(top, ignore_errors=True)  # a retried prepare's links (never followed: rmtree unlinks them)
+        for mount in mounts:
+            link = top / mount["mount_path"].lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(mount["source"], target_is_directory=True)
+        return {m["mount_path"]: m["source"] for m in mounts}
 
     def bare_metal_hostfile(self, cluster: dict, written: Path) -> Path:
         return written  # in the instance's state dir

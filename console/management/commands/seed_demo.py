@@ -1,14 +1,18 @@
 """Seed the demo: a staff admin, a verified demo user with an organization, the fleet, and two demo
 instances (an H100 container and an Ascend 910B + H800 hybrid) that the worker takes to `running`
-within seconds of `make run` starting."""
+within seconds of `make run` starting; storage prices, the dataset/model library, and the H100 instance's
+checkpoint disk and shared volume."""
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from billing.services import grant_credit
+from inventory.models import Node, Zone
 from provisioning.models import Instance
 from provisioning.services.instances import instance_create
 from provisioning.services.specs import spec_from_data
+from storage.catalog_seed import storage_catalog_seed
+from storage.services import volume_create
 from tenancy.choices import Role
 from tenancy.models import Membership, Organization, User
 from tenancy.services import user_create_verified
@@ -34,6 +38,7 @@ class Command(BaseCommand):
                     org.save(update_fields=["name", "slug"])
         if "seed_demo_fleet" in get_commands():
             call_command("seed_demo_fleet")
+        storage_catalog_seed()  # storage prices per zone and the dataset/model library
         self._demo_instances(demo)
         self.stdout.write(self.style.SUCCESS(f"Demo login: {DEMO_EMAIL} / {DEMO_PASSWORD}"))
 
@@ -51,6 +56,15 @@ class Command(BaseCommand):
                                                             {"accelerator": "h800-sxm-80g", "count": 2}],
                              "images": {"huawei": "cann-torch-npu", "nvidia": "pytorch-2.3-cuda12.3"}}),
         ]
+        h100_zone = Node.objects.filter(accelerator__slug="h100-sxm-80g").values_list("zone", flat=True).first()
+        storage = {}
+        if h100_zone is not None:
+            # A checkpoint disk and the team's shared volume on the H100 instance, with ImageNet mounted read-only.
+            zone = Zone.objects.get(pk=h100_zone)
+            disk = volume_create(org=org, zone=zone, name="demo-ckpt", kind="disk", size_gib=500, actor=demo)
+            shared = volume_create(org=org, zone=zone, name="team-data", kind="shared", size_gib=2048, actor=demo)
+            storage["demo-h100x2"] = {"volumes": [{"volume": disk.pk}, {"volume": shared.pk}],
+                                      "datasets": ["imagenet-1k"]}
         for name, data in demos:
-            instance_create(org=org, actor=demo, spec=spec_from_data(data), name=name)
+            instance_create(org=org, actor=demo, spec=spec_from_data(data), name=name, **storage.get(name, {}))
             self.stdout.write(f"Demo instance {name} created; the worker will take it to running.")
