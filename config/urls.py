@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("hardware.api.urls")),
     path("", include("billing.api.urls")),
     path("", include("provisioning.api.urls")),
+    path("", include("webhooks.api.urls")),
     path("ping/", PingView.as_view(), name="ping"),  # observability: bench baseline
     path("<path:unknown>", core_views.api_not_found, name="not-found"),
 ]

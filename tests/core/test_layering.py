@@ -17,10 +17,12 @@ ALLOWED = {
     "tenancy": {"core"},
     "inventory": {"core", "tenancy"},
     "hardware": {"core", "tenancy", "inventory"},
-    "billing": {"core", "tenancy", "inventory", "hardware"},
-    "provisioning": {"core", "tenancy", "inventory", "hardware", "billing"},
-    "console": {"core", "tenancy", "inventory", "hardware", "billing", "provisioning"},
-    "config": {"core", "tenancy", "inventory", "hardware", "billing", "provisioning", "console"},
+    # webhooks sits beside inventory: it needs only organizations, and billing and provisioning publish to it.
+    "webhooks": {"core", "tenancy"},
+    "billing": {"core", "tenancy", "inventory", "hardware", "webhooks"},
+    "provisioning": {"core", "tenancy", "inventory", "hardware", "billing", "webhooks"},
+    "console": {"core", "tenancy", "inventory", "hardware", "billing", "provisioning", "webhooks"},
+    "config": {"core", "tenancy", "inventory", "hardware", "billing", "provisioning", "webhooks", "console"},
     "agent": set(),
 }
 

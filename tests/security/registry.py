@@ -164,6 +164,25 @@ def admin_image(world):
     return Target({"pk": i.pk}, expect=FORBIDDEN, row=i)
 
 
+def webhook_endpoint(world):
+    from webhooks.models import WebhookEndpoint
+
+    e = WebhookEndpoint.objects.create(organization=world.a.organization, url="https://93.184.216.34/a",
+                                       description=world.marker("webhook"), event_types=["instance.running"])
+    return Target({"id": e.pk}, row=e, body={"enabled": False})
+
+
+def webhook_delivery(world):
+    from core.dbclock import db_now
+    from webhooks.models import WebhookDelivery, WebhookEvent
+
+    target = webhook_endpoint(world)
+    event = WebhookEvent.objects.create(id=world.marker("msg"), organization=world.a.organization,
+                                        type="instance.running", payload={}, dedupe_key="k", created_at=db_now())
+    d = WebhookDelivery.objects.create(event=event, endpoint=target.row, created_at=db_now(), state="failed")
+    return Target({"id": target.row.pk, "delivery_id": d.pk}, row=d)
+
+
 OBJECT_FACTORIES = {
     # tenancy
     "api:member-detail": member,
@@ -209,6 +228,16 @@ OBJECT_FACTORIES = {
     "console:instance_package_renewal": monthly_instance,
     "console:instance_retry": failed_instance,
     "console:billing_ledger_day": instance_ledger_day,
+    # webhooks
+    "api:webhook-detail": webhook_endpoint,
+    "api:webhook-rotate-secret": webhook_endpoint,
+    "api:webhook-deliveries": webhook_endpoint,
+    "api:webhook-delivery-resend": webhook_delivery,
+    "console:webhook_detail": webhook_endpoint,
+    "console:webhook_toggle": webhook_endpoint,
+    "console:webhook_rotate": webhook_endpoint,
+    "console:webhook_delete": webhook_endpoint,
+    "console:webhook_resend": webhook_delivery,
 }
 
 # Per-organization pages without an object id: B must see none of A's markers there.
@@ -219,6 +248,7 @@ TENANT_LISTS = {
     "api:billing-balance", "api:billing-transfers", "api:billing-usage", "api:topup-list",
     "api:sponsorship-list", "api:invoice-list", "api:statement-list",
     "api:instance-list", "api:quote",
+    "api:webhook-list", "api:webhook-event-types", "console:webhooks",
     "api:ping",  # observability: bench baseline, answers {"ok": true} only
     "console:dashboard", "console:organizations", "console:organization_switch", "console:members",
     "console:tokens", "console:ssh_keys", "console:billing_topup", "console:billing_statements",

@@ -15,6 +15,7 @@ READ = {"owner", "admin", "member", "viewer"}  # "all but billing" readers of in
 READ_BILLING = {"owner", "admin", "member", "billing"}
 INSTANCES = {"owner", "admin", "member"}
 BILLING = {"owner", "admin", "billing"}
+WEBHOOKS = {"owner", "admin"}
 ACCEPTED = {200, 201, 202, 409}  # an allowed action may still be refused by the transition table
 
 # name: (method, path, roles allowed, is a read (so `read` tokens may call it), expected statuses)
@@ -47,15 +48,27 @@ MATRIX = {
     "zones": ("get", "/api/v1/zones/", EVERY, True, {200}),
     "images": ("get", "/api/v1/images/", EVERY, True, {200}),
     "admin_nodes": ("get", "/api/v1/admin-api/nodes/", set(), True, {200}),  # staff only
+    "webhooks_list": ("get", "/api/v1/webhooks/", WEBHOOKS, True, {200}),
+    "webhook_event_types": ("get", "/api/v1/webhooks/event-types/", EVERY, True, {200}),
+    "webhook_create": ("post", "/api/v1/webhooks/", WEBHOOKS, False, {201}),
+    "webhook_get": ("get", "/api/v1/webhooks/{webhook}/", WEBHOOKS, True, {200}),
+    "webhook_update": ("patch", "/api/v1/webhooks/{webhook}/", WEBHOOKS, False, {200}),
+    "webhook_delete": ("delete", "/api/v1/webhooks/{webhook}/", WEBHOOKS, False, {204}),
+    "webhook_rotate": ("post", "/api/v1/webhooks/{webhook}/rotate-secret/", WEBHOOKS, False, {201}),
+    "webhook_deliveries": ("get", "/api/v1/webhooks/{webhook}/deliveries/", WEBHOOKS, True, {200}),
+    "webhook_resend": ("post", "/api/v1/webhooks/{webhook}/deliveries/{delivery}/resend/", WEBHOOKS, False, {202}),
 }
 NEEDS_STRIPE = {"topup_create", "invoice_pay"}
 
 
 def _world(actor) -> dict:
+    from django.utils import timezone
+
     from billing.models_payments import TopUp
     from billing.models_products import Invoice, SponsorshipProposal
     from tests.factories.billing import fund
     from tests.factories.provisioning import InstanceFactory, make_fleet
+    from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
     from .registry import _this_month
 
@@ -68,8 +81,14 @@ def _world(actor) -> dict:
     proposal = SponsorshipProposal.objects.create(organization=org, title="t", abstract="a",
                                                   accelerator="h100-sxm-80g", card_hours=5)
     invoice = Invoice.objects.create(organization=org, period="2026-01-01", amount_due=12_340_000)
+    endpoint = WebhookEndpoint.objects.create(organization=org, url="https://93.184.216.34/m",
+                                              event_types=["instance.running"])
+    event = WebhookEvent.objects.create(id=f"msg_{org.pk.hex}", organization=org, type="instance.running",
+                                        payload={}, dedupe_key="m", created_at=timezone.now())
+    delivery = WebhookDelivery.objects.create(event=event, endpoint=endpoint, created_at=timezone.now(),
+                                              state="failed")
     return {"instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
-            "month": _this_month()}
+            "month": _this_month(), "webhook": endpoint.pk, "delivery": delivery.pk}
 
 
 BODIES = {
@@ -79,6 +98,8 @@ BODIES = {
     "instance_create": {"name": "m", "kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
                         "image": "pytorch-2.3-cuda12.3"},
     "instance_package_renewal": {"package_renewal": "stop"},
+    "webhook_create": {"url": "https://93.184.216.34/hook", "event_types": ["instance.running"]},
+    "webhook_update": {"description": "changed"},
     "quote": {"kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
               "image": "pytorch-2.3-cuda12.3"},
 }
