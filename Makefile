@@ -6,10 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test install lint bench clean agent
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	# The SDK and `cardmix` CLI (clients/python), which the tests drive against the live server.
+	$(PY) -m pip install -q -e ./clients/python
 	touch $(STAMP)
 
 install: $(STAMP)

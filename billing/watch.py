@@ -14,6 +14,7 @@ from core.money import format_ucny
 from tenancy.audit import audit_record
 from tenancy.choices import Role
 from tenancy.models import Membership
+from webhooks.services import event_publish
 
 from .choices import SPEND_ORDER, STOP_KEEPS_NOTHING, MeterSubject
 from .hooks import autostop_hook
@@ -126,6 +127,8 @@ def _autostop(*, org_id, at, available: int) -> bool:
         profile.save(update_fields=["autostop_requested_at"])
         audit_record(action="billing.autostop", org=profile.organization, target=profile.organization,
                      details={"at": at.isoformat(), "available": available, "meters": [m.pk for m in meters]})
+        event_publish(org_id=org_id, type="balance.exhausted", dedupe_key=profile.autostop_requested_at.isoformat(),
+                      data={"at": at.isoformat(), "available": format_ucny(available)})
         hook = autostop_hook()
         if hook is not None:
             transaction.on_commit(lambda: _ask(hook, org_id, at))
@@ -143,6 +146,8 @@ def _warn(*, org_id, available: int, left_seconds: int) -> bool:
         emails = list(Membership.objects.filter(organization_id=org_id, role__in=[Role.OWNER, Role.ADMIN])
                       .values_list("user__email", flat=True))
         minutes = left_seconds // 60
+        event_publish(org_id=org_id, type="balance.low", dedupe_key=profile.low_balance_warned_at.isoformat(),
+                      data={"available": format_ucny(available), "minutes_left": minutes})
         if emails:
             transaction.on_commit(lambda: send_mail(
                 "Cardmix: your balance runs out soon",

@@ -2,7 +2,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from .views import account, pages
+from .views import account, pages, webhooks
 
 app_name = "console"
 
@@ -27,6 +27,14 @@ urlpatterns = [
     path("account/members/<uuid:id>/remove/", account.member_remove, name="member_remove"),
     path("account/tokens/", account.tokens, name="tokens"),
     path("account/tokens/<uuid:id>/revoke/", account.token_revoke, name="token_revoke"),
+    # --- webhooks to the organization's own endpoints ---
+    path("webhooks/", webhooks.webhooks, name="webhooks"),
+    path("webhooks/<uuid:id>/", webhooks.webhook_detail, name="webhook_detail"),
+    path("webhooks/<uuid:id>/toggle/", webhooks.webhook_toggle, name="webhook_toggle"),
+    path("webhooks/<uuid:id>/rotate/", webhooks.webhook_rotate, name="webhook_rotate"),
+    path("webhooks/<uuid:id>/delete/", webhooks.webhook_delete, name="webhook_delete"),
+    path("webhooks/<uuid:id>/deliveries/<uuid:delivery_id>/resend/", webhooks.webhook_resend,
+         name="webhook_resend"),
     path("account/ssh-keys/", account.ssh_keys, name="ssh_keys"),
     path("account/ssh-keys/<uuid:id>/delete/", account.ssh_key_delete, name="ssh_key_delete"),
 ]

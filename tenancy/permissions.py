@@ -11,6 +11,8 @@ Capabilities (what a view asks for):
   tokens         create and revoke one's own API tokens            every role
   billing        top up, submit sponsorship proposals              owner admin billing
   members_manage invite, change roles, remove members              owner admin (admins not owners)
+  read_webhooks  read webhook endpoints and their deliveries       owner admin
+  webhooks       register, change and delete webhook endpoints      owner admin
 A token of scope `read` only reaches the read capabilities of its role.
 """
 from rest_framework.permissions import SAFE_METHODS, BasePermission
@@ -30,8 +32,10 @@ CAPABILITIES: dict[str, frozenset[str]] = {
     "tokens": frozenset({O, A, M, B, V}),
     "billing": frozenset({O, A, B}),
     "members_manage": frozenset({O, A}),
+    "read_webhooks": frozenset({O, A}),
+    "webhooks": frozenset({O, A}),
 }
-READ_CAPABILITIES = frozenset({"catalog", "read", "read_billing", "read_org", "read_audit"})
+READ_CAPABILITIES = frozenset({"catalog", "read", "read_billing", "read_org", "read_audit", "read_webhooks"})
 
 
 def role_can(role: str, capability: str) -> bool:

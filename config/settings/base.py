@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "billing",
     "storage",
     "provisioning",
+    "webhooks",
     "console",
 ]
 
@@ -422,3 +423,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
+# --- Webhooks to customers (issue 30): Standard Webhooks signatures, retries for about 3 days ---------
+# Hosts that skip the no-internal-address check (an explicit operator allow-list; tests name their loopback).
+WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
+WEBHOOK_REQUIRE_HTTPS = env.bool("WEBHOOK_REQUIRE_HTTPS", default=CARDMIX_ENV == "production")
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=5.0)
+WEBHOOK_RESPONSE_MAX_BYTES = env.int("WEBHOOK_RESPONSE_MAX_BYTES", default=2048)
+# Seconds to wait after attempt 1, 2, …; after the last the delivery fails and the endpoint is disabled.
+# 5 s, 1 min, 5 min, 30 min, 2 h, 6 h, 12 h, 24 h, 27 h: 2.98 days in all.
+WEBHOOK_RETRY_SCHEDULE = [int(x) for x in env.list(
+    "WEBHOOK_RETRY_SCHEDULE", default=["5", "60", "300", "1800", "7200", "21600", "43200", "86400", "97200"])]
+WEBHOOK_SECRET_OVERLAP_HOURS = env.float("WEBHOOK_SECRET_OVERLAP_HOURS", default=24.0)
+# Fernet key (urlsafe base64, 32 bytes) for signing secrets at rest; required in production.
+WEBHOOK_SECRETS_KEY = env.str("WEBHOOK_SECRETS_KEY", default="")
+CELERY_BEAT_SCHEDULE["webhooks-retry-due"] = {"task": "webhooks.retry_due", "schedule": 15.0}
+# --- end webhooks ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ..services.packages import instance_package_renewal_set
 from ..services.quotes import quote_compute
 from ..services.specs import spec_from_data
 from ..services.volumes import instance_volume_attach, instance_volume_detach
+from . import schema_docs as docs
 from .rows import InstanceRow, group_row_from, instance_body
 from .serializers import (
     InstanceCreateSerializer,
@@ -55,7 +56,7 @@ class InstanceListCreateView(APIView):
 
     @extend_schema(operation_id="instances_list",
                    parameters=[OpenApiParameter("state", str, description="comma-separated states")],
-                   responses={200: OpenApiTypes.OBJECT})
+                   responses={200: docs.PaginatedInstanceDoc})
     def get(self, request):
         # ?state=running,stopped (the documented form) and ?state=running&state=stopped both work: split
         # before validating, so each state is checked on its own and an unknown one is still a 400.
@@ -79,7 +80,7 @@ class InstanceListCreateView(APIView):
             data = [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
         return paginator.get_paginated_response(data)
 
-    @extend_schema(request=InstanceCreateSerializer, responses={201: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT})
+    @extend_schema(request=InstanceCreateSerializer, responses={201: docs.InstanceDoc, 202: docs.InstanceDoc})
     @idempotent()
     def post(self, request):
         body = InstanceCreateSerializer(data=request.data)
@@ -98,12 +99,12 @@ class InstanceDetailView(APIView):
 
     permission_classes = [require(read="read", write="instances")]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: docs.InstanceDoc})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         return Response(InstanceSerializer(instance, context=_context([instance])).data)
 
-    @extend_schema(responses={202: OpenApiTypes.OBJECT})
+    @extend_schema(responses={202: docs.InstanceDoc})
     def delete(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)  # 404 first, before any lock
         body_refuse_unknown(request)
@@ -117,7 +118,7 @@ class InstanceActionView(APIView):
     permission_classes = [require(read="read", write="instances")]
     action = ""
 
-    @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT})
+    @extend_schema(request=None, responses={202: docs.InstanceDoc})
     def post(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)
         body_refuse_unknown(request)
@@ -132,7 +133,7 @@ class InstancePackageRenewalView(APIView):
 
     permission_classes = [require(read="read", write="instances")]
 
-    @extend_schema(request=PackageRenewalSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=PackageRenewalSerializer, responses={200: docs.InstanceDoc})
     def post(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)  # 404 first, before any lock
         body = PackageRenewalSerializer(data=request.data)
@@ -147,7 +148,7 @@ class InstanceEventsView(APIView):
 
     permission_classes = [require(read="read", write=None)]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: docs.PaginatedInstanceEventDoc})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         paginator = LimitOffsetEnvelopePagination()
@@ -160,7 +161,7 @@ class InstanceReadinessView(APIView):
 
     permission_classes = [require(read="read", write=None)]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: docs.PaginatedReadinessReportDoc})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         paginator = LimitOffsetEnvelopePagination()
@@ -174,7 +175,7 @@ class QuoteView(APIView):
     # A quote changes nothing: every role that may read instances may ask for one.
     permission_classes = [require(read="read", write="read")]
 
-    @extend_schema(request=QuoteSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=QuoteSerializer, responses={200: docs.QuoteDoc})
     def post(self, request):
         body = QuoteSerializer(data=request.data)
         body.is_valid(raise_exception=True)

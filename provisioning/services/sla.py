@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from billing.services import compensation_grant
+from core.money import format_ucny
 from core.outbox import outbox_send
 from tenancy.audit import audit_record
 
@@ -20,6 +21,7 @@ from ..choices import FUNDS_FAILURE
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
+from . import webhooks_port
 
 logger = logging.getLogger("cardmix.provisioning")
 
@@ -98,6 +100,8 @@ def sla_settle(*, instance_id) -> int | None:
             audit_record(action="instance.sla_breach", org=instance.organization, target=instance,
                          details={"breach_id": str(instance.sla_event_id), "amount": amount,
                                   "deadline": instance.sla_deadline.isoformat(), "state": instance.state})
+            webhooks_port.sla_breach_publish(instance=instance, breach_id=instance.sla_event_id,
+                                             amount_text=format_ucny(amount))
         instance.sla_settled_event_id, instance.sla_compensation = instance.sla_event_id, amount
         instance.save(update_fields=["sla_settled_event_id", "sla_compensation", "updated_at"])
     if amount:

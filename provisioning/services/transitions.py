@@ -8,7 +8,7 @@ from core.request_context import request_id_var
 from ..choices import InstanceState, can_transition
 from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
-from . import billing_port, storage_port
+from . import billing_port, storage_port, webhooks_port
 from .expiry import transition_defaults
 
 
@@ -49,7 +49,9 @@ def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=
     for name, value in fields.items():
         setattr(instance, name, value)
     instance.save(update_fields=["state", "state_reason", "updated_at", *fields])
-    return event_record(instance=instance, from_state=current, to_state=to, reason=reason, actor=actor, at=now)
+    event = event_record(instance=instance, from_state=current, to_state=to, reason=reason, actor=actor, at=now)
+    webhooks_port.instance_state_publish(instance=instance, event=event)
+    return event
 
 
 def instance_transition_by_id(*, instance_id, to: str, reason: str = "", actor=None, **fields) -> Instance:

@@ -14,7 +14,7 @@ from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance
 from ..selectors import waitlist_shape
-from . import billing_port
+from . import billing_port, webhooks_port
 from .capacity import placement_catalog
 from .claims import placement_claim
 from .instances import _quota_check, instance_dispatch, placement_spec_again, step_deadline
@@ -70,6 +70,7 @@ def _wake_one(instance_id) -> str:
                     sla_deadline=now + timedelta(seconds=settings.SLA_SECONDS), step_deadline=step_deadline(instance, now))
                 instance.sla_event_id = event.pk
                 instance.save(update_fields=["sla_event_id"])
+                webhooks_port.waitlist_woken_publish(instance=instance, event=event)
         except ServiceError as exc:  # over quota or out of funds now: stays in the queue, in its place
             logger.info("waitlisted instance not woken", extra={"instance": str(instance_id), "why": exc.code})
             return SKIPPED

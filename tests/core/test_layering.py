@@ -17,11 +17,13 @@ ALLOWED = {
     "tenancy": {"core"},
     "inventory": {"core", "tenancy"},
     "hardware": {"core", "tenancy", "inventory"},
-    "billing": {"core", "tenancy", "inventory", "hardware"},
+    # webhooks sits beside inventory: it needs only organizations, and billing and provisioning publish to it.
+    "webhooks": {"core", "tenancy"},
+    "billing": {"core", "tenancy", "inventory", "hardware", "webhooks"},
     "storage": {"core", "tenancy", "inventory", "hardware", "billing"},
-    "provisioning": {"core", "tenancy", "inventory", "hardware", "billing", "storage"},
-    "console": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning"},
-    "config": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "console"},
+    "provisioning": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "webhooks"},
+    "console": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks"},
+    "config": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks", "console"},
     "agent": set(),
 }
 

@@ -218,6 +218,25 @@ def catalog_dataset(world):
     return Target({"slug": DatasetFactory(slug="imagenet-1k").slug}, expect=OK)  # the shared library
 
 
+def webhook_endpoint(world):
+    from webhooks.models import WebhookEndpoint
+
+    e = WebhookEndpoint.objects.create(organization=world.a.organization, url="https://93.184.216.34/a",
+                                       description=world.marker("webhook"), event_types=["instance.running"])
+    return Target({"id": e.pk}, row=e, body={"enabled": False})
+
+
+def webhook_delivery(world):
+    from core.dbclock import db_now
+    from webhooks.models import WebhookDelivery, WebhookEvent
+
+    target = webhook_endpoint(world)
+    event = WebhookEvent.objects.create(id=world.marker("msg"), organization=world.a.organization,
+                                        type="instance.running", payload={}, dedupe_key="k", created_at=db_now())
+    d = WebhookDelivery.objects.create(event=event, endpoint=target.row, created_at=db_now(), state="failed")
+    return Target({"id": target.row.pk, "delivery_id": d.pk}, row=d)
+
+
 OBJECT_FACTORIES = {
     # tenancy
     "api:member-detail": member,
@@ -273,6 +292,16 @@ OBJECT_FACTORIES = {
     "api:volume-key-detail": volume_access_key,
     "console:volume_grow": volume,
     "console:volume_delete": volume,
+    # webhooks
+    "api:webhook-detail": webhook_endpoint,
+    "api:webhook-rotate-secret": webhook_endpoint,
+    "api:webhook-deliveries": webhook_endpoint,
+    "api:webhook-delivery-resend": webhook_delivery,
+    "console:webhook_detail": webhook_endpoint,
+    "console:webhook_toggle": webhook_endpoint,
+    "console:webhook_rotate": webhook_endpoint,
+    "console:webhook_delete": webhook_endpoint,
+    "console:webhook_resend": webhook_delivery,
 }
 
 # Per-organization pages without an object id: B must see none of A's markers there.
@@ -284,6 +313,7 @@ TENANT_LISTS = {
     "api:sponsorship-list", "api:invoice-list", "api:statement-list",
     "api:instance-list", "api:quote",
     "api:volume-list", "api:dataset-list", "api:storage-price-list",
+    "api:webhook-list", "api:webhook-event-types", "console:webhooks",
     "api:ping",  # observability: bench baseline, answers {"ok": true} only
     "console:dashboard", "console:organizations", "console:organization_switch", "console:members",
     "console:tokens", "console:ssh_keys", "console:billing_topup", "console:billing_statements",

@@ -15,6 +15,7 @@ READ = {"owner", "admin", "member", "viewer"}  # "all but billing" readers of in
 READ_BILLING = {"owner", "admin", "member", "billing"}
 INSTANCES = {"owner", "admin", "member"}
 BILLING = {"owner", "admin", "billing"}
+WEBHOOKS = {"owner", "admin"}
 ACCEPTED = {200, 201, 202, 409}  # an allowed action may still be refused by the transition table
 
 # name: (method, path, roles allowed, is a read (so `read` tokens may call it), expected statuses)
@@ -61,16 +62,28 @@ MATRIX = {
     "volume_key_get": ("get", "/api/v1/volumes/{shared_volume}/keys/{volume_key}/", READ, True, {200}),
     "volume_key_create": ("post", "/api/v1/volumes/{shared_volume}/keys/", INSTANCES, False, {201}),
     "volume_key_revoke": ("delete", "/api/v1/volumes/{shared_volume}/keys/{volume_key}/", INSTANCES, False, {204}),
+    "webhooks_list": ("get", "/api/v1/webhooks/", WEBHOOKS, True, {200}),
+    "webhook_event_types": ("get", "/api/v1/webhooks/event-types/", EVERY, True, {200}),
+    "webhook_create": ("post", "/api/v1/webhooks/", WEBHOOKS, False, {201}),
+    "webhook_get": ("get", "/api/v1/webhooks/{webhook}/", WEBHOOKS, True, {200}),
+    "webhook_update": ("patch", "/api/v1/webhooks/{webhook}/", WEBHOOKS, False, {200}),
+    "webhook_delete": ("delete", "/api/v1/webhooks/{webhook}/", WEBHOOKS, False, {204}),
+    "webhook_rotate": ("post", "/api/v1/webhooks/{webhook}/rotate-secret/", WEBHOOKS, False, {201}),
+    "webhook_deliveries": ("get", "/api/v1/webhooks/{webhook}/deliveries/", WEBHOOKS, True, {200}),
+    "webhook_resend": ("post", "/api/v1/webhooks/{webhook}/deliveries/{delivery}/resend/", WEBHOOKS, False, {202}),
 }
 NEEDS_STRIPE = {"topup_create", "invoice_pay"}
 NEEDS_S3 = {"volume_key_create", "volume_key_revoke"}  # a real S3 + IAM server (moto, tests/storage/s3_server.py)
 
 
 def _world(actor) -> dict:
+    from django.utils import timezone
+
     from billing.models_payments import TopUp
     from billing.models_products import Invoice, SponsorshipProposal
     from tests.factories.billing import fund
     from tests.factories.provisioning import InstanceFactory, make_fleet
+    from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
     from .registry import _this_month
 
@@ -83,10 +96,16 @@ def _world(actor) -> dict:
     proposal = SponsorshipProposal.objects.create(organization=org, title="t", abstract="a",
                                                   accelerator="h100-sxm-80g", card_hours=5)
     invoice = Invoice.objects.create(organization=org, period="2026-01-01", amount_due=12_340_000)
+    endpoint = WebhookEndpoint.objects.create(organization=org, url="https://93.184.216.34/m",
+                                              event_types=["instance.running"])
+    event = WebhookEvent.objects.create(id=f"msg_{org.pk.hex}", organization=org, type="instance.running",
+                                        payload={}, dedupe_key="m", created_at=timezone.now())
+    delivery = WebhookDelivery.objects.create(event=event, endpoint=endpoint, created_at=timezone.now(),
+                                              state="failed")
     shared, key = _shared_volume(org)
     storage_ids = _storage(org, inst)
     return {"shared_volume": shared.pk, "volume_key": key.pk, "instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
-            "month": _this_month(), **storage_ids}
+            "month": _this_month(), "webhook": endpoint.pk, "delivery": delivery.pk, **storage_ids}
 
 
 def _storage(org, inst) -> dict:
@@ -138,6 +157,8 @@ BODIES = {
     "volume_create": {"name": "matrix-new", "kind": "disk", "size_gib": 10, "zone": ""},  # zone: _storage
     "volume_grow": {"size_gib": 200},  # make_volume: 100 GiB
     "instance_volume_attach": {"volume": "", "mount_path": "/scratch"},  # _storage: a free disk of the actor's organization
+    "webhook_create": {"url": "https://93.184.216.34/hook", "event_types": ["instance.running"]},
+    "webhook_update": {"description": "changed"},
     "quote": {"kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
               "image": "pytorch-2.3-cuda12.3"},
 }

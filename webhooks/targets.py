@@ -1,0 +1,50 @@
+"""Where a webhook may go: no loopback, private, link-local or otherwise internal address (SSRF).
+
+Checked when an endpoint is registered and again before every attempt (a name can be re-pointed at an
+internal address after registration). Hosts in WEBHOOK_ALLOWED_HOSTS skip the address check: an explicit
+operator allow-list (tests use it for their loopback receiver).
+"""
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from core.errors import ValidationFailed
+
+
+def _refuse(message: str):
+    raise ValidationFailed(message, details={"url": [message]})
+
+
+def _internal(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return not ip.is_global or ip.is_multicast
+
+
+def target_check(url: str, *, resolve=socket.getaddrinfo) -> str:
+    """The URL if it may receive webhooks; else ValidationFailed naming `url`."""
+    parts = urlsplit(url or "")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        _refuse("Use an absolute http(s) URL.")
+    if parts.username or parts.password:
+        _refuse("Put no credentials in the URL; verify the signature instead.")
+    if settings.WEBHOOK_REQUIRE_HTTPS and parts.scheme != "https":
+        _refuse("Webhook URLs must use https.")
+    host = parts.hostname.lower()
+    if host in {h.lower() for h in settings.WEBHOOK_ALLOWED_HOSTS}:
+        return url
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        _refuse("The port is not a number between 1 and 65535.")
+    try:
+        infos = resolve(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        _refuse(f"The host {host!r} does not resolve.")
+    addresses = {info[4][0] for info in infos}
+    if not addresses or any(_internal(a) for a in addresses):
+        _refuse("The URL points at a loopback, private or link-local address; webhooks only go to public hosts.")
+    return url
