@@ -16,6 +16,7 @@ from core.dbclock import db_now
 from tenancy.audit import audit_record
 from tenancy.choices import Role
 from tenancy.models import Membership
+from webhooks.services import event_publish
 
 from .choices import VolumeState
 from .lock_objects import volume_lock
@@ -75,6 +76,9 @@ def _warn(volume: Volume, *, flag: str, lead: timedelta, now) -> None:
     due = deletion_due(volume)
     audit_record(action="volume.retention_warning", org=volume.organization, target=volume,
                  details={"lead_days": lead.days, "deletion_at": due.isoformat()})
+    event_publish(org_id=volume.organization_id, type="volume.deletion_scheduled", dedupe_key=f"{volume.pk}:{flag}",
+                  data={"volume": {"id": str(volume.pk), "name": volume.name, "size_gib": volume.size_gib,
+                                   "zone": volume.zone.slug}, "deletion_at": due.isoformat(), "lead_days": lead.days})
     _email(volume, due=due)
 
 

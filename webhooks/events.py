@@ -9,4 +9,5 @@ EVENT_TYPES: dict[str, str] = {
     "waitlist.woken": "A waitlisted instance found capacity and is being provisioned.",
     "balance.low": "The organization's available funds fell below the warning threshold.",
     "balance.exhausted": "The organization's funds ran out; running instances are being stopped.",
+    "volume.deletion_scheduled": "An unpaid volume will be deleted at `deletion_at` (sent 7 days and 1 day before).",
 }

@@ -20,7 +20,7 @@ ALLOWED = {
     # webhooks sits beside inventory: it needs only organizations, and billing and provisioning publish to it.
     "webhooks": {"core", "tenancy"},
     "billing": {"core", "tenancy", "inventory", "hardware", "webhooks"},
-    "storage": {"core", "tenancy", "inventory", "hardware", "billing"},
+    "storage": {"core", "tenancy", "inventory", "hardware", "billing", "webhooks"},
     "provisioning": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "webhooks"},
     "console": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks"},
     "config": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks", "console"},
