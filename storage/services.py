@@ -6,6 +6,7 @@ Billing: each live volume has one open meter (subject "volume", instance_id = th
 GiB, rate = µCNY per GiB-hour), so the ordinary meter tick posts its cumulative floor deltas.
 """
 import logging
+import os
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -131,7 +132,7 @@ def volume_grow(*, org, volume_id, size_gib: int, actor=None, request=None) -> V
 
 
 def _mount_path_check(path, field: str) -> str:
-    if not isinstance(path, str) or not MOUNT_PATH_RE.match(path) or ".." in path.split("/"):
+    if not isinstance(path, str) or not MOUNT_PATH_RE.match(path) or os.pardir in path.split("/"):
         raise _invalid(field, "An absolute path such as /data or /mnt/ckpt.")
     if path == "/" or path.startswith(DATASET_MOUNT_PREFIX) or path.split("/")[1] in {
             "bin", "boot", "dev", "etc", "lib", "lib64", "proc", "root", "sbin", "sys", "usr", "var", "run", "tmp"}:

@@ -37,8 +37,8 @@ def mount_path_check(path: str) -> str:
     """A normalised absolute mount path, or VolumeError."""
     if not isinstance(path, str) or not path.startswith("/") or "," in path or "\n" in path or "\x00" in path:
         raise VolumeError(f"mount path {path!r} must be an absolute path without commas")
-    if ".." in PurePosixPath(path).parts:
-        raise VolumeError(f"mount path {path!r} may not contain '..'")
+    if os.pardir in PurePosixPath(path).parts:
+        raise VolumeError(f"mount path {path!r} may not climb to a parent directory")
     norm = str(PurePosixPath(path))
     if norm in FORBIDDEN_MOUNTS or any(norm.startswith(p) or norm == p.rstrip("/") for p in FORBIDDEN_UNDER):
         raise VolumeError(f"mount path {norm} would cover a system directory")
@@ -62,7 +62,7 @@ def volumes_of(payload: dict, default_root: str) -> tuple[Path | None, list[dict
     seen, out = set(), []
     for entry in entries:
         rel = PurePosixPath(str(entry.get("dir") or ""))
-        if rel.is_absolute() or ".." in rel.parts or len(rel.parts) != 2 or rel.parts[0] not in ("volumes", "datasets"):
+        if rel.is_absolute() or os.pardir in rel.parts or len(rel.parts) != 2 or rel.parts[0] not in ("volumes", "datasets"):
             raise VolumeError(f"volume {entry.get('id')}: directory {str(rel)!r} is not volumes/<id> or datasets/<slug>")
         mount = mount_path_check(str(entry.get("mount_path") or ""))
         if mount in seen:

@@ -71,6 +71,10 @@ def _case(name, ctx):
         storage_prices(Zone.objects.get(slug="zone-a"))
         body = {"name": "idem", "kind": "disk", "size_gib": 10, "zone": "zone-a"}
         return "/api/v1/volumes/", body, {**body, "size_gib": 20}, _count("storage.Volume", organization=org)
+    if name == "api:webhook-list":
+        body = {"url": "https://93.184.216.34/idem", "event_types": ["instance.running"]}
+        return ("/api/v1/webhooks/", body, {**body, "event_types": ["balance.low"]},
+                _count("webhooks.WebhookEndpoint", organization=org))
     raise AssertionError(f"{name}: a creating POST without an idempotency case in {__file__}")
 
 
@@ -82,7 +86,7 @@ def test_creating_endpoints_are_enumerated():
     """The list below is derived from the URLconf: a new creating POST gets a case or fails here."""
     known = {"api:token-list", "api:ssh-key-list", "api:member-list", "api:instance-list", "api:topup-list",
              "api:sponsorship-list", "api:invoice-pay", "api:admin-node-list", "api:admin-price-list",
-             "api:admin-image-list", "api:volume-list"}
+             "api:admin-image-list", "api:volume-list", "api:webhook-list"}
     assert set(CREATING) == known, set(CREATING) ^ known
 
 

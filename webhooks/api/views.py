@@ -70,9 +70,9 @@ class EndpointDetailView(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request, id):
+        endpoint = selectors.endpoint_get(org=request.org, id=id)  # 404 before anything about the body
         body_refuse_unknown(request)
-        services.endpoint_delete(endpoint=selectors.endpoint_get(org=request.org, id=id), actor=request.user,
-                                 request=request)
+        services.endpoint_delete(endpoint=endpoint, actor=request.user, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -84,8 +84,8 @@ class SecretRotateView(APIView):
     @extend_schema(request=None, responses={201: s.SecretSerializer})
     @idempotent()
     def post(self, request, id):
-        body_refuse_unknown(request)
         endpoint = selectors.endpoint_get(org=request.org, id=id)
+        body_refuse_unknown(request)
         secret = services.secret_rotate(endpoint=endpoint, actor=request.user, request=request)
         return Response({"secret": secret}, status=status.HTTP_201_CREATED)
 
@@ -109,8 +109,8 @@ class DeliveryResendView(APIView):
 
     @extend_schema(request=None, responses={202: s.DeliverySerializer})
     def post(self, request, id, delivery_id):
-        body_refuse_unknown(request)
         endpoint = selectors.endpoint_get(org=request.org, id=id)
-        delivery = services.delivery_resend(delivery=selectors.delivery_get(endpoint=endpoint, id=delivery_id),
-                                            actor=request.user, request=request)
+        delivery = selectors.delivery_get(endpoint=endpoint, id=delivery_id)
+        body_refuse_unknown(request)
+        delivery = services.delivery_resend(delivery=delivery, actor=request.user, request=request)
         return Response(s.DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
