@@ -1,20 +1,12 @@
 """Fernet encryption of BMC passwords at rest; the key comes from the environment (BMC_CREDENTIALS_KEY)."""
-import base64
-import hashlib
-
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+
+from core.fernet_keys import fernet_for
 
 
 def _fernet() -> Fernet:
-    key = settings.BMC_CREDENTIALS_KEY
-    if not key:
-        if settings.CARDMIX_ENV == "production":
-            raise ImproperlyConfigured("BMC_CREDENTIALS_KEY is required to store BMC credentials.")
-        # Development only: a key derived from SECRET_KEY, so the demo works without setup.
-        key = base64.urlsafe_b64encode(hashlib.sha256(b"bmc:" + settings.SECRET_KEY.encode()).digest())
-    return Fernet(key)
+    return fernet_for(key=settings.BMC_CREDENTIALS_KEY, setting="BMC_CREDENTIALS_KEY", purpose="bmc")
 
 
 def bmc_encrypt(password: str) -> bytes:

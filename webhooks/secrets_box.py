@@ -1,21 +1,15 @@
 """Signing secrets: generated as Standard Webhooks `whsec_…` strings, kept Fernet-encrypted at rest."""
 import base64
-import hashlib
 import secrets
 
 from cryptography.fernet import Fernet
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+
+from core.fernet_keys import fernet_for
 
 
 def _fernet() -> Fernet:
-    key = settings.WEBHOOK_SECRETS_KEY
-    if not key:
-        if settings.CARDMIX_ENV == "production":
-            raise ImproperlyConfigured("WEBHOOK_SECRETS_KEY is required to store webhook secrets.")
-        # Development only: derived from SECRET_KEY so the demo works without setup.
-        key = base64.urlsafe_b64encode(hashlib.sha256(b"webhooks:" + settings.SECRET_KEY.encode()).digest())
-    return Fernet(key)
+    return fernet_for(key=settings.WEBHOOK_SECRETS_KEY, setting="WEBHOOK_SECRETS_KEY", purpose="webhooks")
 
 
 def secret_generate() -> str:
