@@ -75,7 +75,7 @@ def _post(delivery: WebhookDelivery, at) -> tuple[int | None, str, str]:
         return None, "", f"{type(exc).__name__}: {exc}"[:300]
 
 
-def _disable(delivery: WebhookDelivery, now) -> None:
+def _disable(delivery: WebhookDelivery) -> None:
     endpoint = delivery.endpoint
     endpoint.enabled = False
     endpoint.disabled_reason = f"Disabled after {delivery.attempts} failed attempts over {_span()}."
@@ -118,7 +118,7 @@ def delivery_attempt(delivery_id) -> str:
             delivery.state, delivery.finished_at, delivery.next_attempt_at = DeliveryState.FAILED, now, None
             outcome = "failed"
             if delivery.attempts == len(schedule) + 1:  # the automatic schedule ran out (not a manual resend)
-                _disable(delivery, now)
+                _disable(delivery)
         delivery.save(update_fields=["state", "finished_at", "next_attempt_at"])
     logger.info("webhook attempt", extra={"delivery": str(delivery.pk), "status": status, "outcome": outcome})
     return outcome

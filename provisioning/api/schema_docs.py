@@ -12,6 +12,15 @@ class _Doc(serializers.Serializer):
         raise NotImplementedError
 
 
+def _paginated(doc: type) -> type:
+    """The list envelope {count, next, previous, results} around `doc` (component "Paginated<name>")."""
+    name = doc.Meta.ref_name
+    meta = type("Meta", (), {"ref_name": f"Paginated{name}"})
+    return type(f"Paginated{name}Doc", (_Doc,), {
+        "Meta": meta, "count": serializers.IntegerField(), "next": serializers.CharField(allow_null=True),
+        "previous": serializers.CharField(allow_null=True), "results": doc(many=True)})
+
+
 class InstanceItemDoc(_Doc):
     class Meta:
         ref_name = "InstanceItem"
@@ -97,14 +106,7 @@ class InstanceDoc(_Doc):
     datasets = serializers.ListField(child=serializers.JSONField(), help_text="library entries mounted read-only")
 
 
-class PaginatedInstanceDoc(_Doc):
-    class Meta:
-        ref_name = "PaginatedInstance"
-
-    count = serializers.IntegerField()
-    next = serializers.CharField(allow_null=True)
-    previous = serializers.CharField(allow_null=True)
-    results = InstanceDoc(many=True)
+PaginatedInstanceDoc = _paginated(InstanceDoc)
 
 
 class QuoteItemDoc(_Doc):
@@ -152,14 +154,7 @@ class InstanceEventDoc(_Doc):
 InstanceEventDoc._declared_fields["from"] = serializers.CharField(allow_null=True)
 
 
-class PaginatedInstanceEventDoc(_Doc):
-    class Meta:
-        ref_name = "PaginatedInstanceEvent"
-
-    count = serializers.IntegerField()
-    next = serializers.CharField(allow_null=True)
-    previous = serializers.CharField(allow_null=True)
-    results = InstanceEventDoc(many=True)
+PaginatedInstanceEventDoc = _paginated(InstanceEventDoc)
 
 
 class ReadinessReportDoc(_Doc):
@@ -186,11 +181,4 @@ class ReadinessReportDoc(_Doc):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
-class PaginatedReadinessReportDoc(_Doc):
-    class Meta:
-        ref_name = "PaginatedReadinessReport"
-
-    count = serializers.IntegerField()
-    next = serializers.CharField(allow_null=True)
-    previous = serializers.CharField(allow_null=True)
-    results = ReadinessReportDoc(many=True)
+PaginatedReadinessReportDoc = _paginated(ReadinessReportDoc)
