@@ -39,6 +39,8 @@ class Instance(models.Model):
     ssh_key_ids = models.JSONField(default=list)
     # Copied at create: deleting a key later must not change what the machine was built with.
     ssh_public_keys = models.JSONField(default=list)
+    # The platform's own key pair for this instance, Fernet-sealed (platform_keys.py); "" until first prepared.
+    platform_key = models.TextField(blank=True, default="", editable=False)
     billing = models.CharField(max_length=10, choices=BillingMode.choices, default=BillingMode.ON_DEMAND)
     package_renewal = models.CharField(max_length=10, choices=PackageRenewal.choices, default=PackageRenewal.STOP)
     waitlist = models.BooleanField(default=False)

@@ -363,6 +363,8 @@ CLUSTER_PROBE_PORT_BASE = env.int("CLUSTER_PROBE_PORT_BASE", default=29400)
 CLUSTER_PROBE_TIMEOUT_SECONDS = env.float("CLUSTER_PROBE_TIMEOUT_SECONDS", default=60.0)
 # Fernet key (urlsafe base64, 32 bytes) for BMC passwords at rest; required in production.
 BMC_CREDENTIALS_KEY = env.str("BMC_CREDENTIALS_KEY", default="")
+# Fernet key for the platform's per-instance SSH keys (provisioning/platform_keys.py); required in production.
+PLATFORM_KEYS_KEY = env.str("PLATFORM_KEYS_KEY", default="")
 REDFISH_BOOT_TARGET = env.str("REDFISH_BOOT_TARGET", default="Pxe")  # "Pxe", or "Cd" for virtual media
 REDFISH_POWER_TIMEOUT_SECONDS = env.float("REDFISH_POWER_TIMEOUT_SECONDS", default=300.0)
 # Power-on + PXE deploy + boot take up to ~12 min; stay below the 15-min step deadline (no duplicate deploys).

@@ -23,6 +23,7 @@ from ..choices import InstanceState as S
 from ..endpoints import container_ssh_port
 from ..lock_objects import instance_lock
 from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
+from ..platform_keys import authorized_keys
 from ..readiness import evaluate, parse_device_health, parse_output, parse_reachability
 from ..stop_keeps import stop_reason
 from . import billing_port, slurm_partitions, storage_port
@@ -147,7 +148,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
         group.prepare_attempts += 1
         failpoint("provision:before_driver")
         out = _call(group, driver.prepare, ref, group.card_indices, kind=instance.kind, image=instance.images.get(vendor, ""),
-                    ssh_keys=instance.ssh_public_keys, env=env, instance_id=str(instance.pk),
+                    ssh_keys=authorized_keys(instance), env=env, instance_id=str(instance.pk),
                     ssh_port=container_ssh_port(group.card_indices) if container else None,
                     **({"cluster": part} if part is not None else {}),
                     **({"storage": storage} if storage else {}),
