@@ -78,6 +78,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "tenancy.context_processors.current_organization",
+                "console.context_processors.volume_deletions",
             ],
         },
     }

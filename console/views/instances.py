@@ -27,6 +27,7 @@ from provisioning.services.billing_port import funds_check
 from provisioning.services.instances import instance_create, instance_start, instance_stop, instance_terminate
 from provisioning.services.packages import instance_package_renewal_set
 from provisioning.services.quotes import quote_compute
+from provisioning.services.storage_port import quote_storage
 from tenancy.permissions import request_can
 from tenancy.selectors import ssh_key_list
 
@@ -173,6 +174,14 @@ def funds_note(org, user, *, price_per_hour: int, billing: str, can_top_up: bool
     return {"funds_short": False, "funds_text": text, "funds_available": available}
 
 
+def _quote_volumes(form, org) -> dict:
+    """The picked volumes' price, as the API's quote adds it (storage_port.quote_storage; none without an org)."""
+    picked = form.cleaned_data.get("volumes") or []
+    if org is None or not picked:
+        return {"volumes": [], "price_per_hour": 0}
+    return quote_storage(org=org, volumes=[{"volume": v} for v in picked], datasets=[])
+
+
 def _quote_context(form, org=None, user=None, can_top_up=False) -> dict:
     """The quote the service computes for a valid form, or why there is none."""
     ctx = {"quote": None, "quote_error": ""}
@@ -181,6 +190,7 @@ def _quote_context(form, org=None, user=None, can_top_up=False) -> dict:
         return ctx
     try:
         quote = quote_compute(spec=form.spec())
+        storage = _quote_volumes(form, org)
     except ServiceError as exc:
         texts = [m for msgs in exc.details.values() for m in (msgs if isinstance(msgs, list) else [msgs])]
         ctx["quote_error"] = " ".join(for_people(m, items=form.item_names()) for m in texts or [exc.message])
@@ -196,6 +206,8 @@ def _quote_context(form, org=None, user=None, can_top_up=False) -> dict:
                      "subtotal": row["price_per_card_hour"] * row["count"],
                      "share": share_text(CardShare(row.get("millicpus"), row.get("memory_mib")))})
     ctx.update(quote=quote, rows=rows, monthly=billing == "monthly", missing=quote_missing(quote.missing, catalog),
+               volume_rows=storage["volumes"], volumes_per_hour=storage["price_per_hour"],
+               total_per_hour=quote.price_per_hour + storage["price_per_hour"],
                package_total=quote.price_per_hour * 720,
                topology=quote_topology(form.cleaned_data["kind"], quote.items, catalog),
                domestic_percent=round(quote.domestic_share * 100),

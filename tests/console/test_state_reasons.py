@@ -149,11 +149,12 @@ def test_the_create_form_and_the_low_balance_banner_say_a_stop_keeps_nothing(own
 
     form = html.unescape(login_client(owner).get("/instances/new/").content.decode())
     said = form.split('id="stop-keeps">')[1].split("</p>")[0]
-    assert said.startswith("A stop keeps nothing: a container is deleted with its disk") and "wiped" in said
+    assert said.startswith("A stop keeps nothing on the machine itself: a container is deleted with its own disk")
+    assert "wiped" in said and "volumes keep their data" in said
     poor = member_factory(role="owner")
     fund(poor.organization, 1_000_000, key="tiny")  # minutes left at ¥19.00/h
     inst = InstanceFactory(organization=poor.organization, state="running")
     MeterFactory(organization=poor.organization, instance_id=inst.pk, cards=10, rate=1_900_000)
     page = html.unescape(login_client(poor).get("/dashboard/").content.decode())
     banner = page.split('id="low-balance-banner"')[1].split("</div>")[0]
-    assert "stop automatically when they do, and a stop keeps nothing on their disks" in banner
+    assert "stop automatically when they do, and a stop keeps nothing on their own disks (volumes are kept)" in banner

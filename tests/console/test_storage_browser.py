@@ -44,6 +44,11 @@ def test_create_a_volume_attach_it_at_create_and_see_mount_and_cost(e2e_env, liv
     label = page.locator("#storage-pickers label", has=page.locator(f"input[value='{volume.pk}']")).inner_text()
     assert "ckpt" in label and "/data" in label and monthly in label
     box.check()
+    # The live quote prices the ticked volume (50 GiB × the disk price per hour) and adds it to the total.
+    page.wait_for_selector(f"#quote-mix tr[data-quote-volume='{volume.pk}']")
+    assert page.locator("#quote-volumes-price").get_attribute("data-ucny") == str(50 * DISK_PRICE)
+    cards = int(page.locator("#quote-price").get_attribute("data-ucny"))
+    assert page.locator("#quote-total").get_attribute("data-ucny") == str(cards + 50 * DISK_PRICE)
     shots("picked")
     page.click("#create-submit")
     page.wait_for_url(DETAIL)
