@@ -122,5 +122,6 @@ class WriteOffAdmin(admin.ModelAdmin):
         return False
 
 
+from .fapiao import admin as _fapiao_admin  # noqa: E402,F401  (fapiao)
 from .payments import admin as _payments_admin  # noqa: E402,F401  (payments: TopUp, StripeEvent)
 from .products import admin as _products_admin  # noqa: E402,F401  (products)

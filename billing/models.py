@@ -175,5 +175,6 @@ class WriteOff(models.Model):
         return f"write-off {format_ucny(self.amount)} CNY ({self.seconds} s) on meter {self.meter_id}"
 
 
+from .models_fapiao import *  # noqa: E402,F401,F403  (fapiao)
 from .models_payments import *  # noqa: E402,F401,F403  (payments)
 from .models_products import *  # noqa: E402,F401,F403  (products)

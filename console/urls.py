@@ -58,6 +58,15 @@ urlpatterns += [
     path("billing/invoices/", billing_products.invoices, name="billing_invoices"),
 ]
 
+# --- billing: fapiao requests ---
+from .views import billing_fapiao  # noqa: E402
+
+urlpatterns += [
+    path("billing/fapiao/", billing_fapiao.fapiao_page, name="billing_fapiao"),
+    path("billing/fapiao/<uuid:id>/cancel/", billing_fapiao.fapiao_cancel_view, name="billing_fapiao_cancel"),
+    path("billing/fapiao/<uuid:id>/pdf/", billing_fapiao.fapiao_pdf, name="billing_fapiao_pdf"),
+]
+
 # --- console: dashboard, instances, billing overview (issue 11) ---
 from .views import billing as billing_views  # noqa: E402
 from .views import instance_retry, instances  # noqa: E402

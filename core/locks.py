@@ -32,6 +32,16 @@ def try_advisory_xact_lock(name: str) -> bool:
         return bool(cur.fetchone()[0])
 
 
+def advisory_xact_lock(name: str) -> None:
+    """Wait for a transaction-scoped advisory lock (held until the transaction ends): serialises work on a set of
+    rows that has no one row to lock (e.g. an organization's fapiao against its payments). Call inside
+    transaction.atomic(); SQLite (development, one writer) needs none."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_id(name)])
+
+
 def try_advisory_lock(name: str) -> bool:
     """PostgreSQL only: take a session-level advisory lock, held until `advisory_unlock(name)` or until the
     connection ends (so a killed process lets go of it); False if another session holds it. Not for use

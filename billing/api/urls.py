@@ -16,3 +16,7 @@ urlpatterns += _payments_urlpatterns  # (payments)
 from billing.products.api import urlpatterns as _products_urlpatterns  # noqa: E402  (products)
 
 urlpatterns += _products_urlpatterns  # (products)
+
+from billing.fapiao.api import urlpatterns as _fapiao_urlpatterns  # noqa: E402  (fapiao)
+
+urlpatterns += _fapiao_urlpatterns  # (fapiao)

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from billing.choices import AccountKind, TransferCode
+from billing.fapiao.services import fapiao_refund_flag
 from billing.models import Account
 from billing.models_payments import UCNY_PER_FEN, StripeEvent, TopUp, TopUpState
 from core.errors import ValidationFailed
@@ -179,6 +180,7 @@ def _on_charge_refunded(charge: dict, row: StripeEvent) -> str:
         logger.warning("refund took cash below zero",
                        extra={"organization": str(topup.organization_id), "topup": str(topup.pk), "cash": cash})
     topup.save()
+    fapiao_refund_flag(org_id=topup.organization_id)  # a fapiao issued over money now refunded needs reversing
     audit_record(action="topup.refunded", org=topup.organization, target=topup,
                  details={"amount": format_ucny(delta * UCNY_PER_FEN), "cumulative_fen": cumulative,
                           "charge": charge_id, "event": row.id})

@@ -76,6 +76,15 @@ def sponsorship(world):
     return Target({"id": p.pk}, row=p)
 
 
+def fapiao(world):
+    from billing.models_fapiao import FapiaoRequest
+
+    f = FapiaoRequest.objects.create(organization=world.a.organization, kind="normal", amount=10_000_000,
+                                     title=world.marker("fapiao"), state="issued", number="87654321",
+                                     pdf=b"%PDF-1.7 " + world.marker("fapiao-pdf").encode())
+    return Target({"id": f.pk}, row=f)
+
+
 def invoice(world):
     from billing.models_products import Invoice
 
@@ -264,6 +273,11 @@ OBJECT_FACTORIES = {
     # billing
     "api:topup-detail": topup,
     "api:sponsorship-detail": sponsorship,
+    "api:fapiao-detail": fapiao,
+    "api:fapiao-cancel": fapiao,
+    "api:fapiao-pdf": fapiao,
+    "console:billing_fapiao_cancel": fapiao,
+    "console:billing_fapiao_pdf": fapiao,
     "api:invoice-pay": invoice,
     "api:statement-detail": statement_month,
     "api:statement-csv": statement_month,
@@ -310,14 +324,14 @@ TENANT_LISTS = {
     "api:accelerator-list", "api:image-list", "api:zone-list",
     "api:admin-node-list", "api:admin-card-list", "api:admin-price-list", "api:admin-image-list",
     "api:billing-balance", "api:billing-transfers", "api:billing-usage", "api:topup-list",
-    "api:sponsorship-list", "api:invoice-list", "api:statement-list",
+    "api:sponsorship-list", "api:invoice-list", "api:statement-list", "api:fapiao-list", "api:fapiao-available",
     "api:instance-list", "api:quote",
     "api:volume-list", "api:dataset-list", "api:storage-price-list",
     "api:webhook-list", "api:webhook-event-types", "console:webhooks",
     "api:ping",  # observability: bench baseline, answers {"ok": true} only
     "console:dashboard", "console:organizations", "console:organization_switch", "console:members",
     "console:tokens", "console:ssh_keys", "console:billing_topup", "console:billing_statements",
-    "console:billing_sponsorships", "console:billing_invoices", "console:billing",
+    "console:billing_sponsorships", "console:billing_invoices", "console:billing", "console:billing_fapiao",
     "console:instance_list", "console:instance_new", "console:instance_quote",
     "console:member_invite", "console:organization_new",
     "console:storage",  # storage: the organization's volumes and the dataset library

@@ -93,6 +93,7 @@ def _fuzz(op, mode, count: int, headers: dict) -> int:
     return ran[0]
 
 
+@pytest.mark.timeout(900)  # one test over every operation: it grows with the API (bounded by the examples)
 def test_schemathesis_finds_no_server_errors_or_schema_violations(fuzz_org, wsgi_app, capsys):
     import schemathesis
 

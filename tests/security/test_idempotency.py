@@ -49,6 +49,15 @@ def _case(name, ctx):
         body = {"title": "t", "abstract": "a", "accelerator": "h100-sxm-80g", "card_hours": 10}
         return ("/api/v1/billing/sponsorships/", body, {**body, "card_hours": 11},
                 _count("billing.SponsorshipProposal", organization=org))
+    if name == "api:fapiao-list":
+        from billing.models_payments import TopUp
+        from core.dbclock import db_now
+
+        TopUp.objects.create(organization=org, amount=300_000_000, amount_fen=30_000, amount_received_fen=30_000,
+                             state="succeeded", credited_at=db_now())
+        body = {"kind": "normal", "title": "Tsinghua NLP Lab", "amount": "100.00"}
+        return ("/api/v1/billing/fapiao/", body, {**body, "amount": "90.00"},
+                _count("billing.FapiaoRequest", organization=org))
     if name == "api:invoice-pay":
         inv = Invoice.objects.create(organization=org, period="2026-02-01", amount_due=12_345_678)
         return (f"/api/v1/billing/invoices/{inv.pk}/pay/", {}, {"x": 1},
@@ -86,7 +95,7 @@ def test_creating_endpoints_are_enumerated():
     """The list below is derived from the URLconf: a new creating POST gets a case or fails here."""
     known = {"api:token-list", "api:ssh-key-list", "api:member-list", "api:instance-list", "api:topup-list",
              "api:sponsorship-list", "api:invoice-pay", "api:admin-node-list", "api:admin-price-list",
-             "api:admin-image-list", "api:volume-list", "api:webhook-list"}
+             "api:admin-image-list", "api:volume-list", "api:webhook-list", "api:fapiao-list"}
     assert set(CREATING) == known, set(CREATING) ^ known
 
 

@@ -29,6 +29,12 @@ MATRIX = {
     "sponsorships_list": ("get", "/api/v1/billing/sponsorships/", READ_BILLING, True, {200}),
     "sponsorship_get": ("get", "/api/v1/billing/sponsorships/{sponsorship}/", READ_BILLING, True, {200}),
     "sponsorship_create": ("post", "/api/v1/billing/sponsorships/", BILLING, False, {201}),
+    "fapiao_list": ("get", "/api/v1/billing/fapiao/", READ_BILLING, True, {200}),
+    "fapiao_available": ("get", "/api/v1/billing/fapiao/available/", READ_BILLING, True, {200}),
+    "fapiao_create": ("post", "/api/v1/billing/fapiao/", BILLING, False, {201}),
+    "fapiao_get": ("get", "/api/v1/billing/fapiao/{fapiao}/", READ_BILLING, True, {200}),
+    "fapiao_cancel": ("post", "/api/v1/billing/fapiao/{fapiao}/cancel/", BILLING, False, {200}),
+    "fapiao_pdf": ("get", "/api/v1/billing/fapiao/{fapiao_issued}/pdf/", READ_BILLING, True, {200}),
     "invoices_list": ("get", "/api/v1/billing/invoices/", READ_BILLING, True, {200}),
     "invoice_pay": ("post", "/api/v1/billing/invoices/{invoice}/pay/", BILLING, False, {201}),
     "statements_list": ("get", "/api/v1/billing/statements/", READ_BILLING, True, {200}),
@@ -104,8 +110,24 @@ def _world(actor) -> dict:
                                               state="failed")
     shared, key = _shared_volume(org)
     storage_ids = _storage(org, inst)
+    fapiao_ids = _fapiao(org)
     return {"shared_volume": shared.pk, "volume_key": key.pk, "instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
-            "month": _this_month(), "webhook": endpoint.pk, "delivery": delivery.pk, **storage_ids}
+            "month": _this_month(), "webhook": endpoint.pk, "delivery": delivery.pk, **storage_ids, **fapiao_ids}
+
+
+def _fapiao(org) -> dict:
+    """A paid top-up (the rows a captured payment leaves), a fapiao requested over part of it and one issued."""
+    from django.utils import timezone
+
+    from billing.models_fapiao import FapiaoRequest
+    from billing.models_payments import TopUp
+
+    TopUp.objects.create(organization=org, amount=300_000_000, amount_fen=30_000, amount_received_fen=30_000,
+                         state="succeeded", credited_at=timezone.now())
+    asked = FapiaoRequest.objects.create(organization=org, kind="normal", amount=50_000_000, title="matrix")
+    issued = FapiaoRequest.objects.create(organization=org, kind="normal", amount=50_000_000, title="matrix",
+                                          state="issued", number="12345678", pdf=b"%PDF-1.7 matrix")
+    return {"fapiao": asked.pk, "fapiao_issued": issued.pk}
 
 
 def _storage(org, inst) -> dict:
@@ -149,6 +171,7 @@ def _s3_key(org, ids) -> dict:
 
 BODIES = {
     "topup_create": {"amount": "100.00"},
+    "fapiao_create": {"kind": "normal", "title": "Tsinghua NLP Lab", "amount": "100.00"},
     "sponsorship_create": {"title": "LLM pre-training", "abstract": "A study.", "accelerator": "h100-sxm-80g",
                            "card_hours": 100},
     "instance_create": {"name": "m", "kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],

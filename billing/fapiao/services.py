@@ -1,0 +1,201 @@
+"""Fapiao requests: ask (never above what was paid minus what was refunded or already invoiced), cancel while
+not yet issued, issue with the PDF or reject with a reason (operators), and flag issued fapiao for a red-letter
+(红字) reversal when a refund leaves them above what was paid.
+
+Every change to an organization's fapiao runs under one advisory lock per organization, so two requests at once
+cannot together exceed what was paid, and a refund's flagging sees every issued fapiao."""
+import logging
+
+from django.core.mail import send_mail
+from django.db import transaction
+
+from core.dbclock import db_now
+from core.errors import InvalidState, NotFoundError, ValidationFailed
+from core.locks import advisory_xact_lock
+from core.money import format_ucny
+from tenancy.audit import audit_record
+from tenancy.models import Organization
+
+from ..models_fapiao import PDF_MAX_BYTES, FapiaoKind, FapiaoRequest, FapiaoState
+from ..models_payments import UCNY_PER_FEN
+from .codes import uscc_error
+from .selectors import invoiceable
+
+logger = logging.getLogger("cardmix.billing")
+
+# The buyer's fields a 专用 fapiao must carry (the tax bureau's format); a 普通 one needs only the title, plus the
+# taxpayer id when the buyer is a company.
+SPECIAL_REQUIRED = ("taxpayer_id", "address", "phone", "bank_name", "bank_account")
+LABELS = {"taxpayer_id": "taxpayer id", "address": "registered address", "phone": "registered phone",
+          "bank_name": "bank", "bank_account": "bank account"}
+
+
+def _lock(org_id) -> None:
+    advisory_xact_lock(f"fapiao:{org_id}")
+
+
+def _clean(fields: dict) -> dict:
+    return {k: (v or "").strip() for k, v in fields.items()}
+
+
+def _field_errors(kind: str, amount: int, buyer: dict) -> dict:
+    errors: dict = {}
+    if kind not in FapiaoKind.values:
+        errors["kind"] = [f"One of {', '.join(FapiaoKind.values)}."]
+    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+        errors["amount"] = ["Must be more than 0."]
+    elif amount % UCNY_PER_FEN:
+        errors["amount"] = ["A fapiao is issued in whole fen (at most 2 decimals)."]
+    if not buyer["title"]:
+        errors["title"] = ["The buyer's name (抬头) is required."]
+    if kind == FapiaoKind.SPECIAL:
+        for name in SPECIAL_REQUIRED:
+            if not buyer[name]:
+                errors[name] = [f"A 专用 fapiao needs the buyer's {LABELS[name]}."]
+    if buyer["taxpayer_id"] and "taxpayer_id" not in errors:
+        buyer["taxpayer_id"] = buyer["taxpayer_id"].upper()
+        if why := uscc_error(buyer["taxpayer_id"]):
+            errors["taxpayer_id"] = [why]
+    return errors
+
+
+def fapiao_request(*, org, user=None, kind: str, amount: int, title: str, taxpayer_id: str = "", address: str = "",
+                   phone: str = "", bank_name: str = "", bank_account: str = "", email: str = "", note: str = "",
+                   request=None) -> FapiaoRequest:
+    """Ask for a fapiao over `amount` µCNY (whole fen) of what the organization paid and has not invoiced yet."""
+    buyer = _clean({"title": title, "taxpayer_id": taxpayer_id, "address": address, "phone": phone,
+                    "bank_name": bank_name, "bank_account": bank_account})
+    errors = _field_errors(kind, amount, buyer)
+    if errors:
+        raise ValidationFailed("The fapiao request is incomplete.", details=errors)
+    actor = user if getattr(user, "pk", None) else None
+    with transaction.atomic():
+        _lock(org.pk)
+        left = invoiceable(org=org)["available"]
+        if amount > left:
+            raise ValidationFailed(
+                "The fapiao is larger than what was paid and not yet invoiced or refunded.",
+                details={"amount": [f"At most {format_ucny(left)} CNY can be invoiced now."]})
+        fapiao = FapiaoRequest.objects.create(
+            organization=org, requested_by=actor, kind=kind, amount=amount, **buyer,
+            email=(email or getattr(actor, "email", "") or "").strip(), note=(note or "").strip())
+        audit_record(action="fapiao.request", org=org, actor=actor, target=fapiao, request=request,
+                     details={"kind": kind, "amount": format_ucny(amount)})
+    return fapiao
+
+
+def _locked(fapiao_id, org=None) -> FapiaoRequest:
+    rows = FapiaoRequest.objects.select_for_update(of=("self",)).select_related("organization", "requested_by")
+    fapiao = rows.filter(pk=fapiao_id, **({"organization": org} if org is not None else {})).first()
+    if fapiao is None:
+        raise NotFoundError("Fapiao request not found.")
+    return fapiao
+
+
+def fapiao_cancel(*, org, fapiao_id, actor=None, request=None) -> FapiaoRequest:
+    """Withdraw a request the operators have not issued yet; its amount can be invoiced again."""
+    with transaction.atomic():
+        _lock(org.pk)
+        fapiao = _locked(fapiao_id, org)
+        if fapiao.state == FapiaoState.CANCELLED:
+            return fapiao
+        if fapiao.state != FapiaoState.REQUESTED:
+            raise InvalidState(f"This fapiao is {fapiao.state}; only a request not yet issued can be cancelled.")
+        fapiao.state = FapiaoState.CANCELLED
+        fapiao.save(update_fields=["state"])
+        audit_record(action="fapiao.cancel", org=org, actor=actor, target=fapiao, request=request)
+    return fapiao
+
+
+def _tell(fapiao: FapiaoRequest, subject: str, body: str) -> None:
+    to = [e for e in {fapiao.email, getattr(fapiao.requested_by, "email", "")} if e]
+    if to:
+        transaction.on_commit(lambda: send_mail(subject, body, None, sorted(to), fail_silently=True))
+
+
+def fapiao_issue(*, fapiao_id, number: str, pdf: bytes, actor=None, request=None) -> FapiaoRequest:
+    """Operators: mark a request issued with its fapiao number and PDF. Refused when refunds since the request
+    left it above what the organization has paid and not otherwise invoiced."""
+    number = (number or "").strip()
+    errors: dict = {}
+    if not (number.isdigit() and 8 <= len(number) <= 20):
+        errors["number"] = ["The fapiao number: 8 to 20 digits."]
+    if not pdf or not pdf.startswith(b"%PDF-"):
+        errors["pdf"] = ["Upload the fapiao as a PDF file."]
+    elif len(pdf) > PDF_MAX_BYTES:
+        errors["pdf"] = [f"At most {PDF_MAX_BYTES // (1024 * 1024)} MiB."]
+    if errors:
+        raise ValidationFailed("The fapiao cannot be marked issued.", details=errors)
+    with transaction.atomic():
+        org_id = FapiaoRequest.objects.filter(pk=fapiao_id).values_list("organization_id", flat=True).first()
+        if org_id is None:
+            raise NotFoundError("Fapiao request not found.")
+        _lock(org_id)
+        fapiao = _locked(fapiao_id)
+        if fapiao.state != FapiaoState.REQUESTED:
+            raise InvalidState(f"This fapiao is {fapiao.state}; only a request can be issued.")
+        over = -invoiceable(org=fapiao.organization)["available"]
+        if over > 0:
+            raise InvalidState(f"Refunds since this request leave it {format_ucny(over)} CNY above what was paid; "
+                               "reject it with that reason so the customer can ask again.")
+        fapiao.state, fapiao.number, fapiao.pdf = FapiaoState.ISSUED, number, pdf
+        fapiao.decided_by, fapiao.decided_at = (actor if getattr(actor, "pk", None) else None), db_now()
+        fapiao.save(update_fields=["state", "number", "pdf", "decided_by", "decided_at"])
+        audit_record(action="fapiao.issue", org=fapiao.organization, actor=fapiao.decided_by, target=fapiao,
+                     request=request, details={"number": number, "amount": format_ucny(fapiao.amount)})
+        _tell(fapiao, f"Cardmix: fapiao {number} issued",
+              f"Your fapiao {number} ({fapiao.title}, {format_ucny(fapiao.amount)} CNY) has been issued. "
+              "Download it from Billing → Fapiao in the console.")
+    return fapiao
+
+
+def fapiao_reject(*, fapiao_id, reason: str, actor=None, request=None) -> FapiaoRequest:
+    """Operators: refuse a request with the reason the customer sees; its amount can be invoiced again."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationFailed("Say why the fapiao is rejected.", details={"reason": ["The customer sees this."]})
+    with transaction.atomic():
+        fapiao = _locked(fapiao_id)
+        if fapiao.state == FapiaoState.REJECTED:
+            return fapiao
+        if fapiao.state != FapiaoState.REQUESTED:
+            raise InvalidState(f"This fapiao is {fapiao.state}; only a request can be rejected.")
+        fapiao.state, fapiao.reason = FapiaoState.REJECTED, reason[:300]
+        fapiao.decided_by, fapiao.decided_at = (actor if getattr(actor, "pk", None) else None), db_now()
+        fapiao.save(update_fields=["state", "reason", "decided_by", "decided_at"])
+        audit_record(action="fapiao.reject", org=fapiao.organization, actor=fapiao.decided_by, target=fapiao,
+                     request=request, details={"reason": fapiao.reason})
+        _tell(fapiao, "Cardmix: fapiao request rejected",
+              f"Your fapiao request ({fapiao.title}, {format_ucny(fapiao.amount)} CNY) was rejected: {fapiao.reason}")
+    return fapiao
+
+
+def fapiao_refund_flag(*, org_id) -> int:
+    """After a refund: when what is invoiced (issued, net of earlier reversals) exceeds what was paid minus what was
+    refunded, flag the newest issued fapiao for a red-letter reversal of the excess. Returns µCNY newly flagged.
+    Call inside the refund's transaction."""
+    _lock(org_id)
+    org = Organization.objects.get(pk=org_id)
+    figures = invoiceable(org=org, states=(FapiaoState.ISSUED,))
+    excess = -figures["available"]
+    flagged = 0
+    if excess <= 0:
+        return 0
+    issued = list(FapiaoRequest.objects.select_for_update().filter(organization_id=org_id, state=FapiaoState.ISSUED)
+                  .order_by("-decided_at", "-pk"))
+    now = db_now()
+    for fapiao in issued:
+        part = min(excess - flagged, fapiao.amount - fapiao.red_letter_amount)
+        if part <= 0:
+            continue
+        fapiao.red_letter_amount += part
+        fapiao.red_letter_flagged_at = now
+        fapiao.save(update_fields=["red_letter_amount", "red_letter_flagged_at"])
+        audit_record(action="fapiao.red_letter_needed", org=org, target=fapiao,
+                     details={"number": fapiao.number, "amount": format_ucny(part)})
+        logger.warning("refund after fapiao issue: red-letter reversal needed",
+                       extra={"organization": str(org_id), "fapiao": str(fapiao.pk), "amount": part})
+        flagged += part
+        if flagged >= excess:
+            break
+    return flagged
