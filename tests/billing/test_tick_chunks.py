@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_credit_emptied_meanwhile_leaves_no_chunk_short_and_every_org_spends_in_order(settings, monkeypatch):
-    monkeypatch.setattr(tick, "LOCK_CHUNK", 3)  # trial and cash of 3 organizations: two chunks
+    monkeypatch.setattr(tick, "CHUNK", 2)  # 3 organizations, one meter each: two chunk transactions
     settings.TRIAL_CREDIT_UCNY = 1_000
     orgs = [OrganizationFactory() for _ in range(3)]
     t0 = db_now() - timedelta(days=1)
