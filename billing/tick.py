@@ -1,5 +1,8 @@
 """The meter tick: every open meter's delta posted set-based, in short transactions of CHUNK meters each.
 
+The chunks walk the open meters in (organization, id) order, so one chunk, rarely two, locks an organization's
+accounts: a stop issued during the tick waits only if the chunk in flight holds its organization.
+
 A session advisory lock makes a second beat do nothing. Each chunk is one statement in its own transaction:
 lock the next CHUNK open meters (skipping ones a close is posting right now), lock their organizations'
 accounts in id order, split each meter's chargeable delta over trial → compensation → grant → cash with
@@ -22,6 +25,7 @@ from .ledger import org_account_ids, platform_accounts_ensure, platform_id
 
 # Meters per chunk transaction: bounds how long a stop may wait for the tick (its own rows only).
 CHUNK = 1000
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 STATS = ("meters", "transfers", "write_offs", "charged", "written_off")
 
 # m: the chunk's open meters, locked; p: their postings (rating.posting_plan in SQL: integer division of
@@ -35,8 +39,8 @@ WITH m AS MATERIALIZED (
   SELECT id, organization_id, instance_id, cards, rate, posted_through_seconds AS pt,
          posted_amount + written_off_amount AS acct, billable_until_seconds AS bu,
          greatest(floor(extract(epoch FROM %(now)s::timestamptz - opened_at)), 0)::bigint AS s
-  FROM billing_meter WHERE closed_at IS NULL AND id > %(after)s
-  ORDER BY id LIMIT %(chunk)s FOR UPDATE SKIP LOCKED
+  FROM billing_meter WHERE closed_at IS NULL AND (organization_id, id) > (%(org)s::uuid, %(after)s)
+  ORDER BY organization_id, id LIMIT %(chunk)s FOR UPDATE SKIP LOCKED
 ), p AS MATERIALIZED (
   SELECT id, organization_id, instance_id, rate, cards, pt, s, rate * cards * s / 3600 - acct AS delta,
          CASE WHEN bu IS NULL THEN rate * cards * s / 3600
@@ -91,7 +95,8 @@ WITH m AS MATERIALIZED (
   FROM per WHERE delta > charged
   RETURNING 1
 )
-SELECT (SELECT count(*) FROM m), (SELECT max(id) FROM m), (SELECT count(*) FROM per), (SELECT count(*) FROM t),
+SELECT (SELECT count(*) FROM m),
+       (SELECT array[organization_id::text, id::text] FROM m ORDER BY organization_id DESC, id DESC LIMIT 1), (SELECT count(*) FROM per), (SELECT count(*) FROM t),
        (SELECT count(*) FROM w), (SELECT coalesce(sum(charged), 0) FROM per),
        (SELECT coalesce(sum(delta - charged), 0) FROM per), (SELECT count(*) FROM b), (SELECT count(*) FROM mm),
        (SELECT count(*) FROM legs), (SELECT count(DISTINCT account_id) FROM legs),
@@ -132,7 +137,7 @@ def _tick_pg(now) -> dict:
     stats = dict.fromkeys(STATS, 0)
     params = {"now": now, "chunk": CHUNK, "revenue": platform_id(AccountKind.TICK_REVENUE),
               "code": TransferCode.METER.value, "kinds": [str(k) for k in SPEND_ORDER]}
-    after = 0
+    after = (ZERO_UUID, 0)  # (organization, meter id) of the last meter of the previous chunk
     platform_accounts_ensure()  # the revenue shard (a data migration makes it; a flushed test database lacks it)
     while True:
         try:
@@ -147,10 +152,13 @@ def _tick_pg(now) -> dict:
         after = last
 
 
-def _chunk(params, after) -> tuple[int, int, dict]:
-    """Post one chunk of meters after id `after`; returns (meters scanned, the last id, counts)."""
+def _chunk(params, after) -> tuple[int, tuple, dict]:
+    """Post one chunk of meters after `after` (organization, id); returns (meters scanned, the last, counts)."""
     with transaction.atomic(), connection.cursor() as cur:
-        cur.execute(CHUNK_SQL, {**params, "after": after})
+        # Every step of the chunk by index: its cost follows the chunk, never the size of the meter or account
+        # tables (the planner cannot see how few rows the CTEs carry and would scan them whole, chunk after chunk).
+        cur.execute("SET LOCAL enable_seqscan = off")
+        cur.execute(CHUNK_SQL, {**params, "org": after[0], "after": after[1]})
         (scanned, last, posted, transfers, write_offs, charged, written_off, moved, advanced, legs, debited,
          missing) = cur.fetchone()
         if missing:
@@ -160,7 +168,7 @@ def _chunk(params, after) -> tuple[int, int, dict]:
                                f"meters, moved {moved} balances")
         failpoint("billing.tick:after_post")
         failpoint("billing.tick:before_commit")
-    return scanned, last or after, {"meters": posted, "transfers": transfers, "write_offs": write_offs,
+    return scanned, (last[0], int(last[1])) if last else after, {"meters": posted, "transfers": transfers, "write_offs": write_offs,
                                     "charged": int(charged), "written_off": int(written_off)}
 
 
