@@ -178,5 +178,27 @@ class WriteOff(models.Model):
         return f"write-off {format_ucny(self.amount)} CNY ({self.seconds} s) on meter {self.meter_id}"
 
 
+class LedgerCheckpoint(models.Model):
+    """How far incremental ledger verification has summed the transfers (one row, id 1): every transfer with
+    id <= through_transfer_id is in the AccountCheckpoint totals."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    through_transfer_id = models.BigIntegerField(default=0)
+    verified_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"ledger verified through transfer {self.through_transfer_id}"
+
+
+class AccountCheckpoint(models.Model):
+    """An account's credits − debits over the transfers up to LedgerCheckpoint.through_transfer_id."""
+
+    account = models.OneToOneField(Account, primary_key=True, on_delete=models.CASCADE, related_name="checkpoint")
+    total = models.BigIntegerField(default=0)
+
+    def __str__(self):
+        return f"checkpoint of account {self.account_id}: {self.total}"
+
+
 from .models_payments import *  # noqa: E402,F401,F403  (payments)
 from .models_products import *  # noqa: E402,F401,F403  (products)
