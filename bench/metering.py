@@ -1,17 +1,22 @@
-"""Metering benchmark: one bulk tick over N open meters vs a hand-written SQL baseline, same run.
+"""Metering benchmark: the meter tick as the beat runs it vs a hand-written SQL baseline, same run.
 
-Creates its own scratch PostgreSQL database next to DATABASE_URL's (dropped at the end unless
---keep), migrates it, creates N funded organizations with one open meter each (opened 60 s ago),
-then times, each inside a transaction that is rolled back so every round starts equal:
+For each size in --meters, creates its own scratch PostgreSQL database next to DATABASE_URL's (dropped at
+the end unless --keep), migrates it, creates the meters spread over --orgs funded organizations (opened 60 s
+ago), then times, each inside a transaction that is rolled back so every round starts equal:
 
-- tick:     billing.tick.meter_tick (lock meters, lock accounts, split over trial → … → cash,
-            insert transfers, move balances, advance meters) — without the funds watch;
+- tick:     billing.tick.meter_tick as the beat runs it, funds watch included (lock meters, lock accounts,
+            split over trial → … → cash, insert transfers, move balances, advance meters, chunk by chunk;
+            then the set-based funds check);
 - baseline: one `INSERT … SELECT` of the same transfers from the meters, plus `UPDATE … FROM`
             of the customer balances and one UPDATE of compute_revenue.
 
-Prints both medians and the ratio (target: tick within 3× of the baseline).
+Then one committed tick runs in a thread while this process closes meters one at a time (meters_close, the
+billing part of a stop or terminate: its own transaction) and records how long each close took.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/cardmix python -m bench.metering --meters 10000
+Goals (issue 26): tick ≤ 2× the baseline at every size, tick(largest)/tick(smallest) ≤ 1.1 × the size
+ratio (100k/10k ≤ 11×), p99 of a close during the largest tick ≤ 100 ms.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/cardmix python -m bench.metering --meters 10000 100000
 """
 from __future__ import annotations
 
@@ -62,8 +67,8 @@ def admin_exec(base: str, sql: str) -> None:
         conn.execute(sql)
 
 
-def populate(n: int) -> None:
-    """N organizations, their accounts funded through payments_clearing, one open meter each."""
+def populate(n: int, n_orgs: int | None = None) -> None:
+    """N open meters over min(N, n_orgs) organizations, their accounts funded through payments_clearing."""
     import uuid
 
     from django.db import connection
@@ -74,10 +79,10 @@ def populate(n: int) -> None:
 
     platform_accounts_ensure()
     orgs = Organization.objects.bulk_create(
-        [Organization(name=f"Bench {i}", slug=f"bench-{i}") for i in range(n)], batch_size=2000)
+        [Organization(name=f"Bench {i}", slug=f"bench-{i}") for i in range(min(n, n_orgs or n))], batch_size=2000)
     ids = org_account_ids([o.pk for o in orgs])
     BillingProfile.objects.bulk_create([BillingProfile(organization_id=o.pk) for o in orgs], ignore_conflicts=True)
-    funding = 100_000_000
+    funding = 10 ** 13  # far from the low-balance warning: the watch checks every organization, acts on none
     with connection.cursor() as cur:
         cur.execute(
             "INSERT INTO billing_transfer (key, debit_account_id, credit_account_id, amount, code, meter_id, "
@@ -86,10 +91,11 @@ def populate(n: int) -> None:
             [funding, [ids[o.pk]["cash"] for o in orgs]])
         cur.execute("UPDATE billing_account SET balance = %s WHERE kind = 'cash' AND organization_id IS NOT NULL",
                     [funding])
-        cur.execute("UPDATE billing_account SET balance = -%s WHERE id = -1", [funding * n])
+        cur.execute("UPDATE billing_account SET balance = -%s WHERE id = -1", [funding * len(orgs)])
+    opened = _now()
     Meter.objects.bulk_create(
-        [Meter(organization_id=o.pk, instance_id=uuid.uuid4(), item_index=0, accelerator="h100", cards=1 + i % 8,
-               rate=1_900_000, opened_at=_now()) for i, o in enumerate(orgs)], batch_size=2000)
+        [Meter(organization_id=orgs[i % len(orgs)].pk, instance_id=uuid.uuid4(), item_index=0, accelerator="h100",
+               cards=1 + i % 8, rate=1_900_000, opened_at=opened) for i in range(n)], batch_size=5000)
     with connection.cursor() as cur:
         cur.execute("UPDATE billing_meter SET opened_at = opened_at - interval '60 seconds'")
         # Steady state, as autovacuum keeps it: the setup's updates leave no dead rows for the tick to step over.
@@ -122,20 +128,11 @@ def timed_rolled_back(fn) -> tuple[float, object]:
     return out["elapsed"], out["result"]
 
 
-def run(args) -> dict:
+def timed_rounds(now, repeat) -> dict:
+    """Rolled-back rounds of the baseline and the tick, interleaved; medians and the ratio."""
     from django.db import connection
 
     from billing.tick import meter_tick
-    from billing.verify import ledger_verify
-
-    t0 = time.perf_counter()
-    if not args.reuse:
-        populate(args.meters)
-    setup_s = time.perf_counter() - t0
-    now = _now()
-
-    def tick():
-        return meter_tick(now=now, watch=False)
 
     def baseline():
         with connection.cursor() as cur:
@@ -146,37 +143,127 @@ def run(args) -> dict:
         return inserted
 
     ticks, bases, stats, inserted = [], [], None, None
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         elapsed, inserted = timed_rolled_back(baseline)
         bases.append(elapsed)
-        elapsed, stats = timed_rolled_back(tick)
+        elapsed, stats = timed_rolled_back(lambda: meter_tick(now=now))  # as the beat runs it: watch included
         ticks.append(elapsed)
-    # one committed tick (rolled back when reusing a database), then the ledger must still verify
-    problems = timed_rolled_back(lambda: (meter_tick(now=now, watch=False), ledger_verify())[1])[1] \
-        if args.reuse else (meter_tick(now=now, watch=False), ledger_verify())[1]
     tick_s, base_s = statistics.median(ticks), statistics.median(bases)
-    return {"meters": args.meters, "setup_s": round(setup_s, 2), "tick_s": round(tick_s, 4),
-            "baseline_s": round(base_s, 4), "ratio": round(tick_s / base_s, 2), "tick_runs": [round(x, 4) for x in ticks],
-            "baseline_runs": [round(x, 4) for x in bases], "tick_stats": stats, "baseline_rows": inserted,
+    return {"tick_s": round(tick_s, 4), "baseline_s": round(base_s, 4), "ratio": round(tick_s / base_s, 2),
+            "tick_runs": [round(x, 4) for x in ticks], "baseline_runs": [round(x, 4) for x in bases],
+            "tick_stats": stats, "baseline_rows": inserted}
+
+
+def closes_during_tick(samples_max: int = 2000) -> dict:
+    """One committed tick in a thread; meanwhile close random open meters one by one, timing each close."""
+    import random
+    import threading
+
+    from django.db import connections
+
+    from billing.metering import meters_close
+    from billing.models import Meter
+    from billing.tick import meter_tick
+
+    instances = list(Meter.objects.filter(closed_at__isnull=True).values_list("instance_id", flat=True))
+    random.Random(26).shuffle(instances)
+    started, out = threading.Event(), {}
+
+    def tick():
+        try:
+            started.set()
+            t0 = time.perf_counter()
+            out["stats"] = meter_tick()
+            out["tick_s"] = time.perf_counter() - t0
+        finally:
+            connections.close_all()
+
+    def percentiles(waits):
+        waits = sorted(waits)
+        return {q: round(waits[min(len(waits) - 1, int(q * len(waits)))] * 1000, 1) for q in (0.5, 0.99)}
+
+    idle = []  # the same closes with no tick running: what the machine makes of a close by itself
+    for instance_id in instances[-100:]:
+        t0 = time.perf_counter()
+        meters_close(instance_id=instance_id)
+        idle.append(time.perf_counter() - t0)
+        time.sleep(0.005)
+    instances = instances[:-100]
+    thread = threading.Thread(target=tick)
+    thread.start()
+    started.wait()
+    time.sleep(0.05)  # the tick has begun its first chunk
+    waits = []
+    while thread.is_alive() and len(waits) < samples_max:
+        t0 = time.perf_counter()
+        meters_close(instance_id=instances[len(waits)])
+        waits.append(time.perf_counter() - t0)
+        time.sleep(0.005)
+    thread.join()
+    during, alone = percentiles(waits or [0]), percentiles(idle)
+    return {"closes": len(waits), "close_p50_ms": during[0.5], "close_p99_ms": during[0.99],
+            "close_max_ms": round(max(waits or [0]) * 1000, 1), "idle_close_p50_ms": alone[0.5],
+            "idle_close_p99_ms": alone[0.99], "tick_s": round(out.get("tick_s", 0), 3), "tick_stats": out.get("stats")}
+
+
+def run(args) -> dict:
+    from billing.verify import ledger_verify
+
+    sizes, results = sorted(args.meters), []
+    for n in sizes:
+        t0 = time.perf_counter()
+        add_meters(n, args.orgs)
+        setup_s = time.perf_counter() - t0
+        results.append({"meters": n, "orgs": min(n, args.orgs), "setup_s": round(setup_s, 2),
+                        **timed_rounds(_now(), args.repeat)})
+    during = closes_during_tick() if args.closes else None
+    problems = ledger_verify()
+    small, large = results[0], results[-1]
+    return {"sizes": results, "scale": round(large["tick_s"] / small["tick_s"], 2) if len(results) > 1 else None,
+            "size_ratio": large["meters"] / small["meters"], "closes_during_largest_tick": during,
             "ledger_ok": not problems}
+
+
+def add_meters(n: int, n_orgs: int) -> None:
+    """Bring the database to n open meters over min(n, n_orgs) organizations (the first call populates)."""
+    from django.db import connection
+
+    from billing.models import Meter
+
+    have = Meter.objects.count()
+    if not have:
+        populate(n, n_orgs)
+        return
+    import uuid
+
+    from tenancy.models import Organization
+
+    orgs = list(Organization.objects.filter(slug__startswith="bench-").order_by("slug").values_list("pk", flat=True))
+    opened = Meter.objects.values_list("opened_at", flat=True).first()
+    Meter.objects.bulk_create(
+        [Meter(organization_id=orgs[i % len(orgs)], instance_id=uuid.uuid4(), item_index=0, accelerator="h100",
+               cards=1 + i % 8, rate=1_900_000, opened_at=opened) for i in range(have, n)], batch_size=5000)
+    with connection.cursor() as cur:
+        cur.execute("VACUUM ANALYZE")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--meters", type=int, default=10_000, help="open meters (one organization each)")
+    parser.add_argument("--meters", type=int, nargs="+", default=[10_000, 100_000],
+                        help="open meters, one size after another in the same database (default 10000 100000)")
+    parser.add_argument("--orgs", type=int, default=10_000, help="organizations the meters are spread over")
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds of each (median reported)")
+    parser.add_argument("--no-closes", dest="closes", action="store_false",
+                        help="skip the closes timed during a committed tick at the largest size")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
-    parser.add_argument("--reuse", metavar="NAME", help="reuse a kept scratch database (already migrated and "
-                        "populated; rolled-back rounds only)")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""),
                         help="PostgreSQL server to use (default: $DATABASE_URL)")
     args = parser.parse_args(argv)
     if not args.database_url.startswith(("postgres://", "postgresql://")):
         parser.error("needs a PostgreSQL DATABASE_URL (or --database-url)")
-    name = args.reuse or f"cardmix_bench_metering_{os.getpid()}"
-    if not args.reuse:
-        admin_exec(args.database_url, f'CREATE DATABASE "{name}"')
+    name = f"cardmix_bench_metering_{os.getpid()}"
+    admin_exec(args.database_url, f'CREATE DATABASE "{name}"')
     try:
         os.environ["DATABASE_URL"] = scratch_url(args.database_url, name)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -186,18 +273,30 @@ def main(argv=None) -> int:
         django.setup()
         from django.core.management import call_command
 
-        if not args.reuse:
-            call_command("migrate", verbosity=0)
+        call_command("migrate", verbosity=0)
         result = run(args)
         from django.db import connections
 
         connections.close_all()
     finally:
-        if not args.keep and not args.reuse:
+        if not args.keep:
             admin_exec(args.database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     print(json.dumps(result))
-    print(f"tick {result['tick_s'] * 1000:.1f} ms vs baseline {result['baseline_s'] * 1000:.1f} ms "
-          f"for {result['meters']} meters: ratio {result['ratio']}x (target <= 3x)", file=sys.stderr)
+    for r in result["sizes"]:
+        met = r["ratio"] <= 2
+        print(f"tick {r['tick_s'] * 1000:.1f} ms vs baseline {r['baseline_s'] * 1000:.1f} ms for {r['meters']} meters "
+              f"over {r['orgs']} organizations: ratio {r['ratio']}x (goal <= 2x: {'MET' if met else 'NOT MET'})",
+              file=sys.stderr)
+    if result["scale"] is not None:
+        goal = 1.1 * result["size_ratio"]
+        print(f"tick {result['sizes'][-1]['meters']} / {result['sizes'][0]['meters']} meters: {result['scale']}x "
+              f"(goal <= {goal:g}x: {'MET' if result['scale'] <= goal else 'NOT MET'})", file=sys.stderr)
+    during = result["closes_during_largest_tick"]
+    if during:
+        met = during["close_p99_ms"] is not None and during["close_p99_ms"] <= 100
+        print(f"{during['closes']} closes during a {during['tick_s']} s tick: p50 {during['close_p50_ms']} ms, "
+              f"p99 {during['close_p99_ms']} ms (goal <= 100 ms: {'MET' if met else 'NOT MET'}); with no tick "
+              f"running: p50 {during['idle_close_p50_ms']} ms, p99 {during['idle_close_p99_ms']} ms", file=sys.stderr)
     return 0 if result["ledger_ok"] else 1
 
 

@@ -11,6 +11,9 @@ class AccountKind(models.TextChoices):
     GRANT = "grant", "Grant"
     PAYMENTS_CLEARING = "payments_clearing", "Payments clearing"
     COMPUTE_REVENUE = "compute_revenue", "Compute revenue"
+    # The meter tick's own shard of compute revenue: only the tick writes it, so no stop, terminate or package
+    # charge (they credit compute_revenue) ever waits for the tick's revenue row.
+    TICK_REVENUE = "tick_revenue", "Compute revenue (meter tick)"
     PROMOTIONS = "promotions", "Promotions"
     EXPIRED_CREDIT = "expired_credit", "Expired credit"
     ROUNDING = "rounding", "Rounding"
@@ -29,7 +32,10 @@ PLATFORM_IDS = {
     AccountKind.PROMOTIONS: -3,
     AccountKind.EXPIRED_CREDIT: -4,
     AccountKind.ROUNDING: -5,
+    AccountKind.TICK_REVENUE: -6,
 }
+# Where metered charges are credited: spends into compute_revenue, the tick into its shard.
+REVENUE_KINDS = (AccountKind.COMPUTE_REVENUE, AccountKind.TICK_REVENUE)
 
 
 class TransferCode(models.TextChoices):

@@ -1,6 +1,14 @@
-"""Recompute every balance from the transfers and report differences (SPEC §4: a periodic job)."""
+"""Recompute every balance from the transfers and report differences (SPEC §4: a periodic job).
+
+The full run sums every transfer ever posted; the incremental run (the beat's) sums only the transfers after
+the stored checkpoint onto each account's checkpoint total, so its cost follows what was posted since. The
+checkpoint advances only over transfers older than VERIFY_SETTLE_SECONDS, below the first younger one: a
+transaction still open with a lower transfer id would otherwise commit behind it, unseen by every later run.
+(So the incremental run assumes no posting transaction stays open longer than that; the full run assumes
+nothing, and the beat's incremental run confirms any difference with a full one before reporting it.)"""
 import logging
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from core.locks import try_advisory_xact_lock
@@ -18,15 +26,56 @@ LEFT JOIN (SELECT debit_account_id AS id, sum(amount) AS s FROM billing_transfer
 """
 
 
-def ledger_verify() -> list[str]:
-    """[] when every materialised balance equals credits − debits and all balances sum to zero."""
-    # One statement = one consistent snapshot of accounts and transfers while posting continues;
-    # two hash aggregates over the transfers, linear in their number.
+# The transfers after the checkpoint (new), the settled prefix of them (through w2), their per-account sums (d);
+# the checkpoint moves to w2 in the same statement (up, mark: data-modifying CTEs always run); the final SELECT still
+# reads the checkpoint as it was before the statement.
+INCREMENTAL_SQL = """
+WITH cp AS (SELECT coalesce(max(through_transfer_id), 0) AS w FROM billing_ledgercheckpoint),
+new AS MATERIALIZED (
+  SELECT t.id, t.debit_account_id, t.credit_account_id, t.amount,
+         t.created_at < statement_timestamp() - make_interval(secs => %(settle)s) AS settled
+  FROM billing_transfer t WHERE t.id > (SELECT w FROM cp)
+), w2 AS (
+  SELECT coalesce(max(id), (SELECT w FROM cp)) AS w FROM new
+  WHERE settled AND id < coalesce((SELECT min(id) FROM new WHERE NOT settled), 9223372036854775807)
+), legs AS (
+  SELECT credit_account_id AS acc, amount AS s, id FROM new UNION ALL SELECT debit_account_id, -amount, id FROM new
+), d AS MATERIALIZED (
+  SELECT acc, sum(s) AS s, sum(s) FILTER (WHERE id <= (SELECT w FROM w2)) AS settled FROM legs GROUP BY acc
+), up AS (
+  INSERT INTO billing_accountcheckpoint (account_id, total) SELECT acc, settled FROM d WHERE settled IS NOT NULL
+  ON CONFLICT (account_id) DO UPDATE SET total = billing_accountcheckpoint.total + excluded.total
+  RETURNING 1
+), mark AS (
+  INSERT INTO billing_ledgercheckpoint (id, through_transfer_id, verified_at) SELECT 1, w, statement_timestamp() FROM w2
+  ON CONFLICT (id) DO UPDATE SET through_transfer_id = excluded.through_transfer_id, verified_at = excluded.verified_at
+  RETURNING 1
+)
+SELECT a.id, a.organization_id, a.kind, a.balance, coalesce(c.total, 0) + coalesce(d.s, 0)
+FROM billing_account a LEFT JOIN billing_accountcheckpoint c ON c.account_id = a.id LEFT JOIN d ON d.acc = a.id
+WHERE a.balance <> coalesce(c.total, 0) + coalesce(d.s, 0)
+UNION ALL SELECT NULL, NULL, 'total', coalesce(sum(balance), 0), 0 FROM billing_account
+"""
+
+
+def ledger_verify(*, full: bool = True) -> list[str]:
+    """[] when every materialised balance equals credits − debits and all balances sum to zero.
+
+    `full=False`: incremental from the stored checkpoint (PostgreSQL), which it advances."""
+    # One statement = one consistent snapshot of accounts and transfers while posting continues.
     problems, total = [], 0
+    incremental = not full and connection.vendor == "postgresql"
     with connection.cursor() as cur:
-        cur.execute(VERIFY_SQL)
+        if incremental:
+            cur.execute(INCREMENTAL_SQL, {"settle": settings.VERIFY_SETTLE_SECONDS})
+        else:
+            cur.execute(VERIFY_SQL)
         for pk, org_id, kind, balance, recomputed in cur.fetchall():
-            total += balance
+            if incremental and pk is None:  # the sum of all balances
+                total = balance
+                continue
+            if not incremental:
+                total += balance
             if balance != recomputed:
                 problems.append(f"account {pk} ({org_id or 'platform'}:{kind}) balance {balance} != "
                                 f"recomputed {recomputed}")
@@ -37,9 +86,12 @@ def ledger_verify() -> list[str]:
     return problems
 
 
-def ledger_verify_locked() -> list[str] | None:
-    """ledger_verify under the reconciler's advisory lock; None when another run holds it."""
+def ledger_verify_locked(*, full: bool = False) -> list[str] | None:
+    """ledger_verify (incremental unless `full`) under its advisory lock; None when another run holds it.
+
+    Differences an incremental run finds are confirmed by a full run, whose answer is returned."""
     with transaction.atomic():
         if not try_advisory_xact_lock("billing.verify_ledger"):
             return None
-        return ledger_verify()
+        problems = ledger_verify(full=full)
+        return ledger_verify(full=True) if problems and not full else problems

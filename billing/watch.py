@@ -37,11 +37,48 @@ def funds_snapshot(org_ids) -> dict:
     return {o: (int(held.get(o) or 0) + int(limits.get(o) or 0), int(burn.get(o) or 0)) for o in org_ids}
 
 
+# Every organization with open meters whose funds need a look: short of LOW_BALANCE_WARNING_SECONDS of burn, or
+# flagged (to clear when funds recovered). One pass over the open meters (grouped), their accounts and profiles:
+# bounded by what runs, and the healthy unflagged majority never reaches Python.
+WATCH_SQL = """
+WITH burn AS MATERIALIZED (
+  SELECT organization_id, sum(rate * cards) AS b FROM billing_meter WHERE closed_at IS NULL
+  GROUP BY organization_id HAVING sum(rate * cards) > 0
+), held AS (
+  SELECT organization_id, sum(balance) AS s FROM billing_account
+  WHERE organization_id IN (SELECT organization_id FROM burn) AND kind = ANY(%(kinds)s::varchar[])
+  GROUP BY organization_id
+), f AS (
+  SELECT burn.organization_id, burn.b, coalesce(held.s, 0) + coalesce(bp.credit_limit, 0) AS available,
+         (bp.low_balance_warned_at IS NOT NULL OR bp.autostop_requested_at IS NOT NULL) AS flagged
+  FROM burn LEFT JOIN held USING (organization_id)
+  LEFT JOIN billing_billingprofile bp ON bp.organization_id = burn.organization_id
+)
+SELECT organization_id, available, b FROM f
+WHERE flagged OR greatest(available, 0) * 3600 / b < %(warn)s
+"""
+
+
+def funds_watch_open(*, now=None) -> dict:
+    """funds_watch for every organization with open meters, set-based (the tick's watch)."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(WATCH_SQL, {"kinds": [str(k) for k in SPEND_ORDER], "warn": settings.LOW_BALANCE_WARNING_SECONDS})
+        snapshot = {org_id: (int(available), int(burn)) for org_id, available, burn in cur.fetchall()}
+    return _funds_act(snapshot, now=now or db_now(), overdue=None)
+
+
 def funds_watch(*, org_ids, now=None) -> dict:
     """Auto-stop or warn the organizations whose funds run short; returns {"stopped": [...], "warned": [...]}."""
-    now = now or db_now()
-    stopped, warned, healthy = [], [], []
     snapshot = funds_snapshot(org_ids)
+    return _funds_act(snapshot, now=now or db_now(), overdue=set(snapshot))
+
+
+def _funds_act(snapshot, *, now, overdue) -> dict:
+    """Stop, warn or clear each organization of {org_id: (available, burn)}; then ask again for overdue stops
+    (of `overdue`, or of every organization with open meters when None)."""
+    stopped, warned, healthy = [], [], []
     for org_id, (available, burn) in snapshot.items():
         if burn <= 0:
             continue
@@ -57,7 +94,7 @@ def funds_watch(*, org_ids, now=None) -> dict:
     if healthy:  # funds recovered: clear the banner and the auto-stop episode, in one statement
         BillingProfile.objects.filter(pk__any_array=healthy).exclude(low_balance_warned_at=None, autostop_requested_at=None) \
             .update(low_balance_warned_at=None, autostop_requested_at=None)
-    _autostop_overdue_retry(set(snapshot) - set(stopped))
+    _autostop_overdue_retry(None if overdue is None else overdue - set(stopped), skip=set(stopped))
     return {"stopped": stopped, "warned": warned}
 
 
@@ -77,7 +114,7 @@ def funds_flags_clear_idle() -> int:
             .update(low_balance_warned_at=None, autostop_requested_at=None))
 
 
-def _autostop_overdue_retry(org_ids) -> None:
+def _autostop_overdue_retry(org_ids, *, skip=frozenset()) -> None:
     """Ask again for the stop of every organization with a meter still open past its auto-stop second.
 
     The request is made once per episode (its meters capped, autostop_requested_at set), so a stop that
@@ -87,13 +124,16 @@ def _autostop_overdue_retry(org_ids) -> None:
     stop was due; provisioning's stop is idempotent (only running instances, under their row lock).
     """
     hook = autostop_hook()
-    if hook is None or not org_ids:
+    if hook is None or org_ids is not None and not org_ids:
         return
+    overdue = Meter.objects.filter(closed_at__isnull=True, billable_until_seconds__isnull=False,
+                                   posted_through_seconds__gt=F("billable_until_seconds"))
+    if org_ids is not None:
+        overdue = overdue.filter(organization_id__any_array=list(org_ids))
     due: dict = {}
-    for org_id, opened_at, until in (Meter.objects.filter(
-            organization_id__any_array=list(org_ids), closed_at__isnull=True, billable_until_seconds__isnull=False,
-            posted_through_seconds__gt=F("billable_until_seconds"))
-            .values_list("organization_id", "opened_at", "billable_until_seconds")):
+    for org_id, opened_at, until in overdue.values_list("organization_id", "opened_at", "billable_until_seconds"):
+        if org_id in skip:
+            continue
         at = opened_at + timedelta(seconds=until)
         due[org_id] = min(at, due.get(org_id, at))
     for org_id, at in sorted(due.items(), key=lambda kv: str(kv[0])):

@@ -20,7 +20,7 @@ from django.db.models.functions import TruncMonth
 from core.dbclock import db_now
 from core.errors import NotFoundError, ValidationFailed
 
-from ..choices import ORG_KINDS, AccountKind, TransferCode
+from ..choices import ORG_KINDS, REVENUE_KINDS, TransferCode
 from ..ledger import platform_id
 from ..models import Account, Meter, Transfer, WriteOff
 from ..models_products import Package
@@ -109,7 +109,7 @@ def statement_build(*, org, month: str, now=None) -> Statement:
     org_id = getattr(org, "pk", org)
     accounts = _org_accounts(org_id)  # {account id: kind}
     ids = list(accounts)
-    revenue = platform_id(AccountKind.COMPUTE_REVENUE)
+    revenue = {platform_id(kind) for kind in REVENUE_KINDS}  # spends and the tick's shard
     st = Statement(organization_id=str(org_id), month=f"{year:04d}-{mon:02d}", time_zone=settings.BILLING_TIME_ZONE,
                    period_start=start, period_end=end)
     opening = _sums_before(ids, start)
@@ -128,7 +128,7 @@ def statement_build(*, org, month: str, now=None) -> Statement:
         total = int(total)
         meter_amounts[meter_id] += total
         month_debits[debit_id] += total
-        if credit_id == revenue:
+        if credit_id in revenue:
             used[accounts[debit_id]] += total
     wo_rows = {m: (int(s), int(a)) for m, s, a in (
         WriteOff.objects.filter(in_month, organization_id=org_id).order_by().values("meter_id")
@@ -147,7 +147,7 @@ def statement_build(*, org, month: str, now=None) -> Statement:
         if credit_is_org:
             month_credits[t["credit_account_id"]] += t["amount"]
         local_date = t["created_at"].astimezone(billing_tz()).date().isoformat()
-        if debit_is_org and t["credit_account_id"] == revenue:
+        if debit_is_org and t["credit_account_id"] in revenue:
             used[accounts[t["debit_account_id"]]] += t["amount"]
             if t["code"] == TransferCode.PACKAGE and t["key"].startswith("package:"):
                 package_amounts[t["key"].split(":")[1]] += t["amount"]

@@ -250,6 +250,9 @@ DEFAULT_CARD_QUOTA = env.int("DEFAULT_CARD_QUOTA", default=16)
 FUNDS_MIN_MINUTES = env.int("FUNDS_MIN_MINUTES", default=10)
 METER_TICK_SECONDS = env.int("METER_TICK_SECONDS", default=60)
 LOW_BALANCE_WARNING_SECONDS = env.int("LOW_BALANCE_WARNING_SECONDS", default=3600)
+# Incremental ledger verification checkpoints only transfers at least this old (no posting transaction stays
+# open longer): see billing/verify.py.
+VERIFY_SETTLE_SECONDS = env.int("VERIFY_SETTLE_SECONDS", default=600)
 SLA_SECONDS = env.int("SLA_SECONDS", default=15 * 60)
 WAITLIST_EXPIRY_HOURS = env.int("WAITLIST_EXPIRY_HOURS", default=24)
 STOPPED_RETENTION_DAYS = env.int("STOPPED_RETENTION_DAYS", default=15)

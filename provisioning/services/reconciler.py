@@ -15,7 +15,7 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 
 from billing.models import Meter
 from billing.models_products import Package, PackageState
@@ -107,15 +107,14 @@ def instance_unstick(*, instance_id) -> str | None:
 
 def cards_leaked_release() -> int:
     """Release the live allocations of instances that are not live (or do not exist); returns how many holders."""
-    holders = set(CardAllocation.objects.live().filter(holder_kind=HolderKind.INSTANCE)
-                  .values_list("holder_id", flat=True).distinct())
-    if not holders:
-        return 0
-    live = set(Instance.objects.filter(pk__in=holders, state__in=MAY_HOLD).values_list("pk", flat=True))
+    # Anti-joins in SQL: the pass reads the few leaked holders, never every holder's id (100k at scale).
+    live = Instance.objects.filter(pk=OuterRef("holder_id"), state__in=MAY_HOLD)
     # A worker releases a failed instance's cards just after the transition (driver first): leave it time.
-    recent = set(InstanceEvent.objects.filter(instance_id__in=list(holders - live),
-                                              created_at__gte=db_now() - LEAK_GRACE).values_list("instance_id", flat=True))
-    leaked = sorted(holders - live - recent, key=str)
+    recent = InstanceEvent.objects.filter(instance_id=OuterRef("holder_id"), created_at__gte=db_now() - LEAK_GRACE)
+    leaked = sorted(set(CardAllocation.objects.live().filter(holder_kind=HolderKind.INSTANCE)
+                        .filter(~Exists(live), ~Exists(recent)).values_list("holder_id", flat=True).distinct()), key=str)
+    if not leaked:
+        return 0
     known = {i.pk: i for i in Instance.objects.filter(pk__in=leaked)}
     for holder_id in leaked:
         instance = known.get(holder_id)
@@ -136,12 +135,11 @@ def _left_running_at(instance_id, opened_at):
 
 def meters_leaked_close() -> int:
     """Close meters left open for instances that are not running; returns how many instances."""
-    opened = dict(Meter.objects.filter(closed_at__isnull=True).order_by("instance_id", "opened_at")
-                  .values_list("instance_id", "opened_at"))
-    if not opened:
-        return 0
-    running = set(Instance.objects.filter(pk__in=list(opened), state=S.RUNNING).values_list("pk", flat=True))
-    leaked = sorted(set(opened) - running, key=str)
+    # An anti-join in SQL: only the leaked meters come back, not every open meter's instance id.
+    running = Instance.objects.filter(pk=OuterRef("instance_id"), state=S.RUNNING)
+    opened = dict(Meter.objects.filter(closed_at__isnull=True).filter(~Exists(running))
+                  .order_by("instance_id", "opened_at").values_list("instance_id", "opened_at"))
+    leaked = sorted(opened, key=str)
     for instance_id in leaked:
         billing_port.meters_close(instance_id=instance_id, at=_left_running_at(instance_id, opened[instance_id]))
         logger.warning("reconciler closed a leaked meter", extra={"instance": str(instance_id)})

@@ -13,9 +13,10 @@ from tenancy.lock_objects import organization_lock
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance
+from ..placement import place
 from ..selectors import waitlist_shape
 from . import billing_port, webhooks_port
-from .capacity import placement_catalog
+from .capacity import free_snapshot, placement_catalog
 from .claims import placement_claim
 from .instances import _quota_check, instance_dispatch, placement_spec_again, step_deadline
 from .specs import images_resolve
@@ -78,6 +79,19 @@ def _wake_one(instance_id) -> str:
         return WOKEN
 
 
+def _fits(instance: Instance, fleet, catalogs: dict) -> bool:
+    """Whether the instance's request places on the pass's snapshot (the nodes placement_decide would read)."""
+    if instance.billing not in catalogs:
+        catalogs[instance.billing] = placement_catalog(billing=instance.billing)
+    catalog = catalogs[instance.billing]
+    request = placement_spec_again(instance, catalog).placement_request()
+    zone = getattr(request.zone, "slug", request.zone)
+    accelerators = {item.accelerator for item in request.items} if request.items else None
+    nodes = [n for n in fleet if (zone is None or n.zone == zone)
+             and (accelerators is None or n.accelerator in accelerators)]
+    return place(nodes, request, catalog).ok
+
+
 def waitlist_wake() -> int:
     """Walk the queue FIFO; a shape that does not fit blocks only later requests of the same shape.
 
@@ -92,12 +106,16 @@ def waitlist_wake() -> int:
             return 0
         queue = list(Instance.objects.filter(state=S.WAITLISTED).order_by("waitlisted_at", "created_at", "id"))
         woken, blocked = 0, set()
+        fleet = free_snapshot() if queue else []  # one snapshot for the pass, not one per waitlisted instance
+        catalogs: dict = {}
         for instance in queue:
             try:
                 shape = waitlist_shape(instance)
                 if shape in blocked:
                     continue
-                outcome = _wake_one(instance.pk)
+                # Only a request that fits the pass's snapshot goes on to lock and claim (with a fresh read, as
+                # every claim does); the snapshot, taken before this pass's wakes, can only be more generous.
+                outcome = _wake_one(instance.pk) if _fits(instance, fleet, catalogs) else NO_CAPACITY
             except Exception:  # one bad row must not stall the whole queue
                 logger.exception("waitlist wake failed", extra={"instance": str(instance.pk)})
                 continue

@@ -108,6 +108,50 @@ def test_list_queries_do_not_grow_with_the_page(client, owner):
     assert body["count"] == 25 and {x["state"] for x in body["results"]} == {"running"}
 
 
+def _production_mix(org, n, node):
+    """n instances as a busy organization has them: running with an open meter and a posted charge, monthly with an
+    active package, waitlisted (a position to compute), stopped."""
+    from datetime import timedelta
+
+    from billing.models import Package
+    from core.dbclock import db_now
+    from tests.factories.billing import MeterFactory
+
+    now = db_now()
+    for i in range(n):
+        kind = i % 4
+        state = ("running", "running", "waitlisted", "stopped")[kind]
+        inst = InstanceFactory(organization=org, state=state, billing="monthly" if kind == 1 else "on_demand",
+                               waitlist=kind == 2, waitlisted_at=now - timedelta(minutes=n - i) if kind == 2 else None)
+        if state == "running":
+            NodeGroup.objects.create(instance=inst, item_index=0, accelerator="h100-sxm-80g", node=node,
+                                     card_indices=[i % 8], card_ids=[])
+        if kind == 0:
+            MeterFactory(organization=org, instance_id=inst.pk, opened_at=now - timedelta(hours=1),
+                         posted_through_seconds=1800, posted_amount=950_000)
+        if kind == 1:
+            Package.objects.create(organization=org, instance_id=inst.pk, items=inst.items, rate_per_hour=1_900_000,
+                                   amount=720 * 1_900_000, starts_at=now - timedelta(days=1),
+                                   ends_at=now + timedelta(days=29))
+
+
+def test_list_queries_do_not_grow_with_page_or_organization_size(client, owner):
+    # Per-row figures (cost so far, waitlist position, package) come from one query per page, whatever the page
+    # holds and however many instances the organization has.
+    node = make_fleet(h100=1)[0]
+    _production_mix(owner.organization, 8, node)
+    small_page, body = _count_queries(client, f"{URL}?limit=4")
+    assert len(body["results"]) == 4 and {x["state"] for x in body["results"]} >= {"running", "waitlisted"}
+    small_org, body = _count_queries(client, f"{URL}?limit=100")
+    assert body["count"] == 8
+    _production_mix(owner.organization, 72, node)
+    large_org, body = _count_queries(client, f"{URL}?limit=100")
+    assert body["count"] == 80 and len(body["results"]) == 80
+    assert {x["waitlist_position"] for x in body["results"] if x["state"] == "waitlisted"} == set(range(1, 21))
+    large_page, _ = _count_queries(client, f"{URL}?limit=4")
+    assert small_page == small_org == large_org == large_page
+
+
 def test_state_filter_rejects_unknown_states(client):
     r = client.get(f"{URL}?state=flying")
     assert r.status_code == 400 and "state" in r.json()["error"]["details"]

@@ -171,3 +171,26 @@ def test_an_unexpected_error_in_one_wake_undoes_only_that_wake(client, owner, ca
     assert any(r.getMessage() == "waitlist wake failed" for r in caplog.records)
     assert waitlist_wake() == 1  # the row is fine again: woken at the next pass
     assert _state(bad["id"]) == "provisioning"
+
+
+# --- cost of a pass ---------------------------------------------------------------------------
+
+def _pass_queries(n_waiting: int, client) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for count in range(1, n_waiting + 1):  # a different shape each (1..n cards): none blocks another
+        assert _create(client, count=count, waitlist=True)["state"] == "waitlisted"
+    with CaptureQueriesContext(connection) as ctx:
+        assert waitlist_wake() == 0
+    return len(ctx.captured_queries)
+
+
+def test_a_pass_over_requests_that_do_not_fit_reads_the_fleet_once(client):
+    make_fleet(h100=1)
+    holder = _create(client)["id"]  # all 8 cards taken: nothing waiting can fit
+    few = _pass_queries(2, client)
+    Instance.objects.filter(state="waitlisted").update(state="terminated")
+    many = _pass_queries(6, client)
+    assert few == many  # one snapshot for the pass, whatever the queue's length
+    assert _state(holder) != "waitlisted"

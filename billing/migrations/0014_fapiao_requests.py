@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0011_meter_subject'),
+        ('billing', '0013_ledger_checkpoint'),
         ('tenancy', '0004_trialclaim_mailbox'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
