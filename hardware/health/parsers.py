@@ -57,7 +57,7 @@ class Signal:
     def fingerprint(self) -> str:
         """Stable id of the signal for its card: a repeated report is recognised, a new one (a rising count,
         another Xid line) is not."""
-        raw = f"{self.kind}:{self.code}:{self.key or self.detail}"
+        raw = f"{self.card}:{self.kind}:{self.code}:{self.key or self.detail}"
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
@@ -232,17 +232,30 @@ def parse_npu_info(text: str, exit_code: int = 0) -> list[Signal]:
     return signals
 
 
-def parse_probe(probe: dict) -> list[Signal]:
-    """Every signal of one heartbeat's `health_probe` (sections it lacks say nothing; an unknown one is unparsed)."""
+def _section(probe: dict, name: str) -> tuple[str, int]:
+    part = probe.get(name) or {}
+    return str(part.get("output", "")), int(part.get("exit_code", 0) or 0)
+
+
+def card_buses(probe: dict) -> dict:
+    """{bus id: card index} of the cards the health query reached."""
+    return parse_nvidia_gpu(*_section(probe, "nvidia_gpu"))[1] if "nvidia_gpu" in probe else {}
+
+
+def parse_probe(probe: dict, known_buses: dict | None = None) -> list[Signal]:
+    """Every signal of one heartbeat's `health_probe` (sections it lacks say nothing; an unknown one is unparsed).
+
+    `known_buses`: the bus ids earlier heartbeats reported ({bus: index}); a card that fell off the bus is missing
+    from this one's query, and its Xid line names it only by its bus."""
     def section(name):
-        part = probe.get(name) or {}
-        return str(part.get("output", "")), int(part.get("exit_code", 0) or 0)
+        return _section(probe, name)
 
     signals = [_unparsed(name, "unknown section") for name in probe if name not in SECTIONS]
-    buses: dict = {}
+    buses: dict = dict(known_buses or {})
     if "nvidia_gpu" in probe:
-        found, buses = parse_nvidia_gpu(*section("nvidia_gpu"))
+        found, reached = parse_nvidia_gpu(*section("nvidia_gpu"))
         signals += found
+        buses.update(reached)
     if "nvidia_remap" in probe:
         signals += parse_nvidia_remap(*section("nvidia_remap"), buses)
     if "nvlink" in probe:
