@@ -6,12 +6,11 @@ import logging
 
 from django.db import transaction
 
-from core.dbclock import db_now
 from inventory.choices import CardHealth
 from inventory.models import Card
 from inventory.services import cards_set_health
 
-from .health import DEGRADED, FAILED, INFO, UNPARSED, parse_probe
+from .health import DEGRADED, FAILED, INFO, UNPARSED, parse_probe, worst
 from .health.parsers import card_buses
 from .health.classes import rank
 from .hooks import card_health_reported
@@ -20,9 +19,9 @@ from .models import CardSignal
 logger = logging.getLogger("cardmix.hardware")
 
 
-def heartbeat_health_record(*, node, signals) -> list[CardSignal]:
+def heartbeat_health_record(*, node, signals, at) -> list[CardSignal]:
     """Store the new degraded/failed signals of a heartbeat (`health_signals` parsed its probe), raise their cards'
-    health, tell the listeners; → the new rows.
+    health, tell the listeners; → the new rows. `at`: the heartbeat's time (DB clock), the signals' `seen_at`.
 
     Info signals and output that could not be parsed are logged; the node's report (credential facts) keeps all of
     them (`health_summary`), so an unparsed output shows as such, never as healthy."""
@@ -34,7 +33,6 @@ def heartbeat_health_record(*, node, signals) -> list[CardSignal]:
     kept = [s for s in signals if s.klass in (DEGRADED, FAILED)]
     if not kept:
         return []
-    now = db_now()
     with transaction.atomic():
         cards = {c.index: c for c in Card.objects.filter(node=node)}
         seen = set(CardSignal.objects.filter(node=node, fingerprint__in=[s.fingerprint for s in kept])
@@ -45,18 +43,19 @@ def heartbeat_health_record(*, node, signals) -> list[CardSignal]:
                 continue
             fresh.add(s.fingerprint)
             rows.append(CardSignal(node=node, card=cards.get(s.card), kind=s.kind, code=s.code, klass=s.klass,
-                                   detail=s.detail[:300], fingerprint=s.fingerprint, seen_at=now))
+                                   detail=s.detail[:300], fingerprint=s.fingerprint, seen_at=at))
         if not rows:
             return []
         # A concurrent heartbeat of the same node that stored one first wins (its listeners act on it).
         CardSignal.objects.bulk_create(rows, ignore_conflicts=True)
-        rows = list(CardSignal.objects.filter(node=node, fingerprint__in=fresh, seen_at=now).select_related("card"))
-        for klass in (FAILED, DEGRADED):
-            worse = sorted({r.card_id for r in rows if r.klass == klass and r.card_id
-                            and rank(klass) > rank(r.card.health)})
-            if worse:
-                details = "; ".join(sorted({r.detail for r in rows if r.card_id in worse and r.klass == klass}))
-                cards_set_health(card_ids=worse, health=CardHealth(klass),
+        rows = list(CardSignal.objects.filter(node=node, fingerprint__in=fresh, seen_at=at).select_related("card"))
+        # Each card takes the worst class among its new signals, never a milder one than it has.
+        for card_id in sorted({r.card_id for r in rows if r.card_id}):
+            mine = [r for r in rows if r.card_id == card_id]
+            klass = worst(r.klass for r in mine)
+            if rank(klass) > rank(mine[0].card.health):
+                details = "; ".join(sorted({r.detail for r in mine if r.klass == klass}))
+                cards_set_health(card_ids=[card_id], health=CardHealth(klass),
                                  reason=f"reported by the node's agent: {details}"[:500])
         for row in rows:
             logger.warning("health %s from %s card %s: %s", row.klass, node.hostname,

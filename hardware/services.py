@@ -91,7 +91,7 @@ def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredenti
                                   "runtime": cred.runtime, "devices": len(report.get("devices") or [])})
     node_size_fill(node=cred.node, report=report)
     if signals:
-        heartbeat_health_record(node=cred.node, signals=signals)  # a failed card: its user is told now
+        heartbeat_health_record(node=cred.node, signals=signals, at=now)  # a failed card: its user is told now
     heartbeat_reported(node_id=cred.node_id, zone_id=cred.node.zone_id, report=report)  # e.g. volume usage
     # Read after the commit above: a check that marks the node later sees the new deadline and skips it.
     if _unreachable_for_heartbeat(Node.objects.filter(pk=cred.node_id)).exists():

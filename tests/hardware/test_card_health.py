@@ -91,3 +91,13 @@ def test_a_malformed_probe_is_a_400_naming_it(probe):
     _, secret = agent_node(hostname="gpu-bad.test", card_count=2)
     r = beat(secret, probe)
     assert r.status_code == 400 and "health_probe" in str(r.json())
+
+
+def test_a_failed_and_a_degraded_signal_in_one_heartbeat_fail_the_card():
+    node, secret = agent_node(hostname="gpu-both.test", card_count=8)
+    probe = xid("kernel_xid-79-dmesg.txt")
+    nvlink = (CORPUS / "nvlink-down.txt").read_text().replace("GPU 3:", "GPU 9:").replace("GPU 2:", "GPU 3:")
+    probe["nvlink"] = {"output": nvlink.replace("GPU 9:", "GPU 2:"), "exit_code": 0}  # card 2's links down too
+    assert beat(secret, probe).status_code == 200
+    assert Card.objects.get(node=node, index=2).health == "failed"
+    assert sorted(CardSignal.objects.filter(node=node).values_list("kind", flat=True)) == ["nvlink_down", "xid"]
