@@ -11,8 +11,8 @@ from inventory.models import Card
 from inventory.services import cards_set_health
 
 from .health import DEGRADED, FAILED, INFO, UNPARSED, parse_probe, worst
-from .health.parsers import card_buses
 from .health.classes import rank
+from .health.parsers import card_buses
 from .hooks import card_health_reported
 from .models import CardSignal
 

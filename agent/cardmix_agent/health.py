@@ -6,6 +6,7 @@ Each section is {"output": text (its tail, at most SECTION_LIMIT characters), "e
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 from .constants import HEALTH_GPU_QUERY, HEALTH_REMAP_QUERY
 from .programs import run
@@ -34,17 +35,24 @@ class HealthProbe:
             text, code = run([self.args.journalctl, "-k", "-b", "--no-pager", "-o", "short"], timeout=30)
         return text, code
 
+    def kernel_xid(self) -> tuple[str, int]:
+        """The kernel log's Xid lines (picked before the section is cut to its tail)."""
+        text, code = self.kernel_log()
+        return xid_lines(text), code
+
     def health_probe(self, vendor: str, npu_text: str = "", npu_code: int = 0) -> dict:
         if vendor == "huawei":  # npu-smi info was run for the devices already: its Health column is the probe
             return {"npu": _section(npu_text, npu_code)}
         smi = self.args.nvidia_smi
-        probe = {
-            "nvidia_gpu": _section(*run([smi, f"--query-gpu={HEALTH_GPU_QUERY}", "--format=csv,noheader,nounits"],
-                                        timeout=30)),
-            "nvidia_remap": _section(*run([smi, f"--query-remapped-rows={HEALTH_REMAP_QUERY}",
-                                           "--format=csv,noheader,nounits"], timeout=30)),
-            "nvlink": _section(*run([smi, "nvlink", "-s"], timeout=30)),
+        calls = {
+            "nvidia_gpu": lambda: run([smi, f"--query-gpu={HEALTH_GPU_QUERY}", "--format=csv,noheader,nounits"],
+                                      timeout=30),
+            "nvidia_remap": lambda: run([smi, f"--query-remapped-rows={HEALTH_REMAP_QUERY}",
+                                         "--format=csv,noheader,nounits"], timeout=30),
+            "nvlink": lambda: run([smi, "nvlink", "-s"], timeout=30),
+            "kernel_xid": self.kernel_xid,
         }
-        text, code = self.kernel_log()
-        probe["kernel_xid"] = _section(xid_lines(text), code)
-        return probe
+        # At once: nvidia-smi takes up to seconds per call on a busy host, and the heartbeat waits for them all.
+        with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="health") as pool:
+            done = {name: pool.submit(call) for name, call in calls.items()}
+        return {name: _section(*future.result()) for name, future in done.items()}

@@ -47,3 +47,13 @@ def test_an_ascend_host_sends_npu_smi_info(tmp_path):
                           capture_output=True, text=True, timeout=60, env={**os.environ, "CARDMIX_AGENT_TOKEN": ""})
     probe = json.loads(done.stdout)["health_probe"]
     assert list(probe) == ["npu"] and parse_probe(probe) == []
+
+
+def test_xid_lines_are_picked_before_the_tail_is_cut():
+    from tests.hardware.conftest import agent_package
+
+    health = agent_package("health")
+    log = "\n".join([f"[ {i}.0] NVRM: Xid (PCI:0000:3b:00): 13, pid={i}, x" for i in range(80)]
+                    + ["[ 99.0] usb 1-1: new device " + "x" * 100] * 500)
+    picked = health.xid_lines(log).splitlines()
+    assert len(picked) == health.XID_LINES and picked[-1].endswith("pid=79, x") and all("Xid" in ln for ln in picked)

@@ -101,3 +101,10 @@ def test_a_failed_and_a_degraded_signal_in_one_heartbeat_fail_the_card():
     assert beat(secret, probe).status_code == 200
     assert Card.objects.get(node=node, index=2).health == "failed"
     assert sorted(CardSignal.objects.filter(node=node).values_list("kind", flat=True)) == ["nvlink_down", "xid"]
+
+
+def test_operators_read_the_evidence_in_the_admin(operator_client):
+    node, secret = agent_node(hostname="gpu-admin-signal.test", card_count=8)
+    beat(secret, xid("kernel_xid-79-dmesg.txt"))
+    page = operator_client.get("/admin/hardware/cardsignal/").content.decode()
+    assert "gpu-admin-signal.test" in page and "fallen off the bus" in page

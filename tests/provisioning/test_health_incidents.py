@@ -12,9 +12,11 @@ from django.db.models import Sum
 from rest_framework.test import APIClient
 
 from billing.models import Meter, Transfer
+from billing.products.statements import statement_build
 from billing.rating import cumulative_charge, whole_seconds
 from billing.tick import meter_tick
 from billing.verify import ledger_verify
+from billing.zone import billing_tz
 from core.dbclock import db_now
 from hardware.models import AgentCommand
 from inventory.catalog_seed import seed_catalog
@@ -65,6 +67,10 @@ def running(client) -> str:
     return r.json()["id"]
 
 
+def billing_month(at) -> str:
+    return at.astimezone(billing_tz()).strftime("%Y-%m")
+
+
 def net_charged(iid) -> int:
     def total(code):
         return Transfer.objects.filter(instance_id=iid, code=code).aggregate(s=Sum("amount"))["s"] or 0
@@ -101,6 +107,13 @@ def test_a_failed_card_is_told_at_once_and_not_charged_from_that_second(
     meter_tick(now=incident.failed_at + timedelta(seconds=600))
     assert net_charged(iid) == cumulative_charge(RATE, CARDS, through) + cumulative_charge(RATE, CARDS - 1, 600)
     assert ledger_verify() == []
+    # The statement's usage lines say why the item has two meters (and what was not charged from when).
+    month = billing_month(incident.failed_at)
+    lines = {u["meter_id"]: u for u in statement_build(org=owner.organization, month=month).usage}
+    assert lines[old.pk]["flags"] == old.flags and "not charged from then" in lines[old.pk]["flags"][0]
+    assert lines[rest.pk]["cards"] == CARDS - 1
+    statement = client.get(f"/billing/statements/{month}/").content.decode()
+    assert "not charged from then" in statement
 
     # Told at once: notice (API, page with the move button), email, webhook.
     body = client.get(f"{URL}{iid}/").json()
@@ -163,8 +176,9 @@ def test_move_to_healthy_cards_keeps_the_instance_and_leaves_the_failed_card(cli
     iid = running(client)
     assert client.post(f"{URL}{iid}/move/").status_code == 409  # nothing failed yet
     beat(secret, xid())
-    r = client.post(f"{URL}{iid}/move/")
-    assert r.status_code == 202, r.json()
+    # The one click: the notice's button posts the console's move action (no JavaScript needed).
+    r = client.post(f"/instances/{iid}/move/")
+    assert r.status_code == 302 and r["Location"] == f"/instances/{iid}/"
     instance = Instance.objects.get(pk=iid)
     assert (instance.state, instance.state_reason) == ("provisioning", HEALTH_MOVED)
     assert HealthIncident.objects.get(instance_id=iid).outcome == "provisioning"
