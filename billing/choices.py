@@ -52,6 +52,7 @@ class TransferCode(models.TextChoices):
     ROUNDING = "rounding", "Rounding"
     ADJUSTMENT = "adjustment", "Adjustment"
     NODE_DARK = "node_dark", "Unreachable node credit"
+    HEALTH_INCIDENT = "health_incident", "Failed card credit"
 
 class MeterSubject(models.TextChoices):
     """What a meter charges for (storage volumes reuse the meters: the same tick, the same floor deltas)."""

@@ -101,17 +101,63 @@ def meters_pause(*, instance_id, at, key: str) -> int:
     with transaction.atomic():
         at = min(at, db_now())
         for meter in meters_lock_open(instance_id=instance_id):
-            through = whole_seconds(meter.opened_at, at)
-            meter_post(meter, seconds=through)
-            excess = meter.posted_amount - meter.credited_amount - cumulative_charge(meter.rate, meter.cards, through)
-            if excess > 0:
-                org_id = meter.organization_id
-                leg_post(Leg(key=f"{key}:{meter.pk}", debit_id=platform_id(AccountKind.COMPUTE_REVENUE),
-                             credit_id=org_account_ids([org_id])[org_id][AccountKind.COMPENSATION], amount=excess,
-                             code=TransferCode.NODE_DARK, meter_id=meter.pk, instance_id=meter.instance_id))
-                meter.credited_amount += excess
-                credited += excess
-            failpoint("billing.meters_pause:before_close")
-            meter.closed_at = max(at, meter.opened_at)
-            Meter.objects.filter(pk=meter.pk).update(closed_at=meter.closed_at, credited_amount=meter.credited_amount)
+            credited += _close_behind(meter, at=at, key=key, code=TransferCode.NODE_DARK)
     return credited
+
+
+def _close_behind(meter: Meter, *, at, key: str, code: str, flag: str = "") -> int:
+    """Post a locked meter through `at`, give back what it charged beyond the cumulative floor of its seconds up to
+    `at` (compute_revenue → compensation, `<key>:<meter id>`), close it at `at`; → the µCNY credited."""
+    through = whole_seconds(meter.opened_at, at)
+    meter_post(meter, seconds=through)
+    excess = meter.posted_amount - meter.credited_amount - cumulative_charge(meter.rate, meter.cards, through)
+    if excess > 0:
+        org_id = meter.organization_id
+        leg_post(Leg(key=f"{key}:{meter.pk}", debit_id=platform_id(AccountKind.COMPUTE_REVENUE),
+                     credit_id=org_account_ids([org_id])[org_id][AccountKind.COMPENSATION], amount=excess,
+                     code=code, meter_id=meter.pk, instance_id=meter.instance_id))
+        meter.credited_amount += excess
+    failpoint("billing.meters_pause:before_close")
+    meter.closed_at = max(at, meter.opened_at)
+    if flag:
+        meter.flags = [*meter.flags, flag]
+    Meter.objects.filter(pk=meter.pk).update(closed_at=meter.closed_at, credited_amount=meter.credited_amount,
+                                             flags=meter.flags)
+    return max(excess, 0)
+
+
+def meter_cards_drop(*, instance_id, item_index: int, cards: int, at, key: str, flag: str) -> dict:
+    """`cards` of a running item stopped being usable at `at` (they failed): its meter closes at `at` (what ticks
+    charged past it is given back as compensation, code health_incident, `<key>:<meter id>`: once per key) and the
+    rest of its cards go on in a new meter opened at `at`. So those cards cost nothing from that second, exact to
+    the µCNY: each meter is its own cumulative floor. → {"credited": µCNY, "meter": the new meter or None}.
+
+    No open meter for the item (a monthly package, or it closed meanwhile): nothing changes."""
+    with transaction.atomic():
+        at = min(at, db_now())
+        meter = next((m for m in meters_lock_open(instance_id=instance_id) if m.item_index == item_index), None)
+        if meter is None:
+            return {"credited": 0, "meter": None}
+        credited = _close_behind(meter, at=at, key=key, code=TransferCode.HEALTH_INCIDENT, flag=flag)
+        left = meter.cards - cards
+        if left <= 0:
+            return {"credited": credited, "meter": None}
+        through = whole_seconds(meter.opened_at, at)
+        until = meter.billable_until_seconds
+        rest = Meter.objects.create(
+            organization_id=meter.organization_id, instance_id=meter.instance_id, item_index=item_index,
+            accelerator=meter.accelerator, cards=left, rate=meter.rate, opened_at=meter.closed_at,
+            subject=meter.subject, billable_until_seconds=None if until is None else max(0, until - through),
+            flags=[flag])
+        return {"credited": credited, "meter": rest}
+
+
+def meter_flag(*, instance_id, item_index: int, flag: str) -> bool:
+    """Flag the item's open meter (e.g. a degraded card: charged, but the statement says so); False when none is
+    open or it carries the flag already."""
+    with transaction.atomic():
+        meter = next((m for m in meters_lock_open(instance_id=instance_id) if m.item_index == item_index), None)
+        if meter is None or flag in meter.flags:
+            return False
+        Meter.objects.filter(pk=meter.pk).update(flags=[*meter.flags, flag])
+        return True

@@ -134,6 +134,9 @@ class Meter(models.Model):
     # µCNY given back (code node_dark) for seconds ticks charged past the second it was closed at: its node stopped
     # heartbeating before the platform noticed (metering.meters_pause). What it cost = posted − credited.
     credited_amount = models.BigIntegerField(default=0)
+    # What the statement says about this meter's time besides its charge: a card that failed (the meter closed and
+    # the rest went on in a new one) or ran degraded (charged, flagged). Plain text, one line each.
+    flags = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [

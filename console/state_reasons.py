@@ -40,6 +40,8 @@ REASONS = {
                                          "failed and its cards released; it was not charged from when it was last seen.",
     "re-placed: node unreachable": "Its machine stopped answering, so it is being moved to other cards; it was not "
                                    "charged from when it was last seen.",
+    "re-placed: a card failed": "A card under it failed, so it is being moved to healthy cards (its volumes are "
+                                "kept); the failed card was not charged from when it failed.",
     "monthly package ended (renewal: stop)": "The monthly package ended and was not renewed, so it is stopped.",
     "monthly package ended (renewal: on_demand): billed on demand":
         "The monthly package ended; it is billed on demand from now on.",

@@ -1,5 +1,5 @@
 """Operators' admin: issue / rotate node agent tokens (the secret is shown once), see heartbeats and
-agent commands, and keep BMC credentials (write-only password, encrypted at rest)."""
+agent commands and the cards' health signals, and keep BMC credentials (write-only password, encrypted at rest)."""
 from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
@@ -11,7 +11,7 @@ from tenancy.audit import audit_record
 
 from . import services
 from .bmc_secrets import bmc_encrypt
-from .models import AgentCommand, AgentNode, BmcCredential, NodeCredential
+from .models import AgentCommand, AgentNode, BmcCredential, CardSignal, NodeCredential
 
 
 @admin.register(AgentNode)
@@ -101,6 +101,27 @@ class AgentCommandAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False  # a driver may be waiting for its result; the reconciler and step deadlines end stuck ones
+
+
+@admin.register(CardSignal)
+class CardSignalAdmin(admin.ModelAdmin):
+    """The evidence behind a card's degraded or failed health (read-only): what its agent's tools said, when.
+    A card is made healthy again in Inventory → Cards (*Mark healthy*, with a reason)."""
+
+    list_display = ["seen_at", "node", "card", "klass", "kind", "code", "detail"]
+    list_filter = ["klass", "kind"]
+    search_fields = ["node__hostname", "detail"]
+    list_select_related = ["node", "card__node"]
+    readonly_fields = [f.name for f in CardSignal._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class BmcCredentialForm(forms.ModelForm):

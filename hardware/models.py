@@ -107,6 +107,30 @@ class BmcCredential(models.Model):
         return self.name  # never the secret
 
 
+class CardSignal(models.Model):
+    """A degraded or failed health signal an agent reported (hardware/health), once per fingerprint: the evidence
+    behind a card's health, for the operator who decides to mark it healthy again. Info and unparsed signals are
+    logged, not kept."""
+
+    id = models.BigAutoField(primary_key=True)
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="health_signals")
+    card = models.ForeignKey("inventory.Card", on_delete=models.CASCADE, null=True, blank=True,
+                             related_name="health_signals")  # None: the output named no card of this node
+    kind = models.CharField(max_length=40)
+    code = models.IntegerField(null=True, blank=True)  # the Xid
+    klass = models.CharField(max_length=10)  # degraded | failed
+    detail = models.CharField(max_length=300)
+    fingerprint = models.CharField(max_length=32)
+    seen_at = models.DateTimeField()  # DB clock: the heartbeat that first carried it
+
+    class Meta:
+        ordering = ["-seen_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["node", "fingerprint"], name="card_signal_once")]
+
+    def __str__(self):
+        return f"{self.klass} {self.kind} on card {self.card_id}"
+
+
 class AgentNode(Node):
     """Proxy of inventory.Node for the agent-token admin (issue / rotate a token, see heartbeats)."""
 

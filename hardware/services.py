@@ -23,6 +23,7 @@ from inventory.services import node_set_state
 from tenancy.audit import audit_record
 
 from .bmc_secrets import bmc_encrypt
+from .card_health import health_signals, health_summary, heartbeat_health_record
 from .choices import CommandKind, CommandState
 from .enrollment import token_retire
 from .hooks import heartbeat_reported
@@ -69,6 +70,8 @@ def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredenti
     A node that was marked unreachable for a missed heartbeat returns to the state it had then.
     """
     now = db_now()
+    # Bus ids remembered from earlier heartbeats: a card that fell off the bus is missing from this one's query.
+    signals, buses = health_signals(report, (credential.facts or {}).get("card_buses") or {})
     with transaction.atomic():
         # The credential's row only: node rows are locked before credential rows (heartbeats_check, _node_resume).
         cred = NodeCredential.objects.select_for_update(of=("self",)).select_related("node").get(pk=credential.pk)
@@ -78,7 +81,8 @@ def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredenti
         cred.heartbeat_deadline = now + timedelta(seconds=settings.AGENT_HEARTBEAT_TIMEOUT_SECONDS)
         cred.agent_version = str(report.get("agent_version", ""))[:40]
         cred.runtime = str(report.get("runtime", ""))[:20]
-        cred.facts = report
+        cred.facts = {**report, "health_signals": health_summary(signals), "card_buses": buses} \
+            if signals or buses else report
         cred.save(update_fields=["registered_at", "last_heartbeat_at", "heartbeat_deadline", "agent_version",
                                  "runtime", "facts"])
         if first:
@@ -86,6 +90,8 @@ def agent_heartbeat(*, credential: NodeCredential, report: dict) -> NodeCredenti
                          details={"hostname": cred.node.hostname, "agent_version": cred.agent_version,
                                   "runtime": cred.runtime, "devices": len(report.get("devices") or [])})
     node_size_fill(node=cred.node, report=report)
+    if signals:
+        heartbeat_health_record(node=cred.node, signals=signals, at=now)  # a failed card: its user is told now
     heartbeat_reported(node_id=cred.node_id, zone_id=cred.node.zone_id, report=report)  # e.g. volume usage
     # Read after the commit above: a check that marks the node later sees the new deadline and skips it.
     if _unreachable_for_heartbeat(Node.objects.filter(pk=cred.node_id)).exists():

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 from billing.hooks import register_autostop
 from billing.products.hooks import register_instance_names, register_package_end
-from hardware.hooks import register_heartbeat_listener
+from hardware.hooks import register_card_health_listener, register_heartbeat_listener
 from inventory.hooks import register_capacity_listener, register_holder_describer
 from storage.hooks import register_volume_listener
 
@@ -62,7 +62,10 @@ class ProvisioningConfig(AppConfig):
         register_package_end(_on_package_end)
         register_instance_names(_instance_names)
         # Imports models: only once the app registry has loaded.
+        from .services.health import card_health_heard
         from .services.volume_mounts import heartbeat_volumes, volume_changed
+
+        register_card_health_listener(card_health_heard)  # a failed card: its user told, its time not charged
 
         register_volume_listener(volume_changed)
         register_heartbeat_listener(heartbeat_volumes)

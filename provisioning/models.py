@@ -233,3 +233,36 @@ class DarkEpisode(models.Model):
 
     def __str__(self):
         return f"{self.instance_id} dark since {self.last_heartbeat_at:%Y-%m-%d %H:%M:%S} ({self.outcome or 'open'})"
+
+
+class HealthIncident(models.Model):
+    """A card of a running instance reported degraded or failed by its node's agent (hardware CardSignal): its
+    users are told (notice; email when it failed) and, from the failed signal's second, that card is not charged
+    (services/health.py). Ends when the instance leaves running: stopped, moved, failed or terminated."""
+
+    class Klass(models.TextChoices):
+        DEGRADED = "degraded"  # charged, flagged on the statement
+        FAILED = "failed"  # not charged from failed_at
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="health_incidents")
+    card = models.ForeignKey("inventory.Card", on_delete=models.PROTECT, related_name="+")
+    item_index = models.PositiveSmallIntegerField()
+    klass = models.CharField(max_length=10, choices=Klass.choices)
+    detail = models.CharField(max_length=300)  # the signal, as the agent's tool said it
+    started_at = models.DateTimeField()  # the first signal's heartbeat (DB clock)
+    failed_at = models.DateTimeField(null=True, blank=True)  # the first failed signal's: not charged from then
+    rate = models.BigIntegerField(default=0)  # µCNY per card-hour at the instance's locked rate
+    credited = models.BigIntegerField(default=0)  # µCNY ticks had charged past failed_at, given back
+    uncharged = models.BigIntegerField(default=0)  # what the card's time from failed_at to the end would have cost
+    emailed_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=12, blank=True)  # the state the instance left running for
+
+    class Meta:
+        ordering = ["started_at"]
+        constraints = [models.UniqueConstraint(fields=["instance", "card"], condition=Q(ended_at__isnull=True),
+                                               name="health_incident_one_open_per_card")]
+
+    def __str__(self):
+        return f"{self.klass} card {self.card_id} of {self.instance_id} ({self.outcome or 'open'})"

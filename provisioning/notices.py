@@ -1,6 +1,7 @@
 """Notices on the instance body (`notices`): what the users of an instance must know now that its state does not
-say. Today one kind: `node_unreachable`, while a node holding its cards is silent (hardware.heartbeats_check marked
-it), read live from the node's state, so it shows the moment the node is marked and goes the moment it is back."""
+say. `node_unreachable`, while a node holding its cards is silent (hardware.heartbeats_check marked it), read live
+from the node's state, so it shows the moment the node is marked and goes the moment it is back; `card_failed` and
+`card_degraded`, while a health incident of one of its cards is open (services/health.py)."""
 from datetime import timedelta
 
 from django.conf import settings
@@ -19,7 +20,7 @@ def instance_notices(instances) -> dict:
     running = [i.pk for i in instances if i.state == S.RUNNING]
     if not running:
         return {}
-    from .models import NodeGroup
+    from .models import HealthIncident, NodeGroup
 
     kinds = {i.pk: (i.kind, i.billing) for i in instances}
     found: dict = {}
@@ -28,8 +29,33 @@ def instance_notices(instances) -> dict:
             .values_list("instance_id", "node__hostname", "node__agent_credential__last_heartbeat_at"))
     for instance_id, hostname, last in rows:
         found.setdefault(instance_id, {})[hostname] = last
-    return {iid: [notice_node_unreachable(node=host, since=last, kind=kinds[iid][0], billing=kinds[iid][1])
-                  for host, last in sorted(nodes.items())] for iid, nodes in found.items()}
+    notices = {iid: [notice_node_unreachable(node=host, since=last, kind=kinds[iid][0], billing=kinds[iid][1])
+                     for host, last in sorted(nodes.items())] for iid, nodes in found.items()}
+    for incident in (HealthIncident.objects.filter(instance_id__in=running, ended_at__isnull=True)
+                     .select_related("card__node").order_by("started_at", "card_id")):
+        kind, billing = kinds[incident.instance_id]
+        notices.setdefault(incident.instance_id, []).append(notice_card_health(incident, kind=kind, billing=billing))
+    return notices
+
+
+def notice_card_health(incident, *, kind: str, billing: str) -> dict:
+    """The notice of one card's open health incident: failed (not charged from `since`; a container may move to
+    healthy cards, `action` "move") or degraded (charged, and not handed out again once released)."""
+    card = f"{incident.card.node.hostname} card {incident.card.index}"
+    if incident.failed_at is None:
+        return {"code": "card_degraded", "node": incident.card.node.hostname, "card": incident.card.index,
+                "since": incident.started_at, "billing": "charged", "action": None, "action_at": None,
+                "detail": incident.detail,
+                "message": f"{card} reports a problem ({incident.detail}). It keeps running and is charged; it will "
+                           "not be given to anyone after you release it."}
+    paid = "Its monthly package period runs on" if billing == "monthly" else "You are not charged for it from then"
+    move = kind == InstanceKind.CONTAINER
+    return {"code": "card_failed", "node": incident.card.node.hostname, "card": incident.card.index,
+            "since": incident.failed_at, "billing": "package" if billing == "monthly" else "not_charged",
+            "action": "move" if move else None, "action_at": None, "detail": incident.detail,
+            "message": f"{card} failed ({incident.detail}). {paid}. "
+                       + ("Move the instance to healthy cards (its volumes are kept), or stop it."
+                          if move else "Stop the instance to release it.")}
 
 
 def _dark_node_ids():

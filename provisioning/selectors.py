@@ -15,7 +15,7 @@ from core.errors import NotFoundError
 from inventory.models import CardAllocation
 
 from .choices import InstanceState as S
-from .models import Instance, InstanceEvent, NodeGroup, ReadinessReport
+from .models import HealthIncident, Instance, InstanceEvent, NodeGroup, ReadinessReport
 
 
 def _live_groups():
@@ -280,3 +280,13 @@ def instance_groups_live(*, instance) -> list[NodeGroup]:
     """The instance's live node groups with node → zone and accelerator, by item and id (one query)."""
     return list(NodeGroup.objects.live().filter(instance=instance)
                 .select_related("node__zone", "node__accelerator").order_by("item_index", "id"))
+
+
+def instance_health_incidents(*, instance) -> list[dict]:
+    """The instance's card health incidents (services/health.py), newest first, with what a failed card's time
+    was not charged: the page's "Card health" table. One query."""
+    return [{"id": str(i.pk), "class": i.klass, "card": f"{i.card.node.hostname} card {i.card.index}",
+             "detail": i.detail, "started_at": i.started_at, "failed_at": i.failed_at, "ended_at": i.ended_at,
+             "outcome": i.outcome, "credited": i.credited, "uncharged": i.uncharged}
+            for i in (HealthIncident.objects.filter(instance=instance).select_related("card__node")
+                      .order_by("-started_at"))]

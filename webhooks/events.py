@@ -6,6 +6,7 @@ EVENT_TYPES: dict[str, str] = {
     "instance.stopped": "An instance stopped (by a user, auto-stop or a package end).",
     "instance.terminated": "An instance was terminated and its cards released.",
     "instance.sla_breached": "An instance missed its readiness deadline; compensation was credited.",
+    "instance.card_failed": "A card under a running instance failed; it is not charged from then (`failed_at`).",
     "waitlist.woken": "A waitlisted instance found capacity and is being provisioned.",
     "balance.low": "The organization's available funds fell below the warning threshold.",
     "balance.exhausted": "The organization's funds ran out; running instances are being stopped.",

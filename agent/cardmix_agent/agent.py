@@ -11,6 +11,7 @@ from .client import PlatformClient
 from .cluster import Cluster
 from .commands import CommandLoop
 from .files import make_private_dir
+from .health import HealthProbe
 from .host import HostReport
 from .instances import Instances
 from .journal import Journal
@@ -19,7 +20,7 @@ from .runtime import RUNTIMES
 from .volumes import Volumes
 
 
-class Agent(PlatformClient, HostReport, CommandLoop, Journal, Instances, BareMetalKeys, Cluster, Checks,
+class Agent(PlatformClient, HostReport, HealthProbe, CommandLoop, Journal, Instances, BareMetalKeys, Cluster, Checks,
             Volumes):
     """Heartbeats in one thread, commands in the other."""
 

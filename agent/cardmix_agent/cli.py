@@ -35,6 +35,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--prepare-timeout", type=float, default=1800.0, help="docker run (image pull included)")
     p.add_argument("--nvidia-smi", default="nvidia-smi")
     p.add_argument("--npu-smi", default="npu-smi")
+    p.add_argument("--dmesg", default="dmesg", help="reads the kernel log's Xid lines (else journalctl -k)")
+    p.add_argument("--journalctl", default="journalctl")
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--docker", default="docker")
     p.add_argument("--ip", default="ip", help="iproute2's ip (cluster VXLAN interfaces)")

@@ -5,9 +5,14 @@ import http.client
 import logging
 import urllib.error
 
-VERSION = "1.5.0"
+VERSION = "1.6.0"
 OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
 NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
+# Health while running (agents from 1.6.0; the platform's hardware/health/parsers.py reads these columns). The
+# row-remapper's fields are not --query-gpu fields: nvidia-smi has them under --query-remapped-rows.
+HEALTH_GPU_QUERY = ("index,pci.bus_id,ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,"
+                    "retired_pages.pending,temperature.gpu,power.draw,clocks_throttle_reasons.active")
+HEALTH_REMAP_QUERY = "gpu_bus_id,remapped_rows.pending,remapped_rows.failure"
 # Ascend device nodes every NPU container needs besides its /dev/davinciN cards.
 ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 # Driver files the Ascend runtime expects inside the container (read-only bind mounts, when present).

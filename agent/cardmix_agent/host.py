@@ -77,6 +77,7 @@ class HostReport:
         errors: list[str] = []
         if vendor == "huawei":
             text, code = run([self.args.npu_smi, "info"], timeout=30)
+            probe = self.health_probe(vendor, text, code)
             devices = parse_npu_info(text) if code == 0 else []
             versions = {"npu_driver": next((ln.split(":")[-1].strip().strip("|").strip() for ln in text.splitlines()
                                             if "Version" in ln), "")}
@@ -84,6 +85,7 @@ class HostReport:
             text, code = run([self.args.nvidia_smi, f"--query-gpu={NVIDIA_QUERY}", "--format=csv,noheader"],
                              timeout=30)
             devices = parse_nvidia_query(text) if code == 0 else []
+            probe = self.health_probe(vendor)
             versions = {"nvidia": devices[0]["driver_version"] if devices else ""}
         if code != 0:
             errors.append(f"{vendor} smi exit {code}: {text.strip()[-500:]}")
@@ -91,5 +93,5 @@ class HostReport:
                 "runtime": self.args.runtime, "vendor": vendor, "devices": devices, "driver_versions": versions,
                 "health": "ok" if code == 0 else "degraded", "smi_output": text[-60000:],
                 "containers": self.instances(), "rdma_devices": self.rdma_devices(), "errors": errors,
-                "volumes": self.volumes_report(),
+                "volumes": self.volumes_report(), "health_probe": probe,
                 **host_size()}

@@ -175,7 +175,8 @@ def statement_build(*, org, month: str, now=None) -> Statement:
         st.usage.append({"meter_id": m.pk, "subject": m.subject, "instance_id": str(m.instance_id),
                          "item_index": m.item_index,
                          "accelerator": m.accelerator, "cards": m.cards, "rate": m.rate, "seconds": seconds,
-                         "amount": meter_amounts.get(m.pk, 0), "written_off": wo_amount})
+                         "amount": meter_amounts.get(m.pk, 0), "written_off": wo_amount,
+                         "flags": list(m.flags)})  # a card failed or degraded in its time
         if wo_amount:
             st.write_offs.append({"meter_id": m.pk, "seconds": wo_seconds, "amount": wo_amount})
 

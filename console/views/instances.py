@@ -24,6 +24,7 @@ from provisioning.card_share import CardShare, cpus_text
 from provisioning.choices import InstanceState
 from provisioning.models import PackageRenewal
 from provisioning.services.billing_port import funds_check
+from provisioning.services.health_move import instance_move_healthy
 from provisioning.services.instances import instance_create, instance_start, instance_stop, instance_terminate
 from provisioning.services.packages import instance_package_renewal_set
 from provisioning.services.quotes import quote_compute
@@ -44,7 +45,8 @@ from .waitlist_context import waitlist_context
 
 PAGE_SIZE = 25
 NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
-SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instance_terminate}
+SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instance_terminate,
+            "move": instance_move_healthy}  # off a failed card (the notice's button)
 # The actions that ask first (both delete what is on the instance's disks): the state they lead to, the button.
 ASKS = {"stop": (InstanceState.STOPPING, "Stop", stop_warning),
         "terminate": (InstanceState.TERMINATING, "Terminate", terminate_warning)}
@@ -339,6 +341,7 @@ def _detail_context(request, instance_id, action_error: str = "") -> dict:
         "node_verdicts": verdicts,
         "readiness_failure": ic.readiness_failure_text(verdicts) if instance.state == InstanceState.FAILED else "",
         "compensation": ic.compensation_for(events),
+        "health_incidents": selectors.instance_health_incidents(instance=instance),
         "topology": ic.topology(ic.topology_groups(instance)),
         "slurm": slurm_section(instance),
         "action_error": action_error,
@@ -393,7 +396,8 @@ def instance_action(request, instance_id, action):
         messages.error(request, error)
     else:
         messages.success(request, "You left the waitlist." if leaving and action == "terminate" else
-                         {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…"}[action])
+                         {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…",
+                          "move": "Moving to healthy cards…"}[action])
     return redirect(detail_url)
 
 

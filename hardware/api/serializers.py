@@ -12,6 +12,7 @@ MAX_CONTAINERS = 1024
 MAX_ERRORS = 50
 MAX_VOLUMES = 4096
 MAX_DRIVER_VERSIONS = 32
+MAX_HEALTH_SECTIONS = 16
 META_MAX_BYTES = 64 * 1024  # of a result's meta, as JSON
 META_MAX_DEPTH = 16
 
@@ -64,6 +65,13 @@ class VolumeUsageSerializer(serializers.Serializer):
     over_quota = serializers.BooleanField(required=False, default=False)
 
 
+class HealthSectionSerializer(serializers.Serializer):
+    """One tool's output in a heartbeat's health probe (its tail: the agent sends at most 16 KiB)."""
+
+    output = serializers.CharField(max_length=32 * 1024, allow_blank=True, trim_whitespace=False)
+    exit_code = serializers.IntegerField(min_value=-255, max_value=255)
+
+
 class HeartbeatSerializer(serializers.Serializer):
     """What the agent sees on its host (CharFields refuse NUL themselves; dict keys need JsonSafe)."""
 
@@ -82,10 +90,20 @@ class HeartbeatSerializer(serializers.Serializer):
     errors = serializers.ListField(child=serializers.CharField(max_length=1000), required=False, default=list,
                                    max_length=MAX_ERRORS)
     volumes = VolumeUsageSerializer(many=True, required=False, default=list, max_length=MAX_VOLUMES)
+    # The raw health outputs (agents from 1.6.0), {section: {"output", "exit_code"}}: parsed by hardware/health; a
+    # section it does not know is logged as unparsed, never refused (the heartbeat must land).
+    health_probe = serializers.DictField(child=HealthSectionSerializer(), required=False, default=dict)
     # The host's size, divided among its containers in proportion to cards (older agents send none).
     cpus = serializers.IntegerField(min_value=1, max_value=65_535, required=False, allow_null=True, default=None)
     memory_mib = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True,
                                           default=None)
+
+    def validate_health_probe(self, value):
+        if len(value) > MAX_HEALTH_SECTIONS:
+            raise serializers.ValidationError(f"Ensure this field has no more than {MAX_HEALTH_SECTIONS} elements.")
+        if any(len(key) > 40 or "\x00" in key for key in value):
+            raise serializers.ValidationError("Keys must be at most 40 characters, without null characters.")
+        return value
 
     def validate_driver_versions(self, value):
         if len(value) > MAX_DRIVER_VERSIONS:

@@ -10,6 +10,8 @@ urlpatterns = [
          name="instance-stop"),
     path("instances/<str:instance_id>/start/", views.InstanceActionView.as_view(action="start"),
          name="instance-start"),
+    path("instances/<str:instance_id>/move/", views.InstanceActionView.as_view(action="move"),
+         name="instance-move"),
     path("instances/<str:instance_id>/package-renewal/", views.InstancePackageRenewalView.as_view(),
          name="instance-package-renewal"),
     path("instances/<str:instance_id>/events/", views.InstanceEventsView.as_view(), name="instance-events"),

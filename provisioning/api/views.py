@@ -16,6 +16,7 @@ from .. import selectors
 from ..choices import InstanceState
 from ..notices import instance_notices
 from ..services import billing_port, storage_port
+from ..services.health_move import instance_move_healthy
 from ..services.instances import instance_create, instance_start, instance_stop, instance_terminate
 from ..services.packages import instance_package_renewal_set
 from ..services.quotes import quote_compute
@@ -112,8 +113,12 @@ class InstanceDetailView(APIView):
         return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
 
 
+ACTIONS = {"stop": instance_stop, "start": instance_start, "move": instance_move_healthy}
+
+
 class InstanceActionView(APIView):
-    """POST /stop/ or /start/: 202 with the instance body; 409 invalid_state when the table forbids it."""
+    """POST /stop/, /start/ or /move/ (a running container off its failed card onto healthy ones, volumes kept):
+    202 with the instance body; 409 invalid_state when the table (or, for a move, the instance) forbids it."""
 
     permission_classes = [require(read="read", write="instances")]
     action = ""
@@ -122,7 +127,7 @@ class InstanceActionView(APIView):
     def post(self, request, instance_id):
         selectors.instance_get(org=request.org, instance_id=instance_id)
         body_refuse_unknown(request)
-        service = instance_stop if self.action == "stop" else instance_start
+        service = ACTIONS[self.action]
         instance = service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
         return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
 

@@ -3,6 +3,7 @@ from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.models import Meter
 from billing.products import packages
+from billing.rating import cumulative_charge, whole_seconds
 from core.errors import NotFoundError
 
 PACKAGE_HOURS = 720  # SPEC §4: a monthly package is charged 720 h at the monthly rate
@@ -67,6 +68,22 @@ def meters_pause(*, instance_id, at, key: str) -> int:
     """Close the instance's open meters at `at` (behind the ticks, maybe) and credit back what was charged after it
     (its node went dark); returns the µCNY credited."""
     return billing_services.meters_pause(instance_id=instance_id, at=at, key=key)
+
+
+def meter_cards_drop(*, instance_id, item_index: int, cards: int, at, key: str, flag: str) -> dict:
+    """`cards` of a running item failed at `at`: not charged from then (the rest go on in a new meter)."""
+    return billing_services.meter_cards_drop(instance_id=instance_id, item_index=item_index, cards=cards, at=at,
+                                             key=key, flag=flag)
+
+
+def meter_flag(*, instance_id, item_index: int, flag: str) -> bool:
+    """A line on the item's open meter the statement shows (a degraded card: charged and flagged)."""
+    return billing_services.meter_flag(instance_id=instance_id, item_index=item_index, flag=flag)
+
+
+def card_time_value(*, rate: int, start, end) -> int:
+    """µCNY one card at `rate` costs from `start` to `end` (whole seconds, cumulative floor)."""
+    return cumulative_charge(rate, 1, whole_seconds(start, end)) if end > start else 0
 
 
 def instance_costs(instance_ids, now=None) -> dict:

@@ -126,7 +126,7 @@ def dark_follow(*, episode_id) -> str | None:
             elif episode.deadline > now:
                 return None
             elif (settings.NODE_DARK_ACTION == "move" and instance.kind == InstanceKind.CONTAINER
-                  and _move(instance, groups, silent, now)):
+                  and groups_move(instance, groups, node_ids=set(silent), now=now, reason=DARK_MOVED)):
                 outcome = Outcome.MOVED
             else:
                 instance_transition(instance=instance, to=S.FAILED, reason=DARK_FAILED, step_deadline=None)
@@ -143,16 +143,17 @@ def dark_follow(*, episode_id) -> str | None:
     return outcome
 
 
-def _move(instance: Instance, groups, silent: dict, now) -> bool:
-    """Place the container's groups on dark nodes again (same zone, same cards per node) and go provisioning;
-    False (nothing changed) when one finds no room. The old container is left to the orphan sweep
-    (reconciler) once its agent is back: waiting on a dead agent would hold this lock for the command timeout."""
+def groups_move(instance: Instance, groups, *, node_ids, now, reason: str) -> bool:
+    """Place the container's groups on `node_ids` again (same zone, same cards per node; a dark node, or one with a
+    failed card: services/health_move.py) and go provisioning; False (nothing changed) when one finds no room.
+    Call under the instance's lock. The old container is left to the orphan sweep (reconciler) once its agent is
+    back: waiting on a dead agent would hold this lock for the command timeout. Volumes stay attached."""
     from .quarantine import _place_again
 
     try:
         with transaction.atomic():
             for group in groups:
-                if group.node_id not in silent:
+                if group.node_id not in node_ids:
                     continue
                 cards_release(holder_id=instance.pk, card_ids=group.card_ids)
                 NodeGroup.objects.filter(pk=group.pk).update(state=GroupState.RELEASED, released_at=now)
@@ -161,7 +162,7 @@ def _move(instance: Instance, groups, silent: dict, now) -> bool:
     except _NoRoom:
         return False
     # A move is a start the platform asked for: its own SLA window (compensated if late), at the locked rates.
-    event = instance_transition(instance=instance, to=S.PROVISIONING, reason=DARK_MOVED,
+    event = instance_transition(instance=instance, to=S.PROVISIONING, reason=reason,
                                 step_deadline=step_deadline(instance, now), ready_at=None,
                                 sla_deadline=now + timedelta(seconds=settings.SLA_SECONDS))
     instance.sla_event_id = event.pk

@@ -62,6 +62,16 @@ def containers_orphaned_release() -> int:
     return queued
 
 
+def group_container_release(group: NodeGroup) -> bool:
+    """Queue the release of a released group's container on its (answering) node now, not at the next sweep: a
+    move places the instance again, maybe on the same node. Nobody waits on it; the agent runs it before the new
+    group's prepare, which is queued later."""
+    if not group.card_indices:
+        return False
+    card = min(group.card_indices)
+    return _release_if_still_orphaned(group.node_id, f"cardmix-{group.instance_id}-{card}", group.instance_id, card)
+
+
 def _live_first_cards(node_id, instance_ids) -> set[tuple[uuid.UUID, int]]:
     return {(g.instance_id, min(g.card_indices)) for g in NodeGroup.objects.live().filter(
         node_id=node_id, instance_id__in=set(instance_ids))

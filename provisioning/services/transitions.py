@@ -10,6 +10,7 @@ from ..lock_objects import instance_lock
 from ..models import Instance, InstanceEvent
 from . import billing_port, storage_port, webhooks_port
 from .expiry import transition_defaults
+from .health import health_incidents_end
 
 
 def event_record(*, instance: Instance, from_state: str, to_state: str, reason: str = "", actor=None,
@@ -40,6 +41,7 @@ def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=
     if current == InstanceState.RUNNING and to != InstanceState.RUNNING:
         # Billing stops the second the instance leaves running, in the same transaction.
         billing_port.meters_close(instance_id=instance.pk, at=now)
+        health_incidents_end(instance=instance, at=now, outcome=str(to))  # a failed card's time ends with it
     if to == InstanceState.TERMINATED:
         # Volumes outlive the instance: detached (kept, still billed), datasets unmounted, in the same transaction.
         storage_port.storage_released(instance=instance, actor=actor)

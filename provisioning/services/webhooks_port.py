@@ -30,3 +30,10 @@ def sla_breach_publish(*, instance, breach_id, amount_text: str) -> None:
 def waitlist_woken_publish(*, instance, event) -> None:
     event_publish(org_id=instance.organization_id, type="waitlist.woken", dedupe_key=f"event:{event.pk}",
                   data=_instance_data(instance))
+
+
+def card_failed_publish(*, instance, incident, card: str) -> None:
+    """A card under a running instance failed (services/health.py): once per incident."""
+    event_publish(org_id=instance.organization_id, type="instance.card_failed", dedupe_key=f"health:{incident.pk}",
+                  data=_instance_data(instance, card=card, detail=incident.detail,
+                                      failed_at=incident.failed_at.isoformat()))

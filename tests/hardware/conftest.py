@@ -91,7 +91,8 @@ class AgentProcess:
                 "--vendor", "nvidia", "--state-dir", str(state_dir), "--heartbeat-interval", "0.3",
                 "--poll-interval", "0.1", "--readiness-timeout", "60", "--http-timeout", "10",
                 "--hostname", "agent-under-test", "--ip", str(BIN / "ip"), "--bridge", str(BIN / "bridge"),
-                "--mpirun", str(BIN / "mpirun"), "--npu-smi", str(BIN / "npu-smi"), *extra_args]
+                "--mpirun", str(BIN / "mpirun"), "--npu-smi", str(BIN / "npu-smi"), "--dmesg", str(BIN / "dmesg"),
+                *extra_args]
         self.log = open(self.log_path, "ab")  # an agent restarted on the same state dir logs after the first
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(extra_env or {})}, start_new_session=True)

@@ -288,6 +288,7 @@ OBJECT_FACTORIES = {
     "api:instance-detail": instance,
     "api:instance-stop": instance,
     "api:instance-start": instance,
+    "api:instance-move": instance,
     "api:instance-package-renewal": monthly_instance,
     "api:instance-events": instance,
     "api:instance-readiness": instance,

@@ -47,6 +47,7 @@ MATRIX = {
     "instance_create": ("post", "/api/v1/instances/", INSTANCES, False, {201}),
     "instance_stop": ("post", "/api/v1/instances/{instance}/stop/", INSTANCES, False, ACCEPTED),
     "instance_start": ("post", "/api/v1/instances/{instance}/start/", INSTANCES, False, ACCEPTED),
+    "instance_move": ("post", "/api/v1/instances/{instance}/move/", INSTANCES, False, ACCEPTED),
     "instance_delete": ("delete", "/api/v1/instances/{instance}/", INSTANCES, False, {202}),
     "instance_package_renewal": ("post", "/api/v1/instances/{monthly}/package-renewal/", INSTANCES, False, {200}),
     "quote": ("post", "/api/v1/quotes/", READ, True, {200}),

@@ -87,6 +87,10 @@ class Instances(_Area):
     def start(self, instance_id: str) -> Instance:
         return Instance.from_dict(self._c.request("POST", f"instances/{instance_id}/start/"))
 
+    def move(self, instance_id: str) -> Instance:
+        """A running container with a failed card → placed on healthy cards again (volumes kept)."""
+        return Instance.from_dict(self._c.request("POST", f"instances/{instance_id}/move/"))
+
     def delete(self, instance_id: str) -> Instance:
         return Instance.from_dict(self._c.request("DELETE", f"instances/{instance_id}/"))
 

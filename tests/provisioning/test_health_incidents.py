@@ -1,0 +1,190 @@
+"""A card of a running instance reports degraded or failed with its node's heartbeat (services/health.py): the
+users are warned (notice) or told at once (notice, email, webhook); a failed card is not charged from the signal's
+second, exact to the µCNY, and is never placed again until an operator marks it healthy; a container moves to
+healthy cards in one click. Steps run in this process on a simulated node with an agent credential (the live
+agent test is tests/hardware/test_health_live.py)."""
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core import mail
+from django.db.models import Sum
+from rest_framework.test import APIClient
+
+from billing.models import Meter, Transfer
+from billing.products.statements import statement_build
+from billing.rating import cumulative_charge, whole_seconds
+from billing.tick import meter_tick
+from billing.verify import ledger_verify
+from billing.zone import billing_tz
+from core.dbclock import db_now
+from hardware.models import AgentCommand
+from inventory.catalog_seed import seed_catalog
+from inventory.models import Card, CardAllocation
+from inventory.services import cards_set_health
+from provisioning.models import HealthIncident, Instance, NodeGroup
+from provisioning.services.health_move import HEALTH_MOVED
+from provisioning.tasks import instance_advance
+from tests.factories.hardware import agent_node
+from tests.factories.inventory import ZoneFactory
+from tests.factories.provisioning import container_body
+from webhooks.models import WebhookEndpoint, WebhookEvent
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+URL = "/api/v1/instances/"
+RATE, CARDS = 1_900_000, 8  # H100 list price, µCNY per card-hour
+CORPUS = Path(__file__).resolve().parents[1] / "hardware" / "health_corpus"
+GPU = {"output": (CORPUS / "nvidia_gpu-healthy-h100.txt").read_text(), "exit_code": 0}  # card 2 = bus 0000:3b:00
+
+
+@pytest.fixture
+def node(db):
+    seed_catalog()
+    zone = ZoneFactory(slug="zone-health", name="zone-health")
+    return agent_node(driver="simulated", zone=zone, hostname="gpu-health-01.test")
+
+
+def beat(secret, probe):
+    c = APIClient()
+    c.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    r = c.post("/api/v1/agent/heartbeat/", {"agent_version": "1.6.0", "hostname": "h", "runtime": "process",
+                                            "health_probe": probe}, format="json")
+    assert r.status_code == 200, r.json()
+
+
+def xid(sample="kernel_xid-79-dmesg.txt"):
+    return {"nvidia_gpu": GPU, "kernel_xid": {"output": (CORPUS / sample).read_text(), "exit_code": 0}}
+
+
+def create(client, count=CARDS):
+    return client.post(URL, container_body("h100-sxm-80g", count, zone="zone-health"), format="json")
+
+
+def running(client) -> str:
+    r = create(client)
+    assert r.status_code == 201, r.json()
+    assert instance_advance(r.json()["id"]) == "running"
+    return r.json()["id"]
+
+
+def billing_month(at) -> str:
+    return at.astimezone(billing_tz()).strftime("%Y-%m")
+
+
+def net_charged(iid) -> int:
+    def total(code):
+        return Transfer.objects.filter(instance_id=iid, code=code).aggregate(s=Sum("amount"))["s"] or 0
+    return total("meter") - total("health_incident")
+
+
+def test_a_failed_card_is_told_at_once_and_not_charged_from_that_second(
+        client, owner, node, django_capture_on_commit_callbacks):
+    node, secret = node
+    WebhookEndpoint.objects.create(organization=owner.organization, url="https://93.184.216.34/h",
+                                   event_types=["instance.card_failed"])
+    iid = running(client)
+    opened = db_now() - timedelta(seconds=1000)
+    Meter.objects.filter(instance_id=iid).update(opened_at=opened)
+    meter_tick(now=db_now() + timedelta(seconds=300))  # a tick ran ahead of the heartbeat: 1300 s posted
+    with django_capture_on_commit_callbacks(execute=True):
+        beat(secret, xid())
+    card = Card.objects.get(node=node, index=2)
+    assert card.health == "failed"
+    incident = HealthIncident.objects.get(instance_id=iid)
+    assert (incident.card_id, incident.klass, incident.ended_at) == (card.pk, "failed", None)
+    # The item's meter closed at the failure second; what the tick charged past it came back, once per incident.
+    old, rest = Meter.objects.filter(instance_id=iid).order_by("pk")
+    through = whole_seconds(opened, incident.failed_at)
+    assert old.closed_at == incident.failed_at and old.posted_amount - old.credited_amount == \
+        cumulative_charge(RATE, CARDS, through)
+    assert incident.credited == old.credited_amount == cumulative_charge(RATE, CARDS, 1300) - \
+        cumulative_charge(RATE, CARDS, through) > 0
+    credit = Transfer.objects.get(code="health_incident", instance_id=iid)
+    assert credit.key == f"health:{incident.pk}:{old.pk}" and credit.credit_account.kind == "compensation"
+    assert "failed" in old.flags[0] and "card 2" in old.flags[0]
+    # The other seven go on from that very second.
+    assert (rest.cards, rest.opened_at, rest.closed_at) == (CARDS - 1, incident.failed_at, None)
+    meter_tick(now=incident.failed_at + timedelta(seconds=600))
+    assert net_charged(iid) == cumulative_charge(RATE, CARDS, through) + cumulative_charge(RATE, CARDS - 1, 600)
+    assert ledger_verify() == []
+    # The statement's usage lines say why the item has two meters (and what was not charged from when).
+    month = billing_month(incident.failed_at)
+    lines = {u["meter_id"]: u for u in statement_build(org=owner.organization, month=month).usage}
+    assert lines[old.pk]["flags"] == old.flags and "not charged from then" in lines[old.pk]["flags"][0]
+    assert lines[rest.pk]["cards"] == CARDS - 1
+    statement = client.get(f"/billing/statements/{month}/").content.decode()
+    assert "not charged from then" in statement
+
+    # Told at once: notice (API, page with the move button), email, webhook.
+    body = client.get(f"{URL}{iid}/").json()
+    [notice] = body["notices"]
+    assert (notice["code"], notice["card"], notice["billing"], notice["action"]) == ("card_failed", 2,
+                                                                                      "not_charged", "move")
+    page = client.get(f"/instances/{iid}/").content.decode()
+    assert f'id="notice-card_failed-{node.hostname}-2"' in page and 'data-action="move"' in page
+    assert 'id="health-incidents"' in page
+    assert [m.to for m in mail.outbox] == [[owner.user.email]]
+    assert "failed" in mail.outbox[0].subject and "fallen off the bus" in mail.outbox[0].body
+    event = WebhookEvent.objects.get(type="instance.card_failed")
+    assert event.payload["data"]["card"] == f"{node.hostname} card 2"
+
+    # The same line again: nothing more (no second incident, credit, email or event).
+    with django_capture_on_commit_callbacks(execute=True):
+        beat(secret, xid())
+    assert HealthIncident.objects.count() == 1 and len(mail.outbox) == 1
+    assert Transfer.objects.filter(code="health_incident").count() == 1
+
+    # Stopped: the incident ends, valued; the card is never placed again until an operator marks it healthy.
+    assert client.post(f"{URL}{iid}/stop/").status_code == 202
+    incident.refresh_from_db()
+    assert incident.outcome == "stopping"
+    assert incident.uncharged == cumulative_charge(RATE, 1, whole_seconds(incident.failed_at, incident.ended_at))
+    instance_advance(iid)
+    assert not CardAllocation.objects.live().filter(card__node=node).exists()
+    refused = create(client, CARDS)  # seven healthy cards are free, the eighth is the failed one
+    assert refused.status_code == 409 and refused.json()["error"]["details"]["missing"] == ["h100-sxm-80g: 1"]
+    cards_set_health(card_ids=[card.pk], health="ok", reason="reseated and power-cycled")
+    again = create(client, CARDS)
+    assert again.status_code == 201, again.json()
+    assert card.pk in CardAllocation.objects.live().filter(holder_id=again.json()["id"]).values_list("card_id",
+                                                                                                     flat=True)
+
+
+def test_a_degraded_card_warns_and_is_charged_and_flagged(client, node):
+    node, secret = node
+    iid = running(client)
+    beat(secret, {"nvlink": {"output": (CORPUS / "nvlink-down.txt").read_text(), "exit_code": 0}})
+    incident = HealthIncident.objects.get(instance_id=iid)
+    assert (incident.klass, incident.failed_at) == ("degraded", None)
+    [meter] = Meter.objects.filter(instance_id=iid)
+    assert meter.closed_at is None and meter.cards == CARDS and "degraded" in meter.flags[0]
+    [notice] = client.get(f"{URL}{iid}/").json()["notices"]
+    assert (notice["code"], notice["card"], notice["billing"], notice["action"]) == ("card_degraded", 3,
+                                                                                      "charged", None)
+    assert Card.objects.get(node=node, index=3).health == "degraded"
+    # Then it fails: the same incident, not charged from then.
+    beat(secret, {"nvidia_gpu": GPU, "nvidia_remap": {"output": (CORPUS / "nvidia_remap-failure.txt").read_text()
+                                                      .replace("3B", "5D"), "exit_code": 0}})
+    incident.refresh_from_db()
+    assert incident.klass == "failed" and incident.failed_at is not None
+    assert Meter.objects.filter(instance_id=iid, closed_at__isnull=True).get().cards == CARDS - 1
+
+
+def test_move_to_healthy_cards_keeps_the_instance_and_leaves_the_failed_card(client, node):
+    node, secret = node
+    spare, _ = agent_node(driver="simulated", zone=node.zone, hostname="gpu-health-02.test")
+    iid = running(client)
+    assert client.post(f"{URL}{iid}/move/").status_code == 409  # nothing failed yet
+    beat(secret, xid())
+    # The one click: the notice's button posts the console's move action (no JavaScript needed).
+    r = client.post(f"/instances/{iid}/move/")
+    assert r.status_code == 302 and r["Location"] == f"/instances/{iid}/"
+    instance = Instance.objects.get(pk=iid)
+    assert (instance.state, instance.state_reason) == ("provisioning", HEALTH_MOVED)
+    assert HealthIncident.objects.get(instance_id=iid).outcome == "provisioning"
+    [group] = NodeGroup.objects.live().filter(instance_id=iid)
+    assert group.node_id == spare.pk
+    # The old container's release is queued on the failed card's node now, not at the next orphan sweep.
+    assert AgentCommand.objects.filter(node=node, kind="release").count() == 1
+    assert instance_advance(iid) == "running"
+    assert client.post(f"{URL}{iid}/move/").status_code == 409  # its incident ended with the move
