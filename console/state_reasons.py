@@ -72,7 +72,7 @@ TOOK_TOO_LONG = {
 # The node's hostname is for operators: a customer knows no host, only that a machine failed.
 NODE_PREPARE_FAILED = re.compile(r"^\S+: provisioning failed \(exit [^)]*\)$")
 NODE_READINESS_FAILED = re.compile(r"^\S+: readiness failed twice$")
-REPLACED = re.compile(r"^re-placed: \S+ quarantined$")
+REPLACED = re.compile(r"^re-placed: \S+ (quarantined|failed readiness)$")  # older rows say quarantined
 STUCK = re.compile(r"^reconciler: stuck in (\w+) past its step deadline(?: \(released\))?$")
 AUTO_STOP = re.compile(r"^auto-stop: (.+)$")
 FUNDS = re.compile(rf"^{re.escape(FUNDS_FAILURE)}: (.+)$", re.S)

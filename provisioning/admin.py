@@ -1,11 +1,20 @@
 """Operators see instances with their events, placement and readiness reports, read-only: state, rates, placement
 and card holdings are the services' (the transition table, the ledger's locked rates), never a form's."""
 from django.contrib import admin
+from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, cny_display, cny_fields
 from core.money import format_ucny
 
-from .models import DarkEpisode, Instance, InstanceEvent, NodeGroup, ReadinessReport, SimulatedFault
+from .models import (
+    CardRetest,
+    DarkEpisode,
+    Instance,
+    InstanceEvent,
+    NodeGroup,
+    ReadinessReport,
+    SimulatedFault,
+)
 
 
 class InstanceEventInline(ReadOnlyInline):
@@ -61,3 +70,36 @@ class ReadinessReportAdmin(ReadOnlyAdmin):
 class SimulatedFaultAdmin(admin.ModelAdmin):
     list_display = ("node", "operation", "faults", "remaining", "created_at")
     list_select_related = ("node",)
+
+
+def _report_evidence(report) -> str:
+    """A readiness report as an operator reads it: verdict, bandwidth against the floor, errors, raw output."""
+    if report is None:
+        return "—"
+    bw = (f"busbw {report.busbw_largest_gbps:.1f} GB/s (floor {report.floor_gbps:.1f})"
+          if report.busbw_largest_gbps is not None and report.floor_gbps is not None else report.tool)
+    lines = [f"report #{report.pk} ({report.scope}, {report.started_at:%Y-%m-%d %H:%M:%S}): "
+             f"{'passed' if report.passed else 'failed'}, {bw}", *[f"  {e}" for e in report.errors], "",
+             report.raw_output]
+    return format_html("<pre style='white-space: pre-wrap'>{}</pre>", "\n".join(lines))
+
+
+@admin.register(CardRetest)
+class CardRetestAdmin(ReadOnlyAdmin):
+    """Second passes before quarantine (services/retest.py): both readiness reports are the evidence behind a
+    quarantine; a passed one returned its cards to the pool."""
+
+    list_display = ("id", "node", "card_indices", "cause", "state", "instance", "created_at", "finished_at")
+    list_filter = ("state", "cause")
+    list_select_related = ("node", "instance")
+    search_fields = ("node__hostname", "instance__id")
+    fields = readonly_fields = ("node", "card_indices", "cause", "state", "instance", "created_at", "started_at",
+                                "finished_at", "first_evidence", "second_evidence")
+
+    @admin.display(description="first report (failed readiness)")
+    def first_evidence(self, obj):
+        return _report_evidence(obj.first_report)
+
+    @admin.display(description="second pass")
+    def second_evidence(self, obj):
+        return _report_evidence(obj.second_report)

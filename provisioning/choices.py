@@ -68,6 +68,18 @@ class ReportScope(models.TextChoices):
     HEALTH = "health"  # one-card group: device health check
     INTER_NODE = "inter_node"  # all nodes of one vendor in a multi-node instance, against the zone's floor
     REACHABILITY = "reachability"  # a hybrid: TCP from each part to every other part's cluster address
+    SECOND_PASS = "second_pass"  # released cards that failed readiness or reported degraded, re-tested once
+
+
+class RetestCause(models.TextChoices):
+    READINESS_FAILED = "readiness_failed"
+    DEGRADED = "degraded"
+
+
+class RetestState(models.TextChoices):
+    PENDING = "pending"
+    PASSED = "passed"  # the cards went back to the pool (health ok)
+    FAILED = "failed"  # the node was quarantined with both reports
 
 
 class GroupState(models.TextChoices):

@@ -14,6 +14,8 @@ from .choices import (
     InstanceState,
     PackageRenewal,
     ReportScope,
+    RetestCause,
+    RetestState,
     can_transition,
 )
 
@@ -181,6 +183,34 @@ class ReadinessReport(models.Model):
 
     def __str__(self):
         return f"{self.tool} {'passed' if self.passed else 'failed'} (attempt {self.attempt})"
+
+
+class CardRetest(models.Model):
+    """The second pass before quarantine (services/retest.py): released cards that failed readiness or reported
+    `degraded`, re-tested once; the evidence an operator reads is both reports."""
+
+    id = models.BigAutoField(primary_key=True)
+    node = models.ForeignKey("inventory.Node", on_delete=models.PROTECT, related_name="+")
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="card_retests")
+    group = models.ForeignKey(NodeGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    card_ids = models.JSONField(default=list)
+    card_indices = models.JSONField(default=list)
+    cause = models.CharField(max_length=20, choices=RetestCause.choices)
+    state = models.CharField(max_length=10, choices=RetestState.choices, default=RetestState.PENDING, db_index=True)
+    # The failed readiness run (None for a card only reported degraded) and the second pass.
+    first_report = models.ForeignKey(ReadinessReport, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    second_report = models.ForeignKey(ReadinessReport, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)  # the claim of the pass running it
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"second pass of {self.node_id} cards {self.card_indices}: {self.state}"
 
 
 class SimulatedFault(models.Model):

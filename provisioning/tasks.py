@@ -122,3 +122,17 @@ def instances_dark_sweep_task() -> dict:
     from .services.dark import instances_dark_sweep
 
     return instances_dark_sweep()
+
+
+@shared_task(name="provisioning.card_retest", bind=True, max_retries=None)
+def card_retest_task(self, retest_id: int) -> str:
+    """The second pass of released cards (services/retest.py); returns its state. While the node is being wiped
+    or its agent is missing, look again later."""
+    from .services.retest import RetestWaits, card_retest_run
+
+    try:
+        return card_retest_run(retest_id=retest_id)
+    except RetestWaits as waits:
+        if self.request.is_eager:
+            return "waiting"
+        raise self.retry(countdown=60) from waits
