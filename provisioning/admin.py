@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, cny_display, cny_fields
+from core.dbclock import db_now
 from core.money import format_ucny
 
 from .models import (
@@ -14,7 +15,10 @@ from .models import (
     NodeGroup,
     ReadinessReport,
     SimulatedFault,
+    WarmNode,
+    WarmPool,
 )
+from .services.warm_pool import warm_pool_save, warm_pool_status
 
 
 class InstanceEventInline(ReadOnlyInline):
@@ -103,3 +107,51 @@ class CardRetestAdmin(ReadOnlyAdmin):
     @admin.display(description="second pass")
     def second_evidence(self, obj):
         return _report_evidence(obj.second_report)
+
+
+class WarmNodeInline(ReadOnlyInline):
+    model = WarmNode
+    fields = readonly_fields = ("node", "state", "started_at", "prepared_at", "verified_at", "check_age", "report")
+
+    @admin.display(description="age of the check")
+    def check_age(self, obj):
+        return _age(obj.verified_at)
+
+
+def _age(at) -> str:
+    if at is None:
+        return "—"
+    minutes = int((db_now() - at).total_seconds() // 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+@admin.register(WarmPool)
+class WarmPoolAdmin(admin.ModelAdmin):
+    """Per zone and accelerator, how many whole nodes to keep deployed and verified for bare-metal creates; the
+    refill job (services/warm_pool.py) does the rest. Warm nodes older than WARM_POOL_MAX_AGE_HOURS do not count."""
+
+    list_display = ("zone", "accelerator", "size", "image", "warm_now", "oldest_check", "refill_state", "refill_note",
+                    "refilled_at")
+    list_select_related = ("zone", "accelerator", "image")
+    fields = ("zone", "accelerator", "size", "image", "warm_now", "oldest_check", "refill_state", "refill_note",
+              "refilled_at")
+    readonly_fields = ("warm_now", "oldest_check", "refill_state", "refill_note", "refilled_at")
+    inlines = [WarmNodeInline]
+
+    def _row(self, obj):
+        return warm_pool_status(obj) if obj.pk else (0, None)
+
+    @admin.display(description="warm now")
+    def warm_now(self, obj):
+        return f"{self._row(obj)[0]} of {obj.size}"
+
+    @admin.display(description="oldest check")
+    def oldest_check(self, obj):
+        age = self._row(obj)[1]
+        return "—" if age is None else f"{int(age // 3600)} h {int(age % 3600 // 60):02d} min ago"
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # its nodes hold cards: a size of 0 gives them back (the refill job does it)
+
+    def save_model(self, request, obj, form, change):
+        warm_pool_save(pool=obj, actor=request.user, request=request)

@@ -18,7 +18,8 @@ logger = logging.getLogger("cardmix.provisioning")
 
 
 def driver_call(group, method, *args, **kwargs):
-    """Call a driver method, adding its wall time to group.driver_seconds (saved by the caller).
+    """Call a driver method, adding its wall time to group.driver_seconds (saved by the caller; None: a warm-pool
+    node's call, no group to add it to).
 
     Logs one JSON line per call (instance_id, step, driver, node, duration, exit code): with the
     instance's events this answers "why was instance X slow to become ready" (docs/performance.md).
@@ -30,10 +31,12 @@ def driver_call(group, method, *args, **kwargs):
         return out
     finally:
         elapsed = time.perf_counter() - start
-        group.driver_seconds += elapsed
+        if group is not None:
+            group.driver_seconds += elapsed
         logger.info("driver step", extra={
-            "instance_id": str(group.instance_id), "step": method.__name__,
-            "driver": getattr(getattr(method, "__self__", None), "name", ""), "node_id": str(group.node_id),
+            "instance_id": str(group.instance_id) if group is not None else "", "step": method.__name__,
+            "driver": getattr(getattr(method, "__self__", None), "name", ""),
+            "node_id": str(group.node_id) if group is not None else str(getattr(args[0], "id", "")),
             "duration_s": round(elapsed, 3), "exit_code": getattr(out, "exit_code", None)})
 
 
@@ -63,7 +66,7 @@ def report_write(instance, group, node, *, scope, tool, command, attempt, cards,
     READINESS_TOTAL.labels(accelerator=group.accelerator if group is not None else node.accelerator.slug,
                            result="pass" if report.passed else "fail").inc()
     logger.info("readiness report", extra={
-        "instance_id": str(instance.pk), "step": f"readiness:{scope}", "node_id": str(node.pk), "tool": tool,
+        "instance_id": str(instance.pk) if instance is not None else "", "step": f"readiness:{scope}", "node_id": str(node.pk), "tool": tool,
         "attempt": attempt, "passed": report.passed, "busbw_gbps": report.busbw_largest_gbps,
         "floor_gbps": report.floor_gbps, "errors": errors[:5],
         "duration_s": round((report.finished_at - started).total_seconds(), 3)})

@@ -16,7 +16,7 @@ from core.failpoints import failpoint
 from inventory.choices import NodeState
 from inventory.models import Node
 
-from ..choices import FUNDS_FAILURE, GroupState, InstanceKind, ReportScope
+from ..choices import FUNDS_FAILURE, PROVISIONED_WARM, GroupState, InstanceKind, ReportScope
 from ..choices import InstanceState as S
 from ..endpoints import container_ssh_port
 from ..lock_objects import instance_lock
@@ -165,7 +165,8 @@ def instance_provision(instance_id) -> None:
             group_failed(instance, group, f"{group.node.hostname}: provisioning failed "
                                           f"(exit {group.prepare_exit_code})")
             return
-    _advance(instance_id, expect=S.PROVISIONING, to=S.CHECKING, reason="provisioned")
+    warm = bool(groups) and all(g.warm for g in groups)  # deployed beforehand: no boot, no image step ran
+    _advance(instance_id, expect=S.PROVISIONING, to=S.CHECKING, reason=PROVISIONED_WARM if warm else "provisioned")
 
 
 # -- readiness -------------------------------------------------------------------------------

@@ -13,12 +13,14 @@ from billing.models import Meter, Transfer, WriteOff
 from billing.rating import whole_seconds
 from billing.tasks import meter_tick_task
 from billing.verify import ledger_verify
-from inventory.models import Card, CardAllocation, Node
-from provisioning.models import CardRetest, Instance, InstanceEvent, NodeGroup
+from inventory.models import Card, CardAllocation, Image, Node
+from provisioning.choices import PROVISIONED_WARM
+from provisioning.models import CardRetest, Instance, InstanceEvent, NodeGroup, WarmNode, WarmPool
 from provisioning.services.fleet import fault_force
 from provisioning.services.reconciler import reconcile
 from provisioning.services.sla import sla_settle_due
-from provisioning.tasks import expire_due_task, reconcile_task, sla_settle_due_task
+from provisioning.services.warm_pool import warm_pool_status
+from provisioning.tasks import expire_due_task, reconcile_task, sla_settle_due_task, warm_pools_refill_task
 from tests.factories.provisioning import (
     container_body,
     funded,
@@ -121,6 +123,29 @@ def test_cards_failing_readiness_pass_their_second_pass_in_the_worker_and_return
     other = _create(client)
     wait_for_state(other, "running", worker=worker)
     assert _node_of(other).pk == bad.pk
+
+
+def test_a_warm_pool_of_two_serves_a_bare_metal_create_without_boot_and_refills(start_worker, client):
+    nodes = make_fleet(h100=3)
+    pool = WarmPool.objects.create(zone=nodes[0].zone, accelerator=nodes[0].accelerator, size=2,
+                                   image=Image.objects.get(slug="pytorch-2.3-cuda12.3"))
+    worker = start_worker(extra_env=WORKER_ENV)
+    warm_pools_refill_task.delay()  # a beat tick
+    _until(lambda: warm_pool_status(pool)[0] == 2, worker=worker, what="two warm nodes")
+    warm = set(WarmNode.objects.values_list("node_id", flat=True))
+    body = {**container_body("h100-sxm-80g", 8), "kind": "bare_metal"}
+    r = client.post(URL, body, format="json")
+    assert r.status_code in (201, 202), r.json()
+    iid = r.json()["id"]
+    wait_for_state(iid, "running", worker=worker)
+    group = NodeGroup.objects.get(instance_id=iid)
+    assert group.warm and group.node_id in warm and group.prepare_attempts == 0  # no boot, no image step
+    reasons = [e["reason"] for e in client.get(f"{URL}{iid}/events/").json()["results"]]
+    assert PROVISIONED_WARM in reasons and "provisioned" not in reasons
+    # The take queued a refill: the third node is deployed and verified, without waiting for the beat.
+    _until(lambda: warm_pool_status(pool)[0] == 2, worker=worker, what="the pool refilled")
+    assert group.node_id not in set(WarmNode.objects.values_list("node_id", flat=True))
+    _until(lambda: WarmPool.objects.get(pk=pool.pk).refill_state == "idle", worker=worker, what="an idle pool")
 
 
 def test_waitlisted_instance_runs_after_another_stops_and_expiry_terminates(start_worker, client):
