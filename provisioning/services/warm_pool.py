@@ -19,8 +19,8 @@ from django.db import transaction
 
 from core.dbclock import db_now
 from core.outbox import outbox_send
-from inventory.choices import HolderKind, NodeState
-from inventory.models import Card
+from inventory.choices import CardHealth, HolderKind, NodeState
+from inventory.models import Card, Node
 from inventory.selectors import placement_snapshot
 from inventory.services import CardsUnavailable, cards_allocate, cards_release, node_set_state
 from tenancy.audit import audit_record
@@ -42,7 +42,18 @@ def max_age() -> timedelta:
 
 
 def _fresh(pool_ids, now):
-    return WarmNode.objects.filter(pool_id__in=list(pool_ids), state=WarmState.WARM, verified_at__gte=now - max_age())
+    """Warm nodes that count now: checked within WARM_POOL_MAX_AGE_HOURS, on a node still in service."""
+    return WarmNode.objects.filter(pool_id__in=list(pool_ids), state=WarmState.WARM, verified_at__gte=now - max_age(),
+                                   node__state=NodeState.AVAILABLE)
+
+
+def _unfit(rows) -> set:
+    """Pks of warm rows whose node left service (an operator, a missed heartbeat) or holds a card not `ok`."""
+    nodes = {w.node_id: w.pk for w in rows}
+    gone = set(Node.objects.filter(pk__in=list(nodes)).exclude(state=NodeState.AVAILABLE).values_list("pk", flat=True))
+    gone |= set(Card.objects.filter(node_id__in=list(nodes)).exclude(health=CardHealth.OK)
+                .values_list("node_id", flat=True))
+    return {nodes[n] for n in gone}
 
 
 # -- taking warm nodes (a bare-metal create) ----------------------------------------------------------
@@ -135,6 +146,11 @@ def warm_pool_refill(*, pool_id) -> str:
     with transaction.atomic():
         pool = WarmPool.objects.select_for_update().select_related("zone", "accelerator").get(pk=pool_id)
         rows = list(pool.nodes.select_for_update().order_by("pk"))
+        unfit = _unfit(rows)
+        for warm in [w for w in rows if w.pk in unfit]:  # the pool lets go; whoever took the node out decides
+            cards_release(holder_id=warm.pk)
+            warm.delete()
+            rows.remove(warm)
         for warm in rows:
             if warm.state == WarmState.WARM and warm.verified_at < now - max_age():
                 _dispatch(warm, WarmState.VERIFYING, now)  # stale: checked again before it counts

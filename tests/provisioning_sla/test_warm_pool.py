@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from core.dbclock import db_now
-from inventory.models import CardAllocation, Image, Node
+from inventory.models import Card, CardAllocation, Image, Node
 from provisioning.choices import PROVISIONED_WARM
 from provisioning.models import InstanceEvent, NodeGroup, ReadinessReport, WarmNode, WarmPool
 from provisioning.services.fleet import fault_force
@@ -125,3 +125,23 @@ def test_another_image_boots_cold_and_a_failing_node_leaves_the_pool(client):
     pool.save()
     warm_pools_refill()  # made smaller: the node goes back to the pool of free nodes
     assert not WarmNode.objects.exists() and not CardAllocation.objects.live().filter(holder_kind="warm_pool").exists()
+
+
+def test_a_warm_node_taken_out_of_service_leaves_the_pool_and_is_replaced(client):
+    nodes = make_fleet(h100=3)
+    pool = _pool(2)
+    _fill()
+    first, second = WarmNode.objects.select_related("node").order_by("node__hostname")
+    Node.objects.filter(pk=first.node_id).update(state="draining")  # an operator's drain
+    Card.objects.filter(node=second.node, index=5).update(health="degraded")  # a health signal
+    assert warm_pool_status(pool)[0] == 1  # the drained one no longer counts
+    iid = _bare(client, count=8)
+    assert not NodeGroup.objects.get(instance_id=iid).warm  # the degraded card's node is not handed out
+    assert _fill() == []  # both let go (cards freed); no whole free node is left to claim
+    assert not CardAllocation.objects.live().filter(holder_kind="warm_pool").exists()
+    assert not WarmNode.objects.exists() and Node.objects.get(pk=first.node_id).state == "draining"
+    pool.refresh_from_db()
+    assert pool.refill_state == "short" and pool.refill_note == "2 whole free node(s) missing"
+    Node.objects.filter(pk=first.node_id).update(state="available")  # undrained
+    assert _fill() == ["warm"] and WarmNode.objects.get().node_id == first.node_id
+    assert nodes[2].pk == NodeGroup.objects.get(instance_id=iid).node_id
