@@ -8,7 +8,7 @@ kind, is passed in); the API's `state_reason` and events stay as they are. A rea
 a capital, money as the console writes it."""
 import re
 
-from provisioning.choices import FUNDS_FAILURE, InstanceKind, InstanceState
+from provisioning.choices import FUNDS_FAILURE, PROVISIONED_WARM, InstanceKind, InstanceState
 from provisioning.services.slurm_partitions import SLURM_FAILURE
 from provisioning.stop_keeps import stop_reason
 
@@ -25,6 +25,7 @@ REASONS = {
     "start: sold out": SOLD_OUT,
     "woken: capacity freed": "Cards freed up for it on the waitlist; the machine is being prepared.",
     "provisioned": "Machine prepared; its interconnect readiness test is running.",
+    PROVISIONED_WARM: "Taken ready from the warm pool (no boot or image step); its readiness test is running.",
     "readiness passed": "Readiness test passed: handed over to you.",  # monthly packages are not metered
     "stop requested": "Stop requested.",
     # "stopped" alone: written before stops named what they keep; it meant the same.
@@ -74,7 +75,7 @@ TOOK_TOO_LONG = {
 # The node's hostname is for operators: a customer knows no host, only that a machine failed.
 NODE_PREPARE_FAILED = re.compile(r"^\S+: provisioning failed \(exit [^)]*\)$")
 NODE_READINESS_FAILED = re.compile(r"^\S+: readiness failed twice$")
-REPLACED = re.compile(r"^re-placed: \S+ quarantined$")
+REPLACED = re.compile(r"^re-placed: \S+ (quarantined|failed readiness)$")  # older rows say quarantined
 STUCK = re.compile(r"^reconciler: stuck in (\w+) past its step deadline(?: \(released\))?$")
 AUTO_STOP = re.compile(r"^auto-stop: (.+)$")
 FUNDS = re.compile(rf"^{re.escape(FUNDS_FAILURE)}: (.+)$", re.S)

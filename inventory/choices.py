@@ -47,3 +47,4 @@ class ClusterNetwork(models.TextChoices):
 class HolderKind(models.TextChoices):
     INSTANCE = "instance"
     MAINTENANCE = "maintenance"
+    WARM_POOL = "warm_pool"  # a whole node kept pre-imaged and verified for bare-metal creates (provisioning)

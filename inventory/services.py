@@ -198,7 +198,7 @@ def cards_allocate(*, card_ids, holder_kind=HolderKind.INSTANCE, holder_id) -> l
             missing = set(card_ids) - {c.pk for c in cards}
             if missing:
                 raise CardsUnavailable("Some cards do not exist.", card_ids=missing)
-            if holder_kind == HolderKind.INSTANCE:
+            if holder_kind != HolderKind.MAINTENANCE:  # an operator may hold any card; the pool only placeable ones
                 bad = {c.pk for c in cards if c.health != CardHealth.OK or c.node.state != NodeState.AVAILABLE}
                 if bad:
                     raise CardsUnavailable("Some cards are unhealthy or on nodes that take nothing new.", card_ids=bad)

@@ -62,6 +62,7 @@ class ProvisioningConfig(AppConfig):
         register_package_end(_on_package_end)
         register_instance_names(_instance_names)
         # Imports models: only once the app registry has loaded.
+        from . import metrics  # noqa: F401  (registers the warm pools' scrape-time gauges)
         from .services.health import card_health_heard
         from .services.volume_mounts import heartbeat_volumes, volume_changed
 

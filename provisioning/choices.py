@@ -68,6 +68,34 @@ class ReportScope(models.TextChoices):
     HEALTH = "health"  # one-card group: device health check
     INTER_NODE = "inter_node"  # all nodes of one vendor in a multi-node instance, against the zone's floor
     REACHABILITY = "reachability"  # a hybrid: TCP from each part to every other part's cluster address
+    SECOND_PASS = "second_pass"  # released cards that failed readiness or reported degraded, re-tested once
+
+
+# The provisioning → checking event of an instance whose nodes all came from the warm pool (services/warm_pool.py).
+PROVISIONED_WARM = "provisioned: warm nodes, boot and image skipped"
+
+
+class WarmState(models.TextChoices):
+    PREPARING = "preparing"  # deployed with the pool's image, then its readiness test
+    WARM = "warm"  # verified; counts while its check is younger than WARM_POOL_MAX_AGE_HOURS
+    VERIFYING = "verifying"  # a stale check being run again
+
+
+class RefillState(models.TextChoices):
+    IDLE = "idle"  # full
+    REFILLING = "refilling"  # nodes being prepared or re-verified
+    SHORT = "short"  # fewer whole free nodes than the pool asks for
+
+
+class RetestCause(models.TextChoices):
+    READINESS_FAILED = "readiness_failed"
+    DEGRADED = "degraded"
+
+
+class RetestState(models.TextChoices):
+    PENDING = "pending"
+    PASSED = "passed"  # the cards went back to the pool (health ok)
+    FAILED = "failed"  # the node was quarantined with both reports
 
 
 class GroupState(models.TextChoices):

@@ -13,7 +13,11 @@ from .choices import (
     InstanceKind,
     InstanceState,
     PackageRenewal,
+    RefillState,
     ReportScope,
+    RetestCause,
+    RetestState,
+    WarmState,
     can_transition,
 )
 
@@ -138,6 +142,8 @@ class NodeGroup(models.Model):
     # container on the host network, reached on the node's own ssh_port — e.g. one an older agent started).
     ssh_port = models.PositiveIntegerField(null=True, blank=True)
     checked_at = models.DateTimeField(null=True, blank=True)
+    # Taken from the warm pool: deployed and verified beforehand, so the boot and image steps were skipped.
+    warm = models.BooleanField(default=False)
     released_at = models.DateTimeField(null=True, blank=True)  # set: a past placement
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -155,7 +161,9 @@ class ReadinessReport(models.Model):
     """One readiness run over a node group (or an item's nodes for the inter-node test), parsed."""
 
     id = models.BigAutoField(primary_key=True)
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="readiness_reports")
+    # None: a warm-pool node's check (services/warm_pool.py), before any instance holds it.
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.CASCADE,
+                                 related_name="readiness_reports")
     group = models.ForeignKey(NodeGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="reports")
     node = models.ForeignKey("inventory.Node", on_delete=models.PROTECT, related_name="+")
     nodes = models.JSONField(default=list)  # hostnames; more than one for inter-node tests
@@ -181,6 +189,80 @@ class ReadinessReport(models.Model):
 
     def __str__(self):
         return f"{self.tool} {'passed' if self.passed else 'failed'} (attempt {self.attempt})"
+
+
+class CardRetest(models.Model):
+    """The second pass before quarantine (services/retest.py): released cards that failed readiness or reported
+    `degraded`, re-tested once; the evidence an operator reads is both reports."""
+
+    id = models.BigAutoField(primary_key=True)
+    node = models.ForeignKey("inventory.Node", on_delete=models.PROTECT, related_name="+")
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="card_retests")
+    group = models.ForeignKey(NodeGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    card_ids = models.JSONField(default=list)
+    card_indices = models.JSONField(default=list)
+    cause = models.CharField(max_length=20, choices=RetestCause.choices)
+    state = models.CharField(max_length=10, choices=RetestState.choices, default=RetestState.PENDING, db_index=True)
+    # The failed readiness run (None for a card only reported degraded) and the second pass.
+    first_report = models.ForeignKey(ReadinessReport, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    second_report = models.ForeignKey(ReadinessReport, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)  # the claim of the pass running it
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"second pass of {self.node_id} cards {self.card_indices}: {self.state}"
+
+
+class WarmPool(models.Model):
+    """How many whole nodes of one accelerator in one zone to keep deployed with `image` and verified (readiness
+    passed within WARM_POOL_MAX_AGE_HOURS), so a bare-metal create skips the boot and image steps (an operator's
+    setting; services/warm_pool.py keeps it filled)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    zone = models.ForeignKey("inventory.Zone", on_delete=models.PROTECT, related_name="+")
+    accelerator = models.ForeignKey("inventory.Accelerator", on_delete=models.PROTECT, related_name="+")
+    size = models.PositiveSmallIntegerField(default=0, help_text="Whole nodes to keep warm.")
+    image = models.ForeignKey("inventory.Image", on_delete=models.PROTECT, related_name="+",
+                              help_text="The default image warm nodes are deployed with; a create asking another "
+                                        "image boots a cold node.")
+    refill_state = models.CharField(max_length=10, choices=RefillState.choices, default=RefillState.IDLE,
+                                    editable=False)
+    refill_note = models.CharField(max_length=300, blank=True, editable=False)
+    refilled_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["zone", "accelerator"]
+        constraints = [models.UniqueConstraint(fields=["zone", "accelerator"], name="warm_pool_unique")]
+
+    def __str__(self):
+        return f"{self.size} × {self.accelerator} in {self.zone}"
+
+
+class WarmNode(models.Model):
+    """A whole node the pool holds (its cards allocated to this row, holder kind warm_pool) until a create takes
+    it; the row goes with the take."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    pool = models.ForeignKey(WarmPool, on_delete=models.CASCADE, related_name="nodes")
+    node = models.OneToOneField("inventory.Node", on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(max_length=10, choices=WarmState.choices, default=WarmState.PREPARING)
+    started_at = models.DateTimeField()  # the current prepare or verification began (a dead worker's is retried)
+    prepared_at = models.DateTimeField(null=True, blank=True)
+    prepare_output = models.TextField(blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    report = models.ForeignKey(ReadinessReport, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["pool", "node"]
+
+    def __str__(self):
+        return f"{self.node_id} ({self.state})"
 
 
 class SimulatedFault(models.Model):

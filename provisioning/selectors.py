@@ -15,6 +15,7 @@ from core.errors import NotFoundError
 from inventory.models import CardAllocation
 
 from .choices import InstanceState as S
+from .choices import ReportScope
 from .models import HealthIncident, Instance, InstanceEvent, NodeGroup, ReadinessReport
 
 
@@ -199,8 +200,9 @@ def instance_events(*, instance: Instance):
 
 
 def instance_reports(*, instance: Instance):
-    """Readiness reports, in the order they ran."""
-    return ReadinessReport.objects.filter(instance=instance).select_related("node").order_by("id")
+    """Readiness reports, in the order they ran (not the platform's second passes after release)."""
+    return (ReadinessReport.objects.filter(instance=instance).exclude(scope=ReportScope.SECOND_PASS)
+            .select_related("node").order_by("id"))
 
 
 def org_cards_in_use(*, org) -> int:

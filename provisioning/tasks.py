@@ -122,3 +122,41 @@ def instances_dark_sweep_task() -> dict:
     from .services.dark import instances_dark_sweep
 
     return instances_dark_sweep()
+
+
+@shared_task(name="provisioning.card_retest", bind=True, max_retries=None)
+def card_retest_task(self, retest_id: int) -> str:
+    """The second pass of released cards (services/retest.py); returns its state. While the node is being wiped
+    or its agent is missing, look again later."""
+    from .services.retest import RetestWaits, card_retest_run
+
+    try:
+        return card_retest_run(retest_id=retest_id)
+    except RetestWaits as waits:
+        if self.request.is_eager:
+            return "waiting"
+        raise self.retry(countdown=60) from waits
+
+
+@shared_task(name="provisioning.warm_pools_refill")
+def warm_pools_refill_task() -> dict:
+    """By beat and after each take: keep every warm pool filled and its checks fresh (services/warm_pool.py)."""
+    from .services.warm_pool import warm_pools_refill
+
+    return warm_pools_refill()
+
+
+@shared_task(name="provisioning.warm_node_prepare")
+def warm_node_prepare_task(warm_id: str) -> str:
+    """Deploy one node claimed for a warm pool with its image, then check it."""
+    from .services.warm_pool import warm_node_prepare
+
+    return warm_node_prepare(warm_id=warm_id)
+
+
+@shared_task(name="provisioning.warm_node_verify")
+def warm_node_verify_task(warm_id: str) -> str:
+    """Re-verify one warm node whose check is older than WARM_POOL_MAX_AGE_HOURS."""
+    from .services.warm_pool import warm_node_verify
+
+    return warm_node_verify(warm_id=warm_id)

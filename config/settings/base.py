@@ -328,6 +328,10 @@ CELERY_BEAT_SCHEDULE["provisioning-reconcile"] = {
     "task": "provisioning.reconcile", "schedule": env.float("RECONCILE_SECONDS", default=60.0)}
 CELERY_BEAT_SCHEDULE["provisioning-waitlist-wake"] = {"task": "provisioning.waitlist_wake", "schedule": 60.0}
 CELERY_BEAT_SCHEDULE["provisioning-expire-due"] = {"task": "provisioning.expire_due", "schedule": 300.0}
+# Warm pools (provisioning/services/warm_pool.py): a node counts as warm while its readiness check is younger.
+WARM_POOL_MAX_AGE_HOURS = env.float("WARM_POOL_MAX_AGE_HOURS", default=24.0)
+CELERY_BEAT_SCHEDULE["provisioning-warm-pools"] = {
+    "task": "provisioning.warm_pools_refill", "schedule": env.float("WARM_POOL_REFILL_SECONDS", default=60.0)}
 # --- end provisioning SLA ------------------------------------------------------------------
 # --- Faults (issue 14): the transactional outbox's drain (core/outbox.py) -------------------
 CELERY_BEAT_SCHEDULE["core-outbox-drain"] = {

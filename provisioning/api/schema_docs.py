@@ -119,6 +119,9 @@ class QuoteItemDoc(_Doc):
     cpus = serializers.FloatField(allow_null=True)
     memory_mib = serializers.IntegerField(allow_null=True)
     memory_gib = serializers.FloatField(allow_null=True)
+    busbw_gbps = serializers.FloatField(
+        allow_null=True, help_text="the lowest last measured readiness all_reduce busbw (GB/s) of the nodes chosen "
+                                   "for it now; null when none was measured yet")
 
 
 class QuoteDoc(_Doc):

@@ -135,7 +135,8 @@ def quote_body(quote, storage: dict | None = None) -> dict:
         "total_price_per_hour": format_ucny(total),
         "total_price_per_second": format_price_per_second(total),
         "items": [{"accelerator": r["accelerator"], "count": r["count"],
-                   "price_per_card_hour": format_ucny(r["price_per_card_hour"]), **_share_body(r)}
+                   "price_per_card_hour": format_ucny(r["price_per_card_hour"]), **_share_body(r),
+                   "busbw_gbps": r["busbw_gbps"]}
                   for r in quote.items],
         "price_per_hour": format_ucny(quote.price_per_hour),
         "price_per_second": format_price_per_second(quote.price_per_hour),

@@ -17,7 +17,7 @@ from .schema import (
     PlacementRequest,
     PlacementResult,
 )
-from .strategies import OURS, STRATEGIES, pick_node, score
+from .strategies import FIRST_FIT, OURS, STRATEGIES, pick_node, score
 from .validation import validate
 from .workload import FragmentationModel, Workload
 
@@ -73,7 +73,8 @@ class Fleet:
         """Current state as snapshots (for tests and for handing to `place`)."""
         ix = self.index
         return [
-            NodeSnapshot(ix.ids[n], ix.zone[n], ix.acc[n], ix.size[n], frozenset(ix.free[n]), ix.state[n])
+            NodeSnapshot(ix.ids[n], ix.zone[n], ix.acc[n], ix.size[n], frozenset(ix.free[n]), ix.state[n],
+                         ix.headroom[n])
             for n in range(len(ix.ids))
         ]
 
@@ -144,21 +145,24 @@ class Fleet:
         order = sorted(range(len(items)), key=lambda i: -items[i].count)
         chosen: list[tuple[int, int, tuple[int, ...]]] = []
         budget = [SEARCH_BUDGET]
+        # Multi-node: of equivalent nodes, the ones measured far above the floor (first-fit keeps its order).
+        measured = strategy != FIRST_FIT and ix.measured and len(items) >= 2
 
         def moves(item):
             if kind == CONTAINER:
                 keys = list(ix.candidate_keys(item.accelerator, zone, item.count))
                 scored = sorted((score(strategy, ix, k, item.count, self.model), k) for k in keys)
                 for s, key in scored:
-                    yield s[0], [(pick_node(strategy, ix, key), item.count)]
+                    n = ix.best_measured(ix.buckets[key], 1)[0] if measured else pick_node(strategy, ix, key)
+                    yield s[0], [(n, item.count)]
             else:
                 whole = ix.whole_free(item.accelerator, zone)
                 for combo in node_combos(whole, item.count):
                     picks = []
                     for size, m in combo.items():
                         bucket = ix.buckets[(zone, item.accelerator, size, size)]
-                        members = sorted(bucket) if strategy == "first_fit" else list(bucket)
-                        picks.extend((n, size) for n in members[:m])
+                        members = sorted(bucket)[:m] if strategy == FIRST_FIT else ix.best_measured(bucket, m)
+                        picks.extend((n, size) for n in members)
                     yield 0, picks
 
         def walk(pos: int, total: float):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 
 from .schema import AVAILABLE, NodeSnapshot
@@ -21,6 +22,8 @@ class FreeIndex:
         self.size: list[int] = []
         self.state: list[str] = []
         self.free: list[set[int]] = []
+        self.headroom: list[float] = []
+        self.measured = False  # some node has a measured busbw: only then is there a better node to prefer
         # Insertion-ordered dicts used as ordered sets: O(1) add/remove, deterministic order.
         self.buckets: dict[Key, dict[int, None]] = {}
         self.keys_by_acc: dict[str, set[Key]] = {}
@@ -46,6 +49,8 @@ class FreeIndex:
         self.size.append(node.card_count)
         self.state.append(node.state)
         self.free.append(set(node.free))
+        self.headroom.append(node.busbw_headroom)
+        self.measured = self.measured or node.busbw_headroom > 0
         self.sizes_by_acc.setdefault(node.accelerator, set()).add(node.card_count)
         if node.state == AVAILABLE:
             self.capacity[node.accelerator] = self.capacity.get(node.accelerator, 0) + node.card_count
@@ -70,6 +75,13 @@ class FreeIndex:
         if not bucket:
             del self.buckets[key]
             self.keys_by_acc[key[1]].discard(key)
+
+    def best_measured(self, members: Iterable[int], m: int) -> list[int]:
+        """The `m` members with the highest busbw headroom, ties in bucket order (O(bucket), as listing it)."""
+        if not self.measured:
+            return list(members)[:m]
+        headroom = self.headroom
+        return heapq.nlargest(m, members, key=lambda n: headroom[n])
 
     def is_available(self, n: int) -> bool:
         """Whether node n may receive new cards."""

@@ -25,6 +25,9 @@ class NodeSnapshot:
     card_count: int
     free: frozenset[int]
     state: str = AVAILABLE
+    # Last readiness busbw over the accelerator's floor (1.0: at the floor; 0: never measured). Multi-node and
+    # bare-metal requests prefer the nodes far above it among otherwise equal ones.
+    busbw_headroom: float = 0.0
 
 
 @dataclass(frozen=True)

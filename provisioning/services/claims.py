@@ -16,8 +16,9 @@ from inventory.services import CardsUnavailable, cards_allocate, cards_release
 from ..choices import GroupState
 from ..models import Instance, NodeGroup
 from ..placement import AcceleratorInfo, PlacementResult, place
-from .capacity import free_snapshot
+from .capacity import free_snapshot, prefers_measured
 from .cluster import cluster_slot_free
+from .retest import retests_for_degraded
 
 CLAIM_ATTEMPTS = 5
 
@@ -27,7 +28,7 @@ def placement_decide(request, catalog: dict[str, AcceleratorInfo]) -> PlacementR
     accelerators = None
     if request.items:
         accelerators = sorted({item.accelerator for item in request.items})
-    snapshot = free_snapshot(zone=request.zone, accelerators=accelerators)
+    snapshot = free_snapshot(zone=request.zone, accelerators=accelerators, measured=prefers_measured(request))
     with PLACEMENT_SECONDS.time():  # the pure decision, not the snapshot query
         return place(snapshot, request, catalog)
 
@@ -67,8 +68,10 @@ def placement_claim(*, instance: Instance, request, catalog) -> PlacementResult:
 
 
 def placement_release(*, instance: Instance) -> int:
-    """Release every card the instance holds and mark its live groups released (idempotent)."""
+    """Release every card the instance holds and mark its live groups released (idempotent); its degraded
+    cards get their second pass (services/retest.py)."""
     with transaction.atomic():
+        retests_for_degraded(instance=instance, groups=list(NodeGroup.objects.live().filter(instance=instance)))
         released = cards_release(holder_id=instance.pk)
         NodeGroup.objects.live().filter(instance=instance).update(
             released_at=db_now(), state=GroupState.RELEASED)

@@ -13,8 +13,8 @@ from tenancy.lock_objects import organization_lock
 from tenancy.models import Organization, SshKey
 from tenancy.selectors import ssh_keys_by_ids
 
+from ..choices import InstanceKind, can_transition
 from ..choices import InstanceState as S
-from ..choices import can_transition
 from ..lock_objects import instance_lock
 from ..models import Instance
 from ..placement import Item, PlacementRequest
@@ -25,6 +25,7 @@ from .claims import placement_claim, placement_decide
 from .sla import sla_settle
 from .specs import InstanceSpec, images_resolve, placement_invalid, spec_check
 from .transitions import event_record, instance_transition
+from .warm_pool import warm_take
 
 # How long a step may take before the reconciler acts (container; bare metal gets 3×).
 STEP_SECONDS = 15 * 60
@@ -63,8 +64,13 @@ def _quota_check(org: Organization, cards: int) -> None:
 
 def _claim_or_waitlist(*, instance: Instance, request: PlacementRequest, catalog, spec: InstanceSpec, actor,
                        reason: str, now) -> None:
-    """Place and claim; on success lock the rates and go provisioning, else waitlist or raise 409."""
-    result = placement_claim(instance=instance, request=request, catalog=catalog)
+    """Place and claim (a bare-metal request takes warm nodes first: services/warm_pool.py); on success lock the
+    rates and go provisioning, else waitlist or raise 409."""
+    result = None
+    if request.kind == InstanceKind.BARE_METAL and spec.items:
+        result = warm_take(instance=instance, request=request, images=images_resolve(spec, spec.items, catalog),
+                           catalog=catalog)
+    result = result or placement_claim(instance=instance, request=request, catalog=catalog)
     placement_invalid(result)
     if not result.ok:
         if not instance.waitlist:

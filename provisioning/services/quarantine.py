@@ -1,7 +1,8 @@
-"""A node group that failed readiness twice: quarantine its node and place the group again (SPEC §3).
+"""A node group that failed readiness twice: re-test its cards once, and place the group again (SPEC §3).
 
-The node goes to `quarantined` with the reason and the test's errors (for operators), the group's
-cards are released, and — while the SLA window is open and the instance has been re-placed fewer
+The group's cards are released and held out of the pool for their second pass (services/retest.py:
+passing returns them, failing quarantines the node with both reports, for operators), and — while the
+SLA window is open and the instance has been re-placed fewer
 than MAX_REPLACEMENTS times — the same cards-per-node of the same accelerator are placed on another
 node of the same zone (so hybrids stay in one zone and bare-metal clusters on one fabric). The
 instance goes back to `provisioning`; the worker prepares and checks just the new group.
@@ -12,11 +13,10 @@ from django.db import transaction
 from django.db.models import Max
 
 from core.dbclock import db_now
-from inventory.choices import NodeState
-from inventory.services import cards_release, node_set_state
+from inventory.services import cards_release
 from tenancy.audit import audit_record
 
-from ..choices import GroupState
+from ..choices import GroupState, RetestCause
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import Instance, NodeGroup, ReadinessReport
@@ -25,6 +25,7 @@ from .capacity import placement_catalog
 from .claims import placement_claim
 from .fleet import driver_for, driver_touched, node_ref, release_cards
 from .instances import instance_dispatch, step_deadline
+from .retest import retest_begin
 from .transitions import instance_transition
 
 logger = logging.getLogger("cardmix.provisioning")
@@ -43,21 +44,16 @@ def _node_release(instance: Instance, group: NodeGroup) -> None:
         logger.exception("release on a quarantined node failed", extra={"node": node.hostname})
 
 
-def node_quarantine(*, instance: Instance, group: NodeGroup, reason: str) -> None:
-    """Quarantine the group's node with the failure and the last test's errors (once; retired stays retired)."""
-    node = group.node
-    if node.state in (NodeState.QUARANTINED, NodeState.RETIRED):
-        return
-    errors = (ReadinessReport.objects.filter(group=group, passed=False).order_by("-id")
-              .values_list("errors", flat=True).first()) or []
-    why = f"readiness failed twice for instance {instance.pk}: {reason}"
-    if errors:
-        why += " — " + "; ".join(str(e) for e in errors[:5])
-    node_set_state(node=node, state="quarantine", reason=why[:500])
+def _second_pass_begin(*, instance: Instance, group: NodeGroup) -> None:
+    """Hold the group's cards out of the pool and re-test them once (services/retest.py) instead of quarantining
+    the node at once: passing returns them, failing quarantines the node with both reports."""
+    first = ReadinessReport.objects.filter(group=group, passed=False).order_by("-id").first()
+    retest_begin(instance=instance, group=group, cause=RetestCause.READINESS_FAILED, card_ids=group.card_ids,
+                 card_indices=group.card_indices, first_report=first)
 
 
 def _place_again(instance: Instance, group: NodeGroup) -> bool:
-    """Claim the group's cards-per-node again in its zone (the quarantined node takes nothing new)."""
+    """Claim the group's cards-per-node again in its zone (the failed cards, held for their second pass, take nothing new)."""
     catalog = placement_catalog(billing=instance.billing)
     if group.accelerator not in catalog:
         return False
@@ -90,7 +86,7 @@ def group_replace(*, instance: Instance, group: NodeGroup, reason: str) -> bool:
         live = NodeGroup.objects.select_for_update().live().filter(pk=group.pk).first()
         if live is None:
             return False
-        node_quarantine(instance=locked, group=group, reason=reason)
+        _second_pass_begin(instance=locked, group=group)
         cards_release(holder_id=locked.pk, card_ids=group.card_ids)
         now = db_now()
         NodeGroup.objects.filter(pk=group.pk).update(state=GroupState.FAILED, released_at=now)
@@ -105,7 +101,8 @@ def group_replace(*, instance: Instance, group: NodeGroup, reason: str) -> bool:
             # again with the new plan, and checked again (services/cluster.py).
             live_groups.filter(prepared_at__isnull=False).update(prepared_at=None, state=GroupState.PLACED,
                                                                  prepare_attempts=0, check_attempts=0)
-        instance_transition(instance=locked, to=S.PROVISIONING, reason=f"re-placed: {group.node.hostname} quarantined",
+        instance_transition(instance=locked, to=S.PROVISIONING,
+                            reason=f"re-placed: {group.node.hostname} failed readiness",
                             replacements=locked.replacements + 1, step_deadline=step_deadline(locked, now))
         audit_record(action="instance.replace", org=locked.organization, target=locked,
                      details={"node": group.node.hostname, "reason": reason[:300],

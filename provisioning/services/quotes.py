@@ -5,7 +5,7 @@ from inventory.models import Node
 
 from ..card_share import card_share
 from ..placement import INSUFFICIENT_CAPACITY
-from .capacity import placement_catalog
+from .capacity import last_busbw, placement_catalog
 from .claims import placement_decide
 from .specs import InstanceSpec, placement_invalid, spec_check
 
@@ -38,6 +38,17 @@ def _item_shares(result) -> dict[int, tuple[int | None, int | None]]:
     return {i: (c, m) for i, (c, m) in out.items()}
 
 
+def _item_busbw(result) -> dict[int, float]:
+    """{item index: the lowest last measured readiness busbw (GB/s) of the nodes chosen for it now}; an item none
+    of whose nodes was measured yet is left out."""
+    measured = last_busbw({a.node_id for a in result.assignments})
+    out: dict[int, float] = {}
+    for a in result.assignments:
+        if (bw := measured.get(str(a.node_id))) is not None:
+            out[a.item_index] = min(out.get(a.item_index, bw[0]), bw[0])
+    return out
+
+
 def quote_compute(*, spec: InstanceSpec) -> Quote:
     """Preview a create: 400 for invalid requests; `available: false` when it does not fit now."""
     catalog = placement_catalog(billing=spec.billing)
@@ -51,9 +62,11 @@ def quote_compute(*, spec: InstanceSpec) -> Quote:
     else:
         items = []
     shares = _item_shares(result) if result.ok else {}
+    busbw = _item_busbw(result) if result.ok else {}
     rows = [{"accelerator": it.accelerator, "count": it.count,
              "price_per_card_hour": catalog[it.accelerator].price_per_card_hour,
-             "millicpus": shares.get(i, (None, None))[0], "memory_mib": shares.get(i, (None, None))[1]}
+             "millicpus": shares.get(i, (None, None))[0], "memory_mib": shares.get(i, (None, None))[1],
+             "busbw_gbps": busbw.get(i)}
             for i, it in enumerate(items)]
     cards = sum(it.count for it in items)
     domestic = sum(it.count for it in items if catalog[it.accelerator].domestic)

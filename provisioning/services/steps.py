@@ -5,7 +5,6 @@ change or to write a driver call's outcome, so a retried or re-dispatched task r
 one stopped and a terminate landing mid-call is never overwritten.
 """
 import logging
-import time
 
 from django.conf import settings
 from django.db import transaction
@@ -14,17 +13,16 @@ from django.db.models import Prefetch
 from core.dbclock import db_now
 from core.errors import InsufficientFunds
 from core.failpoints import failpoint
-from core.metrics import READINESS_TOTAL
 from inventory.choices import NodeState
 from inventory.models import Node
 
-from ..choices import FUNDS_FAILURE, GroupState, InstanceKind, ReportScope
+from ..choices import FUNDS_FAILURE, PROVISIONED_WARM, GroupState, InstanceKind, ReportScope
 from ..choices import InstanceState as S
 from ..endpoints import container_ssh_port
 from ..lock_objects import instance_lock
-from ..models import RAW_OUTPUT_LIMIT, Instance, NodeGroup, ReadinessReport
+from ..models import Instance, NodeGroup, ReadinessReport
 from ..platform_keys import authorized_keys
-from ..readiness import evaluate, parse_device_health, parse_output, parse_reachability
+from ..readiness import evaluate, parse_output, parse_reachability
 from ..stop_keeps import stop_reason
 from . import billing_port, slurm_partitions, storage_port
 from .claims import placement_release
@@ -38,6 +36,8 @@ from .cluster import (
     needs_slot,
 )
 from .fleet import driver_for, driver_touched, forced_faults, instance_env, node_ref, release_cards
+from .readiness_run import cards_test, clip, report_write
+from .readiness_run import driver_call as _call
 from .transitions import instance_transition
 from .volume_mounts import prepare_storage
 
@@ -89,34 +89,9 @@ def _driver_release(instance: Instance, group: NodeGroup) -> None:
     _call(group, driver_for(node).release, node_ref(node), release_cards(instance, group), instance_id=str(instance.pk))
 
 
-def _call(group: NodeGroup, method, *args, **kwargs):
-    """Call a driver method, adding its wall time to group.driver_seconds (saved by the caller).
-
-    Logs one JSON line per call (instance_id, step, driver, node, duration, exit code): with the
-    instance's events this answers "why was instance X slow to become ready" (docs/performance.md).
-    """
-    start = time.perf_counter()
-    out = None
-    try:
-        out = method(*args, **kwargs)
-        return out
-    finally:
-        elapsed = time.perf_counter() - start
-        group.driver_seconds += elapsed
-        logger.info("driver step", extra={
-            "instance_id": str(group.instance_id), "step": method.__name__,
-            "driver": getattr(getattr(method, "__self__", None), "name", ""), "node_id": str(group.node_id),
-            "duration_s": round(elapsed, 3), "exit_code": getattr(out, "exit_code", None)})
-
-
 def _published_port(meta: dict) -> int | None:
     port = meta.get("ssh_port")  # an agent's word: only a real port number counts
     return port if type(port) is int and 0 < port < 65536 else None
-
-
-def _clip(text: str) -> str:
-    data = (text or "").encode()
-    return text if len(data) <= RAW_OUTPUT_LIMIT else data[:RAW_OUTPUT_LIMIT].decode(errors="ignore")
 
 
 # -- provisioning ----------------------------------------------------------------------------
@@ -154,7 +129,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
                     **({"storage": storage} if storage else {}),
                     **forced_faults(driver, [node.pk], "prepare"))
         failpoint("provision:after_driver")
-        group.prepare_output, group.prepare_exit_code = _clip(out.text), out.exit_code
+        group.prepare_output, group.prepare_exit_code = clip(out.text), out.exit_code
         if out.ok:
             group.prepared_at, group.state = db_now(), GroupState.PREPARED
             # The port the driver says it published (an agent that predates published ports says none).
@@ -190,38 +165,11 @@ def instance_provision(instance_id) -> None:
             group_failed(instance, group, f"{group.node.hostname}: provisioning failed "
                                           f"(exit {group.prepare_exit_code})")
             return
-    _advance(instance_id, expect=S.PROVISIONING, to=S.CHECKING, reason="provisioned")
+    warm = bool(groups) and all(g.warm for g in groups)  # deployed beforehand: no boot, no image step ran
+    _advance(instance_id, expect=S.PROVISIONING, to=S.CHECKING, reason=PROVISIONED_WARM if warm else "provisioned")
 
 
 # -- readiness -------------------------------------------------------------------------------
-
-def _report(instance, group, node, *, scope, tool, command, attempt, cards, out, started, parsed=None,
-            verdict=None, health=None, topology="", nodes=None) -> ReadinessReport:
-    errors: list[str] = []
-    if verdict is not None:
-        errors += list(verdict.reasons)
-    if parsed is not None:
-        errors += [e for e in parsed.error_lines if e not in errors]
-    if health is not None:
-        errors += list(health.issues)
-    report = ReadinessReport.objects.create(
-        instance=instance, group=group, node=node, nodes=nodes or [node.hostname], scope=scope, tool=tool,
-        command=command[:300], attempt=attempt, cards=list(cards), rows=parsed.rows if parsed else [],
-        busbw_peak_gbps=parsed.busbw_peak_gbps if parsed else None,
-        busbw_largest_gbps=parsed.busbw_largest_gbps if parsed else None,
-        floor_gbps=verdict.floor_gbps if verdict else None, errors=errors,
-        passed=bool(verdict.passed if verdict else health.healthy), raw_output=_clip(out.text),
-        exit_code=out.exit_code, topology=_clip(topology), started_at=started, finished_at=db_now(),
-    )
-    READINESS_TOTAL.labels(accelerator=group.accelerator if group is not None else node.accelerator.slug,
-                           result="pass" if report.passed else "fail").inc()
-    logger.info("readiness report", extra={
-        "instance_id": str(instance.pk), "step": f"readiness:{scope}", "node_id": str(node.pk), "tool": tool,
-        "attempt": attempt, "passed": report.passed, "busbw_gbps": report.busbw_largest_gbps,
-        "floor_gbps": report.floor_gbps, "errors": errors[:5],
-        "duration_s": round((report.finished_at - started).total_seconds(), 3)})
-    return report
-
 
 def group_check(instance: Instance, group: NodeGroup) -> bool | None:
     """Intra-node all_reduce (≥ 2 cards) or a device health check (1 card), retried once.
@@ -236,30 +184,14 @@ def group_check(instance: Instance, group: NodeGroup) -> bool | None:
     node = group.node
     driver = driver_for(node)
     ref = node_ref(node)
-    floor = float(node.accelerator.readiness_floor_gbps or 0)
     topology = _call(group, driver.topology, ref).text
     while group.check_attempts < CHECK_ATTEMPTS:
         group.check_attempts += 1
         if not _group_write(instance.pk, group, S.CHECKING, check_attempts=group.check_attempts,
                             driver_seconds=group.driver_seconds):
             return None
-        started = db_now()
-        cards = group.card_indices
-        if len(cards) >= 2:
-            out = _call(group, driver.readiness, ref, cards, **forced_faults(driver, [node.pk], "readiness"))
-            tool = out.meta.get("tool") or ("hccl_test" if ref.collective == "hccl" else "nccl-tests")
-            parsed = parse_output(out.text, tool=tool, ranks=len(cards))
-            verdict = evaluate(parsed, floor, out.exit_code)
-            report = _report(instance, group, node, scope=ReportScope.INTRA_NODE, tool=tool,
-                             command=out.meta.get("command", ""), attempt=group.check_attempts, cards=cards,
-                             out=out, started=started, parsed=parsed, verdict=verdict, topology=topology)
-        else:
-            out = _call(group, driver.health_check, ref, cards[0], **forced_faults(driver, [node.pk], "health_check"))
-            tool = "npu-smi" if ref.collective == "hccl" else "nvidia-smi"
-            report = _report(instance, group, node, scope=ReportScope.HEALTH, tool=tool,
-                             command=out.meta.get("command", ""), attempt=group.check_attempts, cards=cards,
-                             out=out, started=started, health=parse_device_health(out.text, out.exit_code),
-                             topology=topology)
+        report = cards_test(instance, group, node, group.card_indices, attempt=group.check_attempts,
+                            topology=topology)
         failpoint("provision:after_readiness")
         if report.passed:
             group.state, group.checked_at = GroupState.CHECKED, db_now()
@@ -296,7 +228,7 @@ def vendor_inter_node(instance: Instance, groups: list[NodeGroup]) -> bool:
         tool = out.meta.get("tool") or ("hccl_test" if refs[0].collective == "hccl" else "nccl-tests")
         parsed = parse_output(out.text, tool=tool, ranks=len(nodes) * per_node)
         verdict = evaluate(parsed, floor, out.exit_code)
-        report = _report(instance, first, first.node, scope=ReportScope.INTER_NODE, tool=tool,
+        report = report_write(instance, first, first.node, scope=ReportScope.INTER_NODE, tool=tool,
                          command=out.meta.get("command", ""), attempt=attempt, cards=first.card_indices,
                          out=out, started=started, parsed=parsed, verdict=verdict,
                          nodes=[n.hostname for n in nodes])
@@ -325,7 +257,7 @@ def cluster_reachability(instance: Instance, groups: list[NodeGroup]) -> bool:
             instance=instance, group=first, node=first.node, nodes=[n.hostname for n in nodes],
             scope=ReportScope.REACHABILITY, tool="tcp", command=out.meta.get("command", "")[:300], attempt=attempt,
             cards=[], rows=result.rows, errors=list(result.reasons), passed=result.passed,
-            raw_output=_clip(out.text), exit_code=out.exit_code, started_at=started, finished_at=db_now())
+            raw_output=clip(out.text), exit_code=out.exit_code, started_at=started, finished_at=db_now())
         logger.info("readiness report", extra={
             "instance_id": str(instance.pk), "step": "readiness:reachability", "node_id": str(first.node_id),
             "tool": "tcp", "attempt": attempt, "passed": report.passed, "errors": report.errors[:5]})

@@ -38,6 +38,8 @@ SAID = {
     "auto-stop: funds_exhausted": "Stopped automatically: the balance ran out.",
     "re-placed: gpu-sh-07 quarantined":
         "A machine failed its readiness test on both attempts; its cards were placed on another machine.",
+    "re-placed: gpu-sh-07 failed readiness":
+        "A machine failed its readiness test on both attempts; its cards were placed on another machine.",
     "gpu-sh-07: provisioning failed (exit 125)": "The machine could not be prepared, so it was not handed over.",
     "gpu-sh-07: readiness failed twice": "The last machine tried failed its readiness test on both attempts, so it was not handed over.",
     "inter-node readiness failed twice": "The readiness test across its nodes failed on both attempts, so it was not handed over.",

@@ -307,7 +307,8 @@ def test_quote_for_items(client):
     assert r.status_code == 200
     body = r.json()
     assert body["items"] == [{"accelerator": "h100-sxm-80g", "count": 4, "price_per_card_hour": "1.900000",
-                              "cpus": None, "memory_mib": None, "memory_gib": None}]  # the node's size: unknown
+                              "cpus": None, "memory_mib": None, "memory_gib": None,  # the node's size: unknown
+                              "busbw_gbps": None}]  # the node was never measured
     assert body["price_per_hour"] == "7.600000" and body["price_per_second"] == "0.002111111"
     assert body["available"] is True and body["domestic_share"] == 0.0
     assert not CardAllocation.objects.exists()  # a quote takes nothing

@@ -48,3 +48,11 @@ def hours(n: int, cards: int, rate: int = H100_RATE) -> int:
 
 SECOND = timedelta(seconds=1)
 HOUR = timedelta(hours=1)
+
+
+def retests_run() -> list[str]:
+    """Run every pending second pass here (services/retest.py), as the worker's card_retest task does."""
+    from provisioning.models import CardRetest
+    from provisioning.services.retest import card_retest_run
+
+    return [card_retest_run(retest_id=pk) for pk in CardRetest.objects.filter(state="pending").values_list("pk", flat=True)]

@@ -13,12 +13,14 @@ from billing.models import Meter, Transfer, WriteOff
 from billing.rating import whole_seconds
 from billing.tasks import meter_tick_task
 from billing.verify import ledger_verify
-from inventory.models import CardAllocation, Node
-from provisioning.models import Instance, InstanceEvent, NodeGroup
+from inventory.models import Card, CardAllocation, Image, Node
+from provisioning.choices import PROVISIONED_WARM
+from provisioning.models import CardRetest, Instance, InstanceEvent, NodeGroup, WarmNode, WarmPool
 from provisioning.services.fleet import fault_force
 from provisioning.services.reconciler import reconcile
 from provisioning.services.sla import sla_settle_due
-from provisioning.tasks import expire_due_task, reconcile_task, sla_settle_due_task
+from provisioning.services.warm_pool import warm_pool_status
+from provisioning.tasks import expire_due_task, reconcile_task, sla_settle_due_task, warm_pools_refill_task
 from tests.factories.provisioning import (
     container_body,
     funded,
@@ -74,8 +76,13 @@ def test_readiness_failing_twice_quarantines_the_node_and_runs_elsewhere(start_w
     fault_force(node=bad, operation="readiness", faults=["data_errors"])
     worker = start_worker(extra_env=WORKER_ENV)
     inst = wait_for_state(iid, "running", worker=worker)
+    # The release queued the cards' second pass in the worker; it fails too, so the node is quarantined.
+    retest = _until(lambda: CardRetest.objects.filter(node=bad, state="failed").first(), worker=worker,
+                    what="the failed second pass")
     bad.refresh_from_db()
-    assert bad.state == "quarantined" and "readiness failed twice" in bad.state_reason
+    assert bad.state == "quarantined" and "second pass failed" in bad.state_reason
+    assert f"report #{retest.first_report_id}" in bad.state_reason
+    assert f"report #{retest.second_report_id}" in bad.state_reason
     assert inst.replacements == 1 and _node_of(iid).pk != bad.pk
     assert not CardAllocation.objects.filter(card__node=bad, released_at__isnull=True).exists()
     assert Meter.objects.filter(instance_id=iid, closed_at__isnull=True).count() == 1
@@ -89,12 +96,56 @@ def test_third_failure_ends_failed_with_cards_released_and_compensation(start_wo
     iid = _create(client, count=4)
     inst = wait_for_state(iid, "failed", worker=worker)
     assert inst.replacements == 2
+    _until(lambda: CardRetest.objects.filter(state="failed").count() == 3, worker=worker, what="three second passes")
     assert set(Node.objects.values_list("state", flat=True)) == {"quarantined"}
     wait_for_cards_released(iid, worker=worker)
     # The failure dispatched the SLA settlement: a failure before the deadline is worth one hour.
     _until(lambda: sla_transfers(inst), worker=worker, what="the compensation transfer")
     assert [t.amount for t in sla_transfers(inst)] == [hours(1, cards=4)]
     assert Meter.objects.filter(instance_id=iid).count() == 0  # never billed
+
+
+def test_cards_failing_readiness_pass_their_second_pass_in_the_worker_and_return(start_worker, client):
+    make_fleet(h100=2)
+    iid = _create(client)
+    bad = _node_of(iid)
+    fault_force(node=bad, operation="readiness", faults=["data_errors"], times=2)  # the check's two attempts only
+    worker = start_worker(extra_env=WORKER_ENV)
+    inst = wait_for_state(iid, "running", worker=worker)
+    assert inst.replacements == 1
+    retest = _until(lambda: CardRetest.objects.filter(node=bad, state="passed").first(), worker=worker,
+                    what="the passed second pass")
+    assert retest.second_report.passed and not retest.first_report.passed
+    bad.refresh_from_db()
+    assert bad.state == "available"
+    assert set(Card.objects.filter(node=bad).values_list("health", flat=True)) == {"ok"}
+    # Back in the pool: the next create may land on it.
+    other = _create(client)
+    wait_for_state(other, "running", worker=worker)
+    assert _node_of(other).pk == bad.pk
+
+
+def test_a_warm_pool_of_two_serves_a_bare_metal_create_without_boot_and_refills(start_worker, client):
+    nodes = make_fleet(h100=3)
+    pool = WarmPool.objects.create(zone=nodes[0].zone, accelerator=nodes[0].accelerator, size=2,
+                                   image=Image.objects.get(slug="pytorch-2.3-cuda12.3"))
+    worker = start_worker(extra_env=WORKER_ENV)
+    warm_pools_refill_task.delay()  # a beat tick
+    _until(lambda: warm_pool_status(pool)[0] == 2, worker=worker, what="two warm nodes")
+    warm = set(WarmNode.objects.values_list("node_id", flat=True))
+    body = {**container_body("h100-sxm-80g", 8), "kind": "bare_metal"}
+    r = client.post(URL, body, format="json")
+    assert r.status_code in (201, 202), r.json()
+    iid = r.json()["id"]
+    wait_for_state(iid, "running", worker=worker)
+    group = NodeGroup.objects.get(instance_id=iid)
+    assert group.warm and group.node_id in warm and group.prepare_attempts == 0  # no boot, no image step
+    reasons = [e["reason"] for e in client.get(f"{URL}{iid}/events/").json()["results"]]
+    assert PROVISIONED_WARM in reasons and "provisioned" not in reasons
+    # The take queued a refill: the third node is deployed and verified, without waiting for the beat.
+    _until(lambda: warm_pool_status(pool)[0] == 2, worker=worker, what="the pool refilled")
+    assert group.node_id not in set(WarmNode.objects.values_list("node_id", flat=True))
+    _until(lambda: WarmPool.objects.get(pk=pool.pk).refill_state == "idle", worker=worker, what="an idle pool")
 
 
 def test_waitlisted_instance_runs_after_another_stops_and_expiry_terminates(start_worker, client):
