@@ -284,13 +284,16 @@ def instance_groups_live(*, instance) -> list[NodeGroup]:
 
 def gateway_instances(*, org_ids, ref: str) -> list[Instance]:
     """The live (not terminated) instances of these organizations that `ref` names at the SSH gateway: by name,
-    by short id (the first 8 hex digits of its id) or by whole id; newest first, with the organization."""
+    by short id (the first 8 hex digits of its id) or by its whole id; newest first, with the organization."""
     ref = (ref or "").strip()
     if not ref or not org_ids:
         return []
     match = Q(name=ref)
-    if len(ref) >= 8 and all(c in "0123456789abcdef-" for c in ref.lower()):
-        match |= Q(id_text__startswith=ref.lower())
+    try:
+        match |= Q(pk=uuid.UUID(ref))
+    except ValueError:
+        if len(ref) == 8 and all(c in "0123456789abcdef" for c in ref.lower()):
+            match |= Q(id_text__startswith=ref.lower())  # the first 8 digits: alike in both databases' text
     return list(Instance.objects.filter(organization_id__in=list(org_ids)).exclude(state=S.TERMINATED)
                 .annotate(id_text=Cast("id", TextField())).filter(match).select_related("organization")
                 .order_by("-created_at", "-id")[:5])

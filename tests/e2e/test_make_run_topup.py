@@ -40,6 +40,7 @@ def make_run(tmp_path):
                               timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     port = _free_port()
+    env["SSH_GATEWAY_PORT"] = str(_free_port())  # runall's gateway child, off any port another run holds
     log_path = tmp_path / "runall.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen([py, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
