@@ -21,7 +21,8 @@ from pathlib import Path
 
 import asyncssh
 from asgiref.sync import sync_to_async
-from asyncssh.stream import SSHTCPStreamSession
+from asyncssh.constants import EXTENDED_DATA_STDERR
+from asyncssh.stream import SSHReader, SSHTCPStreamSession, SSHWriter
 
 from ..services import ssh_sessions
 from . import access
@@ -59,6 +60,20 @@ async def _pump(reader, writer) -> None:
             writer.write_eof()
     except (OSError, asyncssh.Error):
         pass  # the other side went away: the connection's end is handled by whoever owns it
+
+
+class _BridgedSession(asyncssh.SSHServerProcess):
+    """A session whose every request goes to the bridge, subsystems too: asyncssh's own session would refuse a
+    subsystem, or serve sftp from the gateway's disk. session_started is SSHServerStreamSession's without its
+    built-in sftp and scp servers (asyncssh is pinned; tests/provisioning/test_ssh_gateway_live.py runs sftp)."""
+
+    def subsystem_requested(self, subsystem):
+        return True
+
+    def session_started(self):
+        stdin = SSHReader(self, self._chan)
+        stdout, stderr = SSHWriter(self, self._chan), SSHWriter(self, self._chan, EXTENDED_DATA_STDERR)
+        self._conn.create_task(self._session_factory(stdin, stdout, stderr), stdin.logger)
 
 
 class _Server(asyncssh.SSHServer):
@@ -143,6 +158,9 @@ class _Server(asyncssh.SSHServer):
         if self.conn is not None:
             self.conn.close()
 
+    def session_requested(self):
+        return _BridgedSession(self.gateway.bridge, None, 3, False)
+
     # --- `ssh -J`: a channel to <instance>:22 ---
     def connection_requested(self, dest_host, dest_port, orig_host, orig_port):
         if self.preset is not None or self.login is None:
@@ -180,7 +198,7 @@ class Gateway:
         task.add_done_callback(self._tasks.discard)
 
     def _options(self) -> dict:
-        return {"server_host_keys": [self.key], "process_factory": self.bridge, "encoding": None,
+        return {"server_host_keys": [self.key], "encoding": None,
                 "agent_forwarding": False, "x11_forwarding": False, "login_timeout": 60, "keepalive_interval": 30}
 
     async def start(self, host: str, port: int):

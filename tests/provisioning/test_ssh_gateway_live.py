@@ -5,6 +5,7 @@ the authorized_keys the agent wrote at prepare (the user's keys and the instance
 tests/clients/test_launch_live.py. The gateway logs into it with the platform key only: the test's own key is one
 the instance was not created with, so a command that runs proves the gateway's key did the work.
 """
+import json
 import os
 import shlex
 import subprocess
@@ -101,7 +102,7 @@ def _sshd_container(tmp_path):
         mkdir -p /run/sshd
         exec {SSHD} -D -e -f /dev/null -h {tmp_path / 'host'} -p "$CARDMIX_SSH_PORT" -o ListenAddress=127.0.0.1 \\
           -o AuthorizedKeysFile="$PWD/authorized_keys" -o StrictModes=no -o PermitRootLogin=yes -o UsePAM=no \\
-          -o PidFile=none -o PasswordAuthentication=no
+          -o PidFile=none -o PasswordAuthentication=no -o "Subsystem=sftp internal-sftp"
         """))
     container.chmod(0o755)
     return container
@@ -140,6 +141,21 @@ def test_openssh_reaches_the_instance_through_the_gateway_and_only_members_who_m
     assert direct.returncode == 3 and direct.stdout == "ok\n", (direct, gateway.log_tail())
     by_short = owner.ssh(*shlex.split(shown["jump"])[1:], "echo ok")
     assert by_short.returncode == 0 and by_short.stdout == "ok\n", by_short
+    # A pty of the client's size, and sftp (a subsystem), are bridged too.
+    tty = owner.ssh("-tt", "-p", str(gateway.port), f"{short}@127.0.0.1", "tty; stty size")
+    assert tty.returncode == 0 and tty.stdout.startswith("/dev/pts/"), tty
+    (tmp_path / "payload").write_text("through the gateway\n")
+    sftp = subprocess.run(["sftp", "-F", str(owner.config), "-P", str(gateway.port), "-b", "-", f"{short}@127.0.0.1"],
+                          input=f"put {tmp_path / 'payload'} /tmp/gateway-payload-{short}\n", capture_output=True,
+                          text=True, timeout=60)
+    assert sftp.returncode == 0, sftp
+    copied = owner.ssh("-p", str(gateway.port), f"{short}@127.0.0.1", f"cat /tmp/gateway-payload-{short}")
+    assert copied.stdout == "through the gateway\n", copied
+    # `cardmix ssh` runs the gateway form.
+    cli = subprocess.run([sys.executable, "-m", "cardmix", "ssh", "trainer", "--json"], capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "CARDMIX_URL": live_server.url,
+                                                     "CARDMIX_TOKEN": make_token(owner.membership)[1]})
+    assert cli.returncode == 0 and json.loads(cli.stdout)["argv"] == shlex.split(shown["command"]), cli
 
     # Another organization's member (with a key of their own) is told there is no such instance.
     stranger = Person(member_factory(role="owner"), tmp_path, "stranger")
@@ -181,7 +197,7 @@ def test_openssh_reaches_the_instance_through_the_gateway_and_only_members_who_m
         (admin.membership.user_id, "jump")}
     assert all(e.ip == "127.0.0.1" and e.details["key"].startswith("SHA256:") for e in opened)
     closing = AuditEvent.objects.filter(organization=org, action="instance.ssh_close", target_id=str(inst.pk))
-    wait_for(lambda: closing.count() == 5, timeout=20, what="a closing row for each of the five sessions")
+    wait_for(lambda: closing.count() == opened.count() == 8, timeout=20, what="a closing row for each session")
     closed = list(closing)
     reasons = {e.actor_id: e.details["reason"] for e in closed if e.actor_id != owner.membership.user_id}
     assert reasons == {member.membership.user_id: "key removed",
