@@ -4,8 +4,6 @@ in which that key's owner has a role that may use instances (tenancy/permissions
 with a reason the user reads in their ssh client. Another organization's instance is "no such instance"."""
 from dataclasses import dataclass
 
-from django.db import close_old_connections
-
 from tenancy.permissions import role_can
 from tenancy.selectors import memberships_of_user, ssh_key_active, ssh_keys_by_fingerprint
 from tenancy.ssh_keys import fingerprint_of
@@ -42,7 +40,6 @@ class Target:
 
 def logins_for_key(public_blob: bytes) -> list[Login]:
     """The platform users who registered this public key (usually one)."""
-    close_old_connections()  # a long-lived process: drop a connection the database closed meanwhile
     return [Login(str(k.user_id), k.user.email, str(k.pk), k.fingerprint)
             for k in ssh_keys_by_fingerprint(fingerprint=fingerprint_of(public_blob))]
 
@@ -59,7 +56,6 @@ def _usable_org_ids(user_id) -> tuple[set, set]:
 
 def target_for(logins: list[Login], ref: str) -> tuple[Login, Target]:
     """The instance `ref` names for the first of `logins` that may use it, or Refused."""
-    close_old_connections()
     ref = (ref or "").strip()
     shown = ref[:64]
     seen_role_refusal = False
@@ -97,7 +93,6 @@ def _target(instance, shown: str) -> Target:
 def session_refusal(login: Login, target: Target | None) -> str | None:
     """Why an open session must end now (its key removed, its member removed or demoted, its instance no longer
     running), or None while it may go on."""
-    close_old_connections()
     if not ssh_key_active(user_id=login.user_id, key_id=login.key_id):
         return "key removed"
     if target is None:

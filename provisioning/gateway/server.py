@@ -23,6 +23,7 @@ import asyncssh
 from asgiref.sync import sync_to_async
 from asyncssh.constants import EXTENDED_DATA_STDERR
 from asyncssh.stream import SSHReader, SSHTCPStreamSession, SSHWriter
+from django.db import close_old_connections
 
 from ..services import ssh_sessions
 from . import access
@@ -33,7 +34,12 @@ PROHIBITED = asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED
 
 
 def _db(fn, *args, **kwargs):
-    return sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+    """fn(*args, **kwargs) in the one thread that holds the gateway's database connection."""
+    def call():
+        close_old_connections()  # a long-lived process: drop a connection the database closed meanwhile
+        return fn(*args, **kwargs)
+
+    return sync_to_async(call, thread_sensitive=True)()
 
 
 def host_key(path: str) -> asyncssh.SSHKey:

@@ -1,7 +1,7 @@
 """The audit trail of the SSH gateway: one row when a session to an instance opens (who, which key, from where)
 and one when it ends (how long, and why: the client left, or its key or membership was revoked)."""
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections, transaction
+from django.db import transaction
 
 from tenancy.audit import audit_record
 
@@ -9,7 +9,6 @@ from ..models import Instance
 
 
 def _audit(*, action, user_id, instance_id, org_id, ip, details):
-    close_old_connections()
     instance = Instance.objects.select_related("organization").filter(pk=instance_id, organization_id=org_id).first()
     if instance is None:  # deleted meanwhile: nothing of its organization's to record against
         return None
