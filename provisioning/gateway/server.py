@@ -119,7 +119,9 @@ class _Server(asyncssh.SSHServer):
 
     async def validate_public_key(self, username, key):
         # Everything is decided here, before the client hears "auth succeeded": OpenSSH opens its channels at
-        # once, and they must find the login and target in place.
+        # once, and they must find the login and target in place. asyncssh calls this before it checks the
+        # signature, one request at a time, and the call for the key that succeeds is the last: what it leaves
+        # here is that key's owner, never a key the client merely named.
         logins = await _db(access.logins_for_key, key.public_data)
         if self.preset is not None:  # a -J hop: only the person who opened the tunnel
             logins = [lg for lg in logins if lg.user_id == self.preset[0].user_id]
