@@ -359,6 +359,10 @@ SSH_GATEWAY_PUBLIC_HOST = env.str("SSH_GATEWAY_PUBLIC_HOST", default="") or urls
 SSH_GATEWAY_PUBLIC_PORT = env.int("SSH_GATEWAY_PUBLIC_PORT", default=SSH_GATEWAY_PORT)
 # How often open gateway sessions are checked against revoked keys, removed members and stopped instances.
 SSH_GATEWAY_RECHECK_SECONDS = env.float("SSH_GATEWAY_RECHECK_SECONDS", default=20.0)
+# Custom images (inventory/registry.py): registries reached over plain HTTP instead of HTTPS (host[:port], comma-
+# separated; e.g. a registry on the node network), and how long one registry call may take.
+CUSTOM_IMAGE_INSECURE_REGISTRIES = env.list("CUSTOM_IMAGE_INSECURE_REGISTRIES", default=[])
+CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS = env.float("CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS", default=15.0)
 # One cluster per instance (provisioning/services/cluster.py): the parts of a multi-node or hybrid instance get a
 # /24 of CLUSTER_SUBNET_POOL (VXLAN zones) and VXLAN id CLUSTER_VNI_BASE + its slot; the rendezvous port is
 # CLUSTER_MASTER_PORT_BASE + the master part's first card, the readiness TCP probe CLUSTER_PROBE_PORT_BASE + a part's
