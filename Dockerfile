@@ -13,7 +13,8 @@ COPY console ./console
 RUN pip install --no-cache-dir .
 COPY . .
 RUN SECRET_KEY=build-only-not-secret python manage.py collectstatic --noinput
-RUN useradd --system --home /app cardmix && chown -R cardmix /app
+# var/ssh-gateway: the gateway's host-key volume starts out owned by cardmix (docker-compose.yml).
+RUN useradd --system --home /app cardmix && mkdir -p /app/var/ssh-gateway && chown -R cardmix /app
 USER cardmix
-EXPOSE 8000
+EXPOSE 8000 2222
 CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]

@@ -40,3 +40,23 @@ def ssh_entries(kind: str, groups) -> list[dict]:
         entries.append({"node": g.hostname, "host": host, "port": port, "user": SSH_USER,
                         "command": f"ssh -p {port} {SSH_USER}@{host}"})
     return entries
+
+
+def short_id(instance_id) -> str:
+    """The 8 hex digits an instance is named by at the SSH gateway (`ssh <short id>@<gateway>`)."""
+    return str(instance_id)[:8]
+
+
+def gateway_entry(instance_id, name: str, direct: list[dict]) -> dict | None:
+    """The body's `ssh_gateway`: the instance through the platform's SSH gateway, while it has an sshd to reach
+    (`direct`, its node entries), and the gateway has a public address."""
+    host, port = settings.SSH_GATEWAY_PUBLIC_HOST, settings.SSH_GATEWAY_PUBLIC_PORT
+    if not direct or not host:
+        return None
+    short = short_id(instance_id)
+    at = host if port == 22 else f"{host}:{port}"
+    config = (f"Host {name}\n  HostName {short}\n  User {SSH_USER}\n  ProxyJump {at}\n"
+              "  ServerAliveInterval 30\n")
+    return {"host": host, "port": port, "user": short,
+            "command": f"ssh -p {port} {short}@{host}" if port != 22 else f"ssh {short}@{host}",
+            "jump": f"ssh -J {at} {SSH_USER}@{short}", "config": config}

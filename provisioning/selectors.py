@@ -292,3 +292,25 @@ def instance_health_incidents(*, instance) -> list[dict]:
              "outcome": i.outcome, "credited": i.credited, "uncharged": i.uncharged}
             for i in (HealthIncident.objects.filter(instance=instance).select_related("card__node")
                       .order_by("-started_at"))]
+
+
+def gateway_instances(*, org_ids, ref: str) -> list[Instance]:
+    """The live (not terminated) instances of these organizations that `ref` names at the SSH gateway: by name,
+    by short id (the first 8 hex digits of its id) or by its whole id; newest first, with the organization."""
+    ref = (ref or "").strip()
+    if not ref or not org_ids:
+        return []
+    match = Q(name=ref)
+    try:
+        match |= Q(pk=uuid.UUID(ref))
+    except ValueError:
+        if len(ref) == 8 and all(c in "0123456789abcdef" for c in ref.lower()):
+            match |= Q(id_text__startswith=ref.lower())  # the first 8 digits: alike in both databases' text
+    return list(Instance.objects.filter(organization_id__in=list(org_ids)).exclude(state=S.TERMINATED)
+                .annotate(id_text=Cast("id", TextField())).filter(match).select_related("organization")
+                .order_by("-created_at", "-id")[:5])
+
+
+def instance_state_of(*, instance_id, org_id) -> str | None:
+    """The instance's state now (None once it is gone): a gateway session's recheck."""
+    return Instance.objects.filter(pk=instance_id, organization_id=org_id).values_list("state", flat=True).first()

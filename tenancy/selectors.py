@@ -95,6 +95,17 @@ def ssh_keys_by_ids(*, user, ids) -> list[SshKey]:
     return list(SshKey.objects.filter(user=user, pk__in=list(ids)).order_by("created_at", "id"))
 
 
+def ssh_keys_by_fingerprint(*, fingerprint: str) -> list[SshKey]:
+    """Every active user's key with this fingerprint, with its user (the SSH gateway's login by public key)."""
+    return list(SshKey.objects.select_related("user").filter(fingerprint=fingerprint, user__is_active=True)
+                .order_by("created_at", "id"))
+
+
+def ssh_key_active(*, user_id, key_id) -> bool:
+    """Whether the key is still registered to this (still active) user: a gateway session's recheck."""
+    return SshKey.objects.filter(pk=key_id, user_id=user_id, user__is_active=True).exists()
+
+
 def audit_event_list(*, org):
     """The organization's audit log, newest first."""
     return AuditEvent.objects.select_related("actor").filter(organization=org).order_by("-created_at", "-id")

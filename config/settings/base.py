@@ -2,6 +2,7 @@
 import ipaddress
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -355,6 +356,21 @@ AGENT_COMMAND_LEASE_SECONDS = env.float("AGENT_COMMAND_LEASE_SECONDS", default=3
 CONTAINER_SSH_PORT_BASE = env.int("CONTAINER_SSH_PORT_BASE", default=30000)
 if not 1024 <= CONTAINER_SSH_PORT_BASE <= 65535 - 64:
     raise ImproperlyConfigured("CONTAINER_SSH_PORT_BASE must be between 1024 and 65471 (64 cards per node).")
+# The SSH gateway (manage.py ssh_gateway, provisioning/gateway/): one address for the whole fleet, where platform
+# SSH keys log in and the gateway reaches each instance's sshd with the instance's platform key. It listens on
+# SSH_GATEWAY_ADDR:SSH_GATEWAY_PORT with the host key at SSH_GATEWAY_HOST_KEY (made on first start); the
+# instance body shows SSH_GATEWAY_PUBLIC_HOST:SSH_GATEWAY_PUBLIC_PORT (default: SITE_URL's host and the port).
+SSH_GATEWAY_ADDR = env.str("SSH_GATEWAY_ADDR", default="127.0.0.1")
+SSH_GATEWAY_PORT = env.int("SSH_GATEWAY_PORT", default=2222)
+SSH_GATEWAY_HOST_KEY = env.str("SSH_GATEWAY_HOST_KEY", default=str(VAR_DIR / "ssh_gateway_host_key"))
+SSH_GATEWAY_PUBLIC_HOST = env.str("SSH_GATEWAY_PUBLIC_HOST", default="") or urlsplit(SITE_URL).hostname or ""
+SSH_GATEWAY_PUBLIC_PORT = env.int("SSH_GATEWAY_PUBLIC_PORT", default=SSH_GATEWAY_PORT)
+# How often open gateway sessions are checked against revoked keys, removed members and stopped instances.
+SSH_GATEWAY_RECHECK_SECONDS = env.float("SSH_GATEWAY_RECHECK_SECONDS", default=20.0)
+# Custom images (inventory/registry.py): registries reached over plain HTTP instead of HTTPS (host[:port], comma-
+# separated; e.g. a registry on the node network), and how long one registry call may take.
+CUSTOM_IMAGE_INSECURE_REGISTRIES = env.list("CUSTOM_IMAGE_INSECURE_REGISTRIES", default=[])
+CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS = env.float("CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS", default=15.0)
 # One cluster per instance (provisioning/services/cluster.py): the parts of a multi-node or hybrid instance get a
 # /24 of CLUSTER_SUBNET_POOL (VXLAN zones) and VXLAN id CLUSTER_VNI_BASE + its slot; the rendezvous port is
 # CLUSTER_MASTER_PORT_BASE + the master part's first card, the readiness TCP probe CLUSTER_PROBE_PORT_BASE + a part's

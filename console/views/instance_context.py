@@ -57,6 +57,7 @@ def decorate(instances, *, can_write: bool) -> list:
         # The API lists a group's endpoint until the group is released; a machine being stopped or torn down is
         # no longer one to log into, so the console offers no command for it.
         inst.ssh = [] if inst.state in NO_CONNECT else inst.api["ssh"]
+        inst.ssh_gateway = None if inst.state in NO_CONNECT else inst.api["ssh_gateway"]
         inst.poll = poll_trigger(inst)
         inst.mix = [{"count": it["count"], "name": names.get(it["accelerator"], it["accelerator"])}
                     for it in inst.items]

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from core.money import format_price_per_second, format_ucny
 
 from ..choices import InstanceState, can_transition
-from ..endpoints import ssh_entries
+from ..endpoints import gateway_entry, ssh_entries
 from ..services import hardware_port
 from ..services.sla import sla_granted
 
@@ -176,6 +176,7 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         "price_per_second": _per_second(price),
         "cost_so_far": format_ucny(int(costs.get(row.id, 0) or 0)),
         "ssh": ssh,
+        "ssh_gateway": gateway_entry(row.id, row.name, ssh),  # one address for the fleet (provisioning/gateway/)
         "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
                 "compensation": format_ucny(granted) if granted else None},
         "waitlist_position": positions.get(row.id),

@@ -52,6 +52,18 @@ class SshEntryDoc(_Doc):
     command = serializers.CharField()
 
 
+class SshGatewayDoc(_Doc):
+    class Meta:
+        ref_name = "SshGateway"
+
+    host = serializers.CharField(help_text="the platform's SSH gateway, one address for every instance")
+    port = serializers.IntegerField()
+    user = serializers.CharField(help_text="the instance's short id: `ssh <short id>@<gateway>`")
+    command = serializers.CharField(help_text="ssh through the gateway with a key registered on the platform")
+    jump = serializers.CharField(help_text="the same as a ProxyJump (`ssh -J`)")
+    config = serializers.CharField(help_text="a ready ~/.ssh/config block: `ssh <instance name>`")
+
+
 class SlaDoc(_Doc):
     class Meta:
         ref_name = "Sla"
@@ -96,7 +108,8 @@ class InstanceDoc(_Doc):
     price_per_hour = serializers.CharField()
     price_per_second = serializers.CharField()
     cost_so_far = serializers.CharField()
-    ssh = SshEntryDoc(many=True)
+    ssh = SshEntryDoc(many=True, help_text="each node's sshd directly (node address and port)")
+    ssh_gateway = SshGatewayDoc(allow_null=True, help_text="the gateway form; null while there is no sshd to reach")
     sla = SlaDoc()
     waitlist_position = serializers.IntegerField(allow_null=True)
     slurm_partition = serializers.JSONField(allow_null=True)

@@ -31,7 +31,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def make_run(tmp_path):
-    """The platform as `make run` brings it up; yields (base URL, runall's log path)."""
+    """The platform as `make run` brings it up; yields (base URL, runall's log path, its SSH gateway's port)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
     env["CARDMIX_VAR_DIR"] = str(tmp_path / "var")
     py = sys.executable
@@ -40,6 +40,8 @@ def make_run(tmp_path):
                               timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     port = _free_port()
+    gateway_port = _free_port()
+    env["SSH_GATEWAY_PORT"] = str(gateway_port)  # runall's gateway child, off any port another run holds
     log_path = tmp_path / "runall.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen([py, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
@@ -55,7 +57,7 @@ def make_run(tmp_path):
                 raise AssertionError(f"runall did not serve: {log_path.read_text(errors='replace')[-3000:]}") from None
             time.sleep(0.5)
     try:
-        yield url, log_path
+        yield url, log_path, gateway_port
     finally:
         os.kill(proc.pid, signal.SIGTERM)  # runall stops web, worker, beat and localstripe itself
         try:
@@ -63,6 +65,19 @@ def make_run(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+def _ssh_banner(port: int, timeout: float = 30.0) -> bytes:
+    """What runall's SSH gateway child says first (it may still be starting when the web answers)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                return s.recv(64)
+        except OSError:
+            if time.time() > deadline:
+                return b""
+            time.sleep(0.3)
 
 
 def _log_lines(log_path: Path) -> str:
@@ -75,8 +90,9 @@ def _log_lines(log_path: Path) -> str:
 
 def test_the_demo_user_tops_up_50_cny_on_make_run_defaults(make_run, monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # chromium_launched closes Django's connections at the end
-    url, log_path = make_run
+    url, log_path, gateway_port = make_run
     assert "Payments: test mode at localstripe" in log_path.read_text(errors="replace")
+    assert _ssh_banner(gateway_port).startswith(b"SSH-2.0-"), log_path.read_text(errors="replace")[-3000:]
     for chromium in chromium_launched():
         page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
         shot = Shots(page, "make-run-topup")

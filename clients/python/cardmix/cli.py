@@ -199,8 +199,7 @@ def ssh(name: str, command: list[str] = typer.Argument(None, help="A command to 
 
 def ssh_argv(inst) -> list[str]:
     """The ssh command of an instance: its gateway form when the API gives one, else the first node port."""
-    gateway = inst.extra.get("ssh_gateway") if isinstance(inst.extra.get("ssh_gateway"), dict) else None
-    command = (gateway or {}).get("command") or (inst.ssh[0]["command"] if inst.ssh else None)
+    command = (inst.ssh_gateway or {}).get("command") or (inst.ssh[0]["command"] if inst.ssh else None)
     if not command:
         raise errors.InvalidState(f"{inst.name} has no SSH endpoint while {inst.state}.")
     return shlex.split(command)

@@ -115,6 +115,7 @@ class Instance(Model):
     price_per_second: str = "0.000000000"
     cost_so_far: str = "0.000000"
     ssh: list = field(default_factory=list)
+    ssh_gateway: dict | None = None
     sla: dict = field(default_factory=dict)
     waitlist_position: int | None = None
     slurm_partition: dict | None = None

@@ -1,4 +1,4 @@
-"""Run web, Celery worker and Celery beat together in the foreground; Ctrl-C stops them all.
+"""Run web, Celery worker, Celery beat and the SSH gateway together in the foreground; Ctrl-C stops them all.
 
 On embedded Stripe defaults (no STRIPE_API_KEY, STRIPE_API_BASE or STRIPE_JS_URL in the environment) it also runs
 localstripe, a local Stripe stand-in, so the demo can top up without a network or a Stripe account: the three
@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand
 
 
 class Command(BaseCommand):
-    help = "Run web + worker + beat (development). Ctrl-C stops all three."
+    help = "Run web + worker + beat + SSH gateway (development). Ctrl-C stops them all."
 
     def add_arguments(self, parser):
         parser.add_argument("--addr", default=os.environ.get("CARDMIX_ADDR", "127.0.0.1:8000"))
@@ -41,10 +41,13 @@ class Command(BaseCommand):
                        "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", "cardmix-worker@%h"],
             "beat": [py, "-m", "celery", "-A", "config", "beat", "-l", "warning",
                      "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")],
+            # SSH_GATEWAY_ADDR:SSH_GATEWAY_PORT (127.0.0.1:2222), its host key made in var/ on the first run.
+            "ssh-gateway": [py, "manage.py", "ssh_gateway"],
         }
         procs.update({name: subprocess.Popen(cmd, start_new_session=True, env=child_env)
                       for name, cmd in commands.items()})
-        self.stdout.write(self.style.SUCCESS(f"Cardmix is running at http://{addr}/  (Ctrl-C stops web, worker and beat)"))
+        self.stdout.write(self.style.SUCCESS(f"Cardmix is running at http://{addr}/  (Ctrl-C stops them all)"))
+        self.stdout.write(f"SSH gateway: ssh -p {settings.SSH_GATEWAY_PORT} <instance short id>@{settings.SSH_GATEWAY_ADDR}")
         self.stdout.write("Demo login: demo@cardmix.local / cardmix-demo-2026   ·   Admin: admin@cardmix.local / cardmix-admin-2026")
         if standin:
             self.stdout.write(f"Payments: test mode at localstripe {child_env['STRIPE_API_BASE']} (no real card is charged)")

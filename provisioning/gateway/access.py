@@ -1,0 +1,106 @@
+"""Who may reach which instance through the SSH gateway: the Django side, synchronous (the server calls it in a
+thread). A login is a public key registered on the platform; a target is a running instance of an organization
+in which that key's owner has a role that may use instances (tenancy/permissions.py); anything else is refused
+with a reason the user reads in their ssh client. Another organization's instance is "no such instance"."""
+from dataclasses import dataclass
+
+from tenancy.permissions import role_can
+from tenancy.selectors import memberships_of_user, ssh_key_active, ssh_keys_by_fingerprint
+from tenancy.ssh_keys import fingerprint_of
+
+from .. import selectors
+from ..api.rows import group_row_of
+from ..choices import InstanceState
+from ..endpoints import SSH_USER, ssh_entries
+from ..platform_keys import platform_private_key
+
+
+class Refused(Exception):
+    """The reason a connection is refused, as the user sees it."""
+
+
+@dataclass(frozen=True)
+class Login:
+    user_id: str
+    email: str
+    key_id: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Target:
+    instance_id: str
+    name: str
+    org_id: str
+    host: str
+    port: int
+    user: str
+    private_key: str  # the instance's platform key (OpenSSH PEM): the gateway's only way in
+
+
+def logins_for_key(public_blob: bytes) -> list[Login]:
+    """The platform users who registered this public key (usually one)."""
+    return [Login(str(k.user_id), k.user.email, str(k.pk), k.fingerprint)
+            for k in ssh_keys_by_fingerprint(fingerprint=fingerprint_of(public_blob))]
+
+
+def _usable_org_ids(user_id) -> tuple[set, set]:
+    """(organizations where the user may use instances, organizations where the user is any member)."""
+    usable, member = set(), set()
+    for m in memberships_of_user(user=user_id):
+        member.add(m.organization_id)
+        if role_can(m.role, "instances"):
+            usable.add(m.organization_id)
+    return usable, member
+
+
+def target_for(logins: list[Login], ref: str) -> tuple[Login, Target]:
+    """The instance `ref` names for the first of `logins` that may use it, or Refused."""
+    ref = (ref or "").strip()
+    shown = ref[:64]
+    seen_role_refusal = False
+    for login in logins:
+        usable, member = _usable_org_ids(login.user_id)
+        found = selectors.gateway_instances(org_ids=member, ref=ref)
+        allowed = [i for i in found if i.organization_id in usable]
+        if found and not allowed:
+            seen_role_refusal = True
+            continue
+        running = [i for i in allowed if i.state == InstanceState.RUNNING]
+        allowed = running or allowed  # an old stopped namesake does not hide the running one
+        if len(allowed) > 1:
+            raise Refused(f"{shown} names more than one instance; use its short id "
+                          f"({', '.join(str(i.pk)[:8] for i in allowed)}).")
+        if allowed:
+            return login, _target(allowed[0], shown)
+    if seen_role_refusal:
+        raise Refused(f"Your role does not allow using instance {shown} (viewers may only look).")
+    raise Refused(f"No instance {shown} that you may use.")
+
+
+def _target(instance, shown: str) -> Target:
+    if instance.state != InstanceState.RUNNING:
+        raise Refused(f"Instance {shown} is {instance.state}; it can be reached while running.")
+    groups = [group_row_of(g) for g in selectors.instance_groups_live(instance=instance)]
+    entries = ssh_entries(instance.kind, groups)
+    if not entries:
+        raise Refused(f"Instance {shown} has no sshd to reach yet.")
+    entry = entries[0]  # a multi-node instance: its first node (the others by their direct ports)
+    return Target(str(instance.pk), instance.name, str(instance.organization_id), entry["host"], int(entry["port"]),
+                  SSH_USER, platform_private_key(instance))
+
+
+def session_refusal(login: Login, target: Target | None) -> str | None:
+    """Why an open session must end now (its key removed, its member removed or demoted, its instance no longer
+    running), or None while it may go on."""
+    if not ssh_key_active(user_id=login.user_id, key_id=login.key_id):
+        return "key removed"
+    if target is None:
+        return None
+    usable, _ = _usable_org_ids(login.user_id)
+    if target.org_id not in {str(o) for o in usable}:
+        return "no longer a member who may use the instance"
+    state = selectors.instance_state_of(instance_id=target.instance_id, org_id=target.org_id)
+    if state != InstanceState.RUNNING:
+        return f"instance {state or 'gone'}"
+    return None
