@@ -1,13 +1,15 @@
 """Console routes. Each area has its own views module under console/views/."""
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, re_path
 
-from .views import account, pages, webhooks
+from .views import account, pages, proxy, webhooks
 
 app_name = "console"
 
 urlpatterns = [
     path("", pages.landing, name="landing"),
+    # An instance's HTTP port through the platform's proxy (its WebSocket upgrades: console/routing.py).
+    re_path(r"^proxy/(?P<instance_id>[^/]+)/(?P<port>[0-9]{1,5})/(?P<rest>.*)$", proxy.proxy, name="proxy"),
     path("login/", account.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("dashboard/", pages.dashboard, name="dashboard"),

@@ -11,8 +11,8 @@ from django.conf import settings
 # URL names of the pages that may load Stripe.js.
 STRIPE_PAGES = frozenset({"console:billing_topup"})
 # Paths that are not console pages: the API (JSON; its Swagger page ships its own inline bootstrap),
-# Django's admin and the static files.
-NOT_CONSOLE = ("/api/", "/admin/", "/static/")
+# Django's admin, the static files, and an instance's own pages through the port proxy (they bring their own).
+NOT_CONSOLE = ("/api/", "/admin/", "/static/", "/proxy/")
 
 
 def _origin(url: str) -> str:
