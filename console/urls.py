@@ -62,7 +62,7 @@ urlpatterns += [
 
 # --- console: dashboard, instances, billing overview (issue 11) ---
 from .views import billing as billing_views  # noqa: E402
-from .views import instance_retry, instances  # noqa: E402
+from .views import instance_access, instance_retry, instances  # noqa: E402
 
 urlpatterns += [
     path("instances/", instances.instance_list, name="instance_list"),
@@ -72,6 +72,14 @@ urlpatterns += [
     path("instances/<str:instance_id>/package-renewal/", instances.instance_package_renewal,
          name="instance_package_renewal"),
     path("instances/<str:instance_id>/retry/", instance_retry.instance_retry_view, name="instance_retry"),
+    # The Access section: ports, share links (before the action pattern, which would take "ports").
+    path("instances/<str:instance_id>/ports/", instance_access.instance_port_add_view, name="instance_port_add"),
+    path("instances/<str:instance_id>/ports/<int:port>/remove/", instance_access.instance_port_remove_view,
+         name="instance_port_remove"),
+    path("instances/<str:instance_id>/ports/<int:port>/share/", instance_access.instance_port_share_view,
+         name="instance_port_share"),
+    path("instances/<str:instance_id>/shares/<str:share_id>/revoke/", instance_access.instance_share_revoke_view,
+         name="instance_share_revoke"),
     path("instances/<str:instance_id>/<str:action>/", instances.instance_action, name="instance_action"),
     path("billing/", billing_views.billing, name="billing"),
     path("billing/ledger/<str:instance_id>/<str:day>/", billing_views.ledger_day, name="billing_ledger_day"),

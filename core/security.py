@@ -10,6 +10,9 @@ from django.conf import settings
 
 # URL names of the pages that may load Stripe.js.
 STRIPE_PAGES = frozenset({"console:billing_topup"})
+# The page with the web terminal: xterm.js writes its theme and cell sizes into <style> elements it creates
+# (static/vendor/xterm/README.md), so inline styles, not scripts, are allowed there.
+TERMINAL_PAGES = frozenset({"console:instance_detail"})
 # Paths that are not console pages: the API (JSON; its Swagger page ships its own inline bootstrap),
 # Django's admin, the static files, and an instance's own pages through the port proxy (they bring their own).
 NOT_CONSOLE = ("/api/", "/admin/", "/static/", "/proxy/")
@@ -33,8 +36,9 @@ def stripe_sources() -> dict[str, list[str]]:
     return {k: [v for v in dict.fromkeys(vs) if v] for k, vs in extra.items()}
 
 
-def content_security_policy(*, stripe: bool = False) -> str:
-    """The console's policy; `stripe=True` adds the Stripe.js origins (top-up page only)."""
+def content_security_policy(*, stripe: bool = False, terminal: bool = False) -> str:
+    """The console's policy; `stripe=True` adds the Stripe.js origins (top-up page only), `terminal=True`
+    inline styles (the instance page's xterm.js)."""
     directives = {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
@@ -48,6 +52,8 @@ def content_security_policy(*, stripe: bool = False) -> str:
         "form-action": ["'self'"],
         "frame-ancestors": ["'none'"],
     }
+    if terminal:
+        directives["style-src"] = ["'self'", "'unsafe-inline'"]
     if stripe:
         for name, sources in stripe_sources().items():
             directives[name] = [s for s in directives[name] if s != "'none'"] + sources
@@ -66,7 +72,8 @@ class ContentSecurityPolicyMiddleware:
             return response
         match = getattr(request, "resolver_match", None)
         stripe = bool(match and match.view_name in STRIPE_PAGES)
-        response["Content-Security-Policy"] = content_security_policy(stripe=stripe)
+        terminal = bool(match and match.view_name in TERMINAL_PAGES)
+        response["Content-Security-Policy"] = content_security_policy(stripe=stripe, terminal=terminal)
         response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
         response.setdefault("Cross-Origin-Opener-Policy", "same-origin")
         return response

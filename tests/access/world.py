@@ -1,5 +1,6 @@
 """A running instance whose node is this machine's loopback: its ports and sshd are processes the test starts."""
 import os
+import socket
 import subprocess
 import sys
 
@@ -9,6 +10,8 @@ from provisioning.models import NodeGroup
 from tests.factories.inventory import NodeFactory, accelerator
 from tests.factories.provisioning import InstanceFactory
 from tests.hardware.conftest import free_port, wait_for
+
+SSHD = "/usr/sbin/sshd"
 
 
 def loopback_instance(organization, *, kind="container", ssh_port=None, http_ports=None, node_ssh_port=22):
@@ -23,6 +26,33 @@ def loopback_instance(organization, *, kind="container", ssh_port=None, http_por
                              card_indices=[0], state=GroupState.CHECKED, ssh_port=ssh_port,
                              http_ports=http_ports or {})
     return instance
+
+
+def start_sshd(tmp_path, authorized_keys: str):
+    """A real Debian sshd on a free loopback port that lets root in with `authorized_keys`: (process, port)."""
+    port = free_port()
+    host_key = tmp_path / "ssh_host_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
+    (tmp_path / "authorized_keys").write_text(authorized_keys + "\n")
+    os.makedirs("/run/sshd", exist_ok=True)
+    log = open(tmp_path / "sshd.log", "ab")  # noqa: SIM115 - the child writes it until the test ends
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", "/dev/null", "-h", str(host_key), "-p", str(port), "-o", "ListenAddress=127.0.0.1",
+         "-o", f"AuthorizedKeysFile={tmp_path / 'authorized_keys'}", "-o", "StrictModes=no",
+         "-o", "PermitRootLogin=yes", "-o", "UsePAM=no", "-o", "PidFile=none", "-o", "PasswordAuthentication=no"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+
+    def listening():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            return proc.poll() is not None
+
+    wait_for(listening, timeout=30, what="sshd")
+    assert proc.poll() is None, (tmp_path / "sshd.log").read_text()
+    return proc, port
 
 
 def start_jupyter(tmp_path, *, base_url: str, token: str):
