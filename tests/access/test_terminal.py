@@ -79,26 +79,19 @@ def test_a_member_gets_a_shell_that_resizes_and_closes_when_the_instance_stops(f
     assert asyncio.run(session()) == 4000, fast_server.log_tail()
 
 
+async def _open(url, headers, origin):
+    async with websockets.connect(url, additional_headers=headers, origin=origin):
+        pass
+
+
 def test_another_organization_and_a_viewer_are_refused(fast_server, shell_instance, member_factory):
     _, instance = shell_instance
     for who in (member_factory(role="owner"), member_factory(role="viewer", organization=instance.organization)):
-        cookie = _cookie(who)
-
-        async def attempt():
-            async with websockets.connect(_url(fast_server, instance), additional_headers=cookie,
-                                          origin=fast_server.url):
-                pass
         with pytest.raises(websockets.InvalidStatus):
-            asyncio.run(attempt())
+            asyncio.run(_open(_url(fast_server, instance), _cookie(who), fast_server.url))
 
 
 def test_a_page_on_another_site_cannot_open_the_terminal_with_a_visitors_cookie(fast_server, shell_instance):
     member, instance = shell_instance
-    cookie = _cookie(member)
-
-    async def attempt():
-        async with websockets.connect(_url(fast_server, instance), additional_headers=cookie,
-                                      origin="https://evil.example"):
-            pass
     with pytest.raises(websockets.InvalidStatus):
-        asyncio.run(attempt())
+        asyncio.run(_open(_url(fast_server, instance), _cookie(member), "https://evil.example"))
