@@ -7,7 +7,7 @@ import pytest
 from provisioning.http_ports import jupyter_token, port_path
 from provisioning.platform_keys import platform_public_key
 from tests.access.world import SSHD, loopback_instance, start_jupyter, start_sshd, stop
-from tests.e2e.conftest import Shots, chromium_launched, e2e_env  # noqa: F401 (e2e_env: a fixture)
+from tests.e2e.conftest import Shots
 from tests.factories.tenancy import session_key_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True),
@@ -15,11 +15,6 @@ pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.timeout(240), pyt
                                  reason="needs openssh-server (bin/system-deps) and root")]
 HELLO_ROW = ("() => [...document.querySelectorAll('#terminal .xterm-rows > div')]"
              ".some(r => r.textContent.trim() === 'hello')")
-
-
-@pytest.fixture
-def chromium():
-    yield from chromium_launched()
 
 
 def test_the_terminal_echoes_hello_and_jupyterlab_opens_from_its_button(e2e_env, asgi_server, chromium,
