@@ -16,9 +16,8 @@ from tenancy.middleware import SESSION_ORG_KEY
 from tenancy.permissions import role_can
 from tenancy.selectors import membership_for_session
 
-# A share link carries its secret once in this query parameter; the proxy moves it into a cookie scoped
-# to the port's path and redirects, so the secret leaves the address bar and the upstream never sees it.
-SHARE_PARAM = "cardmix_share"
+# A share link carries its secret once in the query (http_ports.SHARE_PARAM); the proxy moves it into this cookie,
+# scoped to the port's path, and redirects, so the secret leaves the address bar and the upstream never sees it.
 SHARE_COOKIE = "cardmix_share"
 
 

@@ -22,6 +22,8 @@ from django.utils.crypto import salted_hmac
 from .choices import InstanceKind
 
 JUPYTER_TOKEN_SALT = "cardmix.provisioning.jupyter-token"
+# A share link is the port's path with its secret in this query parameter (the proxy turns it into a cookie).
+SHARE_PARAM = "cardmix_share"
 
 
 def proxy_base(instance_id) -> str:
@@ -36,6 +38,11 @@ def port_path(instance_id, port: int) -> str:
 def jupyter_token(instance_id) -> str:
     """The token the instance's JupyterLab is started with (never shown: the proxy sends it)."""
     return salted_hmac(JUPYTER_TOKEN_SALT, str(instance_id), algorithm="sha256").hexdigest()
+
+
+def share_url(instance_id, port: int, secret: str) -> str:
+    """The path a share link opens (the caller makes it absolute)."""
+    return f"{port_path(instance_id, port)}?{SHARE_PARAM}={secret}"
 
 
 def share_secret() -> str:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from core.errors import ServiceError
 from provisioning import selectors
 from provisioning.choices import InstanceState
+from provisioning.http_ports import share_url
 from provisioning.services.ports import (
     instance_port_add,
     instance_port_remove,
@@ -20,7 +21,6 @@ from provisioning.services.ports import (
 )
 from tenancy.permissions import request_can
 
-from ..proxy_access import SHARE_PARAM
 from .access import or_404, require_capability, require_write
 
 
@@ -109,7 +109,7 @@ def instance_port_share_view(request, instance_id, port):
     except ServiceError as exc:
         _refused(request, exc)
         return _back(instance_id)
-    link = request.build_absolute_uri(f"/proxy/{instance_id}/{port}/?{SHARE_PARAM}={secret}")
+    link = request.build_absolute_uri(share_url(instance_id, port, secret))
     return render(request, "console/instances/share_created.html",
                   {"share": share, "link": link, "instance_id": instance_id})
 

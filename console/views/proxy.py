@@ -13,6 +13,7 @@ from django.http import Http404, HttpResponse, HttpResponseRedirect, StreamingHt
 from django.views.decorators.csrf import csrf_exempt
 
 from core.errors import NotFoundError
+from provisioning.http_ports import SHARE_PARAM
 
 from .. import proxy_access as access
 
@@ -41,7 +42,7 @@ def upstream_headers(headers, *, cookie: str, token: str | None, host: str, orig
 
 
 def _target(request, instance_id, port):
-    share = request.GET.get(access.SHARE_PARAM) or access.share_cookie_value(request.headers.get("Cookie", ""))
+    share = request.GET.get(SHARE_PARAM) or access.share_cookie_value(request.headers.get("Cookie", ""))
     try:
         return access.port_target(user=request.user, session=request.session, instance_id=instance_id, port=port,
                                   share_secret=share)
@@ -51,9 +52,9 @@ def _target(request, instance_id, port):
 
 def _share_redirect(request, instance_id, port, target):
     """A share link's first request: its secret into a cookie scoped to the port, the address cleaned."""
-    query = urlencode([(k, v) for k, vs in request.GET.lists() if k != access.SHARE_PARAM for v in vs])
+    query = urlencode([(k, v) for k, vs in request.GET.lists() if k != SHARE_PARAM for v in vs])
     response = HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
-    response.set_cookie(access.SHARE_COOKIE, request.GET[access.SHARE_PARAM], path=f"/proxy/{instance_id}/{port}/",
+    response.set_cookie(access.SHARE_COOKIE, request.GET[SHARE_PARAM], path=f"/proxy/{instance_id}/{port}/",
                         httponly=True, samesite="Lax", secure=request.is_secure())
     return response
 
@@ -72,7 +73,7 @@ async def proxy(request, instance_id, port, rest=""):
     """Forward one request to the instance's port, or 404 when the caller may not reach it."""
     port = int(port)
     target = await sync_to_async(_target)(request, instance_id, port)
-    if request.GET.get(access.SHARE_PARAM):
+    if request.GET.get(SHARE_PARAM):
         return _share_redirect(request, instance_id, port, target)
     host = f"{target.host}:{target.upstream_port}"
     headers = upstream_headers(request.headers, cookie=request.headers.get("Cookie", ""), token=target.jupyter_token,
