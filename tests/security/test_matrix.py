@@ -90,8 +90,8 @@ def _world(actor) -> dict:
 
     from billing.models_payments import TopUp
     from billing.models_products import Invoice, SponsorshipProposal
-    from tests.factories.billing import fund
     from provisioning.models import PortShare
+    from tests.factories.billing import fund
     from tests.factories.provisioning import InstanceFactory, make_fleet
     from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
