@@ -6,6 +6,18 @@
   "use strict";
   const STOPPED = 4000, UNREACHABLE = 4001;
 
+  // xterm.js writes its theme and cell sizes into <style> elements it creates; the page's CSP lets only those
+  // carrying this response's nonce apply, so each one made from now on gets it (markup stays without inline style).
+  const nonceMeta = document.querySelector('meta[name="csp-style-nonce"]');
+  if (nonceMeta) {
+    const create = document.createElement.bind(document);
+    document.createElement = function (tag, options) {
+      const el = create(tag, options);
+      if (String(tag).toLowerCase() === "style") el.nonce = nonceMeta.content;
+      return el;
+    };
+  }
+
   function start(panel) {
     const term = new window.Terminal({ cursorBlink: true, convertEol: false, fontSize: 14, scrollback: 5000 });
     const fit = new window.FitAddon.FitAddon();
