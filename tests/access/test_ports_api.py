@@ -119,9 +119,17 @@ def test_the_environment_gives_jupyter_its_token_prefix_and_a_containers_ports(r
     assert jupyter_token(instance.pk) != jupyter_token(InstanceFactory().pk)
 
 
-def test_the_agent_publishes_a_containers_http_ports_in_its_own_network_only():
+def test_the_agent_publishes_a_containers_http_ports_in_its_own_network_only(tmp_path):
     from agent.cardmix_agent.instances import http_ports_of
+    from tests.hardware.test_units import make_agent
 
-    payload = {"ssh_port": 30003, "env": {"CARDMIX_HTTP_PORTS": "31024:8888,31025:6006,bad,1:99999"}}
-    assert http_ports_of(payload) == {"8888": 31024, "6006": 31025}
-    assert http_ports_of({"env": {}}) == {}
+    env = {"CARDMIX_HTTP_PORTS": "31024:8888,31025:6006,bad,1:99999"}
+    assert http_ports_of({"env": env}) == {"8888": 31024, "6006": 31025}
+    runtime = make_agent(tmp_path).runtime
+    own = runtime.docker_run_argv({"instance_id": "i1", "cards": [3], "image": "x", "vendor": "nvidia",
+                                   "collective": "nccl", "ssh_port": 30003, "env": env}, tmp_path / "keys")
+    published = [own[i + 1] for i, a in enumerate(own) if a == "-p"]
+    assert published == ["30003:22", "31024:8888", "31025:6006"]
+    host = runtime.docker_run_argv({"instance_id": "i2", "cards": [3], "image": "x", "vendor": "nvidia",
+                                    "collective": "nccl", "env": env}, tmp_path / "keys")
+    assert "-p" not in host and "--network" in host  # the host's network: its ports are the node's already
