@@ -133,3 +133,20 @@ def test_the_agent_publishes_a_containers_http_ports_in_its_own_network_only(tmp
     host = runtime.docker_run_argv({"instance_id": "i2", "cards": [3], "image": "x", "vendor": "nvidia",
                                     "collective": "nccl", "env": env}, tmp_path / "keys")
     assert "-p" not in host and "--network" in host  # the host's network: its ports are the node's already
+
+
+def test_operators_set_an_images_ports_and_jupyter_port(member_factory, token_client_for, catalog):
+    operator = member_factory(role="owner")
+    operator.user.is_staff = True
+    operator.user.save(update_fields=["is_staff"])
+    client = token_client_for(operator)
+    made = client.post("/api/v1/admin-api/images/", {"slug": "comfyui", "name": "ComfyUI", "vendors": ["nvidia"],
+                                                     "http_ports": [{"port": 8188, "name": "ComfyUI"}]}, format="json")
+    assert made.status_code == 201 and made.json()["http_ports"] == [{"port": 8188, "name": "ComfyUI"}]
+    assert made.json()["jupyter_port"] is None
+    bad = client.post("/api/v1/admin-api/images/", {"slug": "x", "name": "x", "vendors": ["nvidia"],
+                                                    "http_ports": [{"port": 0, "nmae": "typo"}]}, format="json")
+    assert bad.status_code == 400
+    assert set(bad.json()["error"]["details"]) == {"http_ports.0.port", "http_ports.0.nmae"}
+    listed = {i["slug"]: i for i in client.get("/api/v1/images/").json()["results"]}
+    assert listed["pytorch-2.3-cuda12.3"]["jupyter_port"] == 8888
