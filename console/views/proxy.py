@@ -4,6 +4,7 @@ HTTP here (httpx, streamed both ways); the WebSocket upgrade of the same paths i
 The upstream sees the path the browser asked for, the prefix kept (http_ports.py), without the platform's
 cookies; JupyterLab's port gets its token as an Authorization header, so the user copies none.
 """
+from http.cookies import CookieError, SimpleCookie
 from urllib.parse import urlencode
 
 import httpx
@@ -59,6 +60,23 @@ def _share_redirect(request, instance_id, port, target):
     return response
 
 
+def _upstream_cookies(response, lines, *, prefix: str) -> None:
+    """The instance's Set-Cookie lines, kept to its own path: never one of the platform's names (an instance must
+    not replace the visitor's session), never outside the port's prefix."""
+    jar = SimpleCookie()
+    for line in lines:
+        try:
+            jar.load(line)
+        except CookieError:
+            continue  # a cookie Python cannot represent is dropped, not a 500
+    for name, morsel in jar.items():
+        if name in access.platform_cookie_names():
+            continue
+        if not (morsel["path"] or "").startswith(prefix):
+            morsel["path"] = prefix
+        response.cookies[name] = morsel
+
+
 async def _stream(upstream: httpx.Response, client: httpx.AsyncClient):
     try:
         async for chunk in upstream.aiter_raw():
@@ -91,6 +109,5 @@ async def proxy(request, instance_id, port, rest=""):
     for name, value in upstream.headers.multi_items():
         if name.lower() not in RESPONSE_DROPPED:
             response[name] = value
-    for value in upstream.headers.get_list("set-cookie"):
-        response.cookies.load(value)  # several Set-Cookie lines: one morsel each
+    _upstream_cookies(response, upstream.headers.get_list("set-cookie"), prefix=f"/proxy/{instance_id}/{port}/")
     return response

@@ -150,3 +150,19 @@ def test_operators_set_an_images_ports_and_jupyter_port(member_factory, token_cl
     assert set(bad.json()["error"]["details"]) == {"http_ports.0.port", "http_ports.0.nmae"}
     listed = {i["slug"]: i for i in client.get("/api/v1/images/").json()["results"]}
     assert listed["pytorch-2.3-cuda12.3"]["jupyter_port"] == 8888
+
+
+def test_an_instance_cannot_set_the_platforms_cookies_or_cookies_outside_its_port():
+    from django.http import HttpResponse
+
+    from console.proxy_access import cookie_header_without_platform
+    from console.views.proxy import _upstream_cookies
+
+    response = HttpResponse()
+    _upstream_cookies(response, [f"{settings.SESSION_COOKIE_NAME}=stolen; Path=/", "_xsrf=abc; Path=/",
+                                 "ok=1; Path=/proxy/i/8888/lab", "bad cookie \\x00"], prefix="/proxy/i/8888/")
+    assert set(response.cookies) == {"_xsrf", "ok"}
+    assert response.cookies["_xsrf"]["path"] == "/proxy/i/8888/"
+    assert response.cookies["ok"]["path"] == "/proxy/i/8888/lab"
+    header = f"{settings.SESSION_COOKIE_NAME}=s; {settings.CSRF_COOKIE_NAME}=c; cardmix_share=x; _xsrf=abc"
+    assert cookie_header_without_platform(header) == "_xsrf=abc"
