@@ -324,7 +324,7 @@ class AsgiServer:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**_worker_env("unused"), "ALLOWED_HOSTS": "127.0.0.1,localhost", **(extra_env or {})}
+        self.env = {**_worker_env("unused"), **(extra_env or {})}
         self.log_path = ROOT / "var" / f"asgi-{RUN_ID}-{time.time_ns()}.log"
 
     def start(self) -> "AsgiServer":

@@ -92,6 +92,8 @@ def test_another_organization_and_a_viewer_are_refused(fast_server, shell_instan
 
 
 def test_a_page_on_another_site_cannot_open_the_terminal_with_a_visitors_cookie(fast_server, shell_instance):
+    """Even with ALLOWED_HOSTS "*" (the development default the server runs with here)."""
     member, instance = shell_instance
-    with pytest.raises(websockets.InvalidStatus):
-        asyncio.run(_open(_url(fast_server, instance), _cookie(member), "https://evil.example"))
+    for origin in ("https://evil.example", f"http://127.0.0.1:{fast_server.port + 1}", None):
+        with pytest.raises(websockets.InvalidStatus):
+            asyncio.run(_open(_url(fast_server, instance), _cookie(member), origin))
