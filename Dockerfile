@@ -1,4 +1,4 @@
-# Production image: gunicorn web, Celery worker and beat share it (docker-compose.yml).
+# Production image: the uvicorn (ASGI) web, Celery worker and beat share it (docker-compose.yml).
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 CARDMIX_ENV=production
 WORKDIR /app
@@ -17,4 +17,4 @@ RUN SECRET_KEY=build-only-not-secret python manage.py collectstatic --noinput
 RUN useradd --system --home /app cardmix && mkdir -p /app/var/ssh-gateway && chown -R cardmix /app
 USER cardmix
 EXPOSE 8000 2222
-CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]
+CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "4", "--lifespan", "off", "--proxy-headers"]

@@ -1,13 +1,15 @@
 """Console routes. Each area has its own views module under console/views/."""
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, re_path
 
-from .views import account, pages, webhooks
+from .views import account, pages, proxy, webhooks
 
 app_name = "console"
 
 urlpatterns = [
     path("", pages.landing, name="landing"),
+    # An instance's HTTP port through the platform's proxy (its WebSocket upgrades: console/routing.py).
+    re_path(r"^proxy/(?P<instance_id>[^/]+)/(?P<port>[0-9]{1,5})/(?P<rest>.*)$", proxy.proxy, name="proxy"),
     path("login/", account.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("dashboard/", pages.dashboard, name="dashboard"),
@@ -69,7 +71,7 @@ urlpatterns += [
 
 # --- console: dashboard, instances, billing overview (issue 11) ---
 from .views import billing as billing_views  # noqa: E402
-from .views import instance_retry, instances  # noqa: E402
+from .views import instance_access, instance_retry, instances  # noqa: E402
 
 urlpatterns += [
     path("instances/", instances.instance_list, name="instance_list"),
@@ -79,6 +81,14 @@ urlpatterns += [
     path("instances/<str:instance_id>/package-renewal/", instances.instance_package_renewal,
          name="instance_package_renewal"),
     path("instances/<str:instance_id>/retry/", instance_retry.instance_retry_view, name="instance_retry"),
+    # The Access section: ports, share links (before the action pattern, which would take "ports").
+    path("instances/<str:instance_id>/ports/", instance_access.instance_port_add_view, name="instance_port_add"),
+    path("instances/<str:instance_id>/ports/<int:port>/remove/", instance_access.instance_port_remove_view,
+         name="instance_port_remove"),
+    path("instances/<str:instance_id>/ports/<int:port>/share/", instance_access.instance_port_share_view,
+         name="instance_port_share"),
+    path("instances/<str:instance_id>/shares/<str:share_id>/revoke/", instance_access.instance_share_revoke_view,
+         name="instance_share_revoke"),
     path("instances/<str:instance_id>/<str:action>/", instances.instance_action, name="instance_action"),
     path("billing/", billing_views.billing, name="billing"),
     path("billing/ledger/<str:instance_id>/<str:day>/", billing_views.ledger_day, name="billing_ledger_day"),

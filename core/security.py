@@ -4,15 +4,20 @@ The console loads only its own assets (no CDN, no inline script or style: htmx a
 are static files). The one exception is the top-up page, which loads Stripe.js from
 settings.STRIPE_JS_URL (card data must never touch our server) and talks to Stripe from the browser.
 """
+import secrets
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
 # URL names of the pages that may load Stripe.js.
 STRIPE_PAGES = frozenset({"console:billing_topup"})
+# The page with the web terminal: xterm.js writes its theme and cell sizes into <style> elements it creates
+# (static/vendor/xterm/README.md). There style-src also allows a per-response nonce, which static/js/terminal.js
+# gives the <style> elements it sees created; nothing inline in the markup passes, and scripts stay 'self'.
+TERMINAL_PAGES = frozenset({"console:instance_detail"})
 # Paths that are not console pages: the API (JSON; its Swagger page ships its own inline bootstrap),
-# Django's admin and the static files.
-NOT_CONSOLE = ("/api/", "/admin/", "/static/")
+# Django's admin, the static files, and an instance's own pages through the port proxy (they bring their own).
+NOT_CONSOLE = ("/api/", "/admin/", "/static/", "/proxy/")
 
 
 def _origin(url: str) -> str:
@@ -33,8 +38,9 @@ def stripe_sources() -> dict[str, list[str]]:
     return {k: [v for v in dict.fromkeys(vs) if v] for k, vs in extra.items()}
 
 
-def content_security_policy(*, stripe: bool = False) -> str:
-    """The console's policy; `stripe=True` adds the Stripe.js origins (top-up page only)."""
+def content_security_policy(*, stripe: bool = False, style_nonce: str = "") -> str:
+    """The console's policy; `stripe=True` adds the Stripe.js origins (top-up page only), `style_nonce` the
+    <style> elements carrying it (the instance page's xterm.js)."""
     directives = {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
@@ -48,6 +54,8 @@ def content_security_policy(*, stripe: bool = False) -> str:
         "form-action": ["'self'"],
         "frame-ancestors": ["'none'"],
     }
+    if style_nonce:
+        directives["style-src"] = ["'self'", f"'nonce-{style_nonce}'"]
     if stripe:
         for name, sources in stripe_sources().items():
             directives[name] = [s for s in directives[name] if s != "'none'"] + sources
@@ -61,12 +69,14 @@ class ContentSecurityPolicyMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        request.csp_style_nonce = secrets.token_urlsafe(18)  # used only where TERMINAL_PAGES' templates ask
         response = self.get_response(request)
         if request.path.startswith(NOT_CONSOLE) or "Content-Security-Policy" in response:
             return response
         match = getattr(request, "resolver_match", None)
         stripe = bool(match and match.view_name in STRIPE_PAGES)
-        response["Content-Security-Policy"] = content_security_policy(stripe=stripe)
+        nonce = request.csp_style_nonce if match and match.view_name in TERMINAL_PAGES else ""
+        response["Content-Security-Policy"] = content_security_policy(stripe=stripe, style_nonce=nonce)
         response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
         response.setdefault("Cross-Origin-Opener-Policy", "same-origin")
         return response

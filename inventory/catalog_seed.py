@@ -30,6 +30,11 @@ IMAGES = [
      "Huawei CANN 8.0 with PyTorch 2.3 and torch_npu; HCCL for collectives.", ["huawei"]),
 ]
 
+# Every catalog image ships JupyterLab (started with the platform's token on JUPYTER_PORT, under the proxy's
+# prefix) and TensorBoard.
+JUPYTER_PORT = 8888
+IMAGE_HTTP_PORTS = [{"port": JUPYTER_PORT, "name": "JupyterLab"}, {"port": 6006, "name": "TensorBoard"}]
+
 
 def seed_catalog(apps=None) -> None:
     """Upsert the SPEC §1 accelerators, their first price and the images (idempotent)."""
@@ -49,6 +54,9 @@ def seed_catalog(apps=None) -> None:
         if od is not None and not Price.objects.filter(accelerator=acc).exists():
             Price.objects.create(accelerator=acc, on_demand_per_card_hour=od, monthly_per_card_hour=monthly,
                                  effective_from=CATALOG_EPOCH)
+    # Migration 0002's historical Image predates the ports (0008 adds them to the rows it made).
+    ports = (dict(http_ports=IMAGE_HTTP_PORTS, jupyter_port=JUPYTER_PORT)
+             if any(f.name == "jupyter_port" for f in Image._meta.get_fields()) else {})
     for slug, name, description, vendors in IMAGES:
         Image.objects.update_or_create(slug=slug, defaults=dict(name=name, description=description,
-                                                                vendors=vendors, active=True))
+                                                                vendors=vendors, active=True, **ports))

@@ -64,6 +64,10 @@ class Image(models.Model):
     description = models.TextField(blank=True)
     vendors = models.JSONField(default=list)  # e.g. ["nvidia"]
     active = models.BooleanField(default=True)
+    # The HTTP ports the image serves, reached through the platform's proxy: [{"port": 8888, "name": "JupyterLab"}].
+    http_ports = models.JSONField(default=list, blank=True)
+    # The port its JupyterLab listens on, started with the platform's token (null: the image ships none).
+    jupyter_port = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["slug"]

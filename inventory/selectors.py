@@ -250,6 +250,12 @@ def image_list(*, active_only: bool):
     return qs.filter(active=True) if active_only else qs
 
 
+def images_named(slugs) -> list[Image]:
+    """The images among `slugs`, in that order (a slug no longer in the catalog is left out)."""
+    by_slug = {i.slug: i for i in Image.objects.filter(slug__in=set(slugs))}
+    return [by_slug[s] for s in dict.fromkeys(slugs) if s in by_slug]
+
+
 def node_list():
     """Every node with zone and accelerator, by hostname, its card counts annotated (one query)."""
     return node_card_counts(Node.objects.select_related("zone", "accelerator").order_by("hostname"))

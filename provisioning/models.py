@@ -45,6 +45,8 @@ class Instance(models.Model):
     ssh_public_keys = models.JSONField(default=list)
     # The platform's own key pair for this instance, Fernet-sealed (platform_keys.py); "" until first prepared.
     platform_key = models.TextField(blank=True, default="", editable=False)
+    # HTTP ports the user added beside the image's (http_ports.py): [{"port": 8080, "name": "my app"}].
+    http_ports = models.JSONField(default=list, blank=True)
     billing = models.CharField(max_length=10, choices=BillingMode.choices, default=BillingMode.ON_DEMAND)
     package_renewal = models.CharField(max_length=10, choices=PackageRenewal.choices, default=PackageRenewal.STOP)
     waitlist = models.BooleanField(default=False)
@@ -141,6 +143,8 @@ class NodeGroup(models.Model):
     # The node port the container's sshd is published on, as the driver reported it (null: bare metal, or a
     # container on the host network, reached on the node's own ssh_port — e.g. one an older agent started).
     ssh_port = models.PositiveIntegerField(null=True, blank=True)
+    # {"8888": 31008}: the node ports this container's HTTP ports were published on at prepare (http_ports.py).
+    http_ports = models.JSONField(default=dict, blank=True)
     checked_at = models.DateTimeField(null=True, blank=True)
     # Taken from the warm pool: deployed and verified beforehand, so the boot and image steps were skipped.
     warm = models.BooleanField(default=False)
@@ -348,3 +352,24 @@ class HealthIncident(models.Model):
 
     def __str__(self):
         return f"{self.klass} card {self.card_id} of {self.instance_id} ({self.outcome or 'open'})"
+
+
+class PortShare(models.Model):
+    """A link that opens one HTTP port of an instance through the proxy without a console session, until it
+    expires or is revoked. Only the secret's SHA-256 is kept: the link is shown once."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="port_shares")
+    port = models.PositiveIntegerField()
+    secret_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"share of {self.instance_id}:{self.port}"

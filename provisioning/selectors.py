@@ -2,6 +2,7 @@
 import json
 import uuid
 from datetime import datetime
+from typing import NamedTuple
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
@@ -13,10 +14,12 @@ from billing.selectors import instance_cost_expression, instance_costs
 from core.dbclock import db_now
 from core.errors import NotFoundError
 from inventory.models import CardAllocation
+from inventory.selectors import images_named
 
+from . import http_ports
+from .choices import InstanceKind, ReportScope
 from .choices import InstanceState as S
-from .choices import ReportScope
-from .models import HealthIncident, Instance, InstanceEvent, NodeGroup, ReadinessReport
+from .models import HealthIncident, Instance, InstanceEvent, NodeGroup, PortShare, ReadinessReport
 
 
 def _live_groups():
@@ -314,3 +317,89 @@ def gateway_instances(*, org_ids, ref: str) -> list[Instance]:
 def instance_state_of(*, instance_id, org_id) -> str | None:
     """The instance's state now (None once it is gone): a gateway session's recheck."""
     return Instance.objects.filter(pk=instance_id, organization_id=org_id).values_list("state", flat=True).first()
+
+
+# --- HTTP ports and the proxy (http_ports.py) ------------------------------------------------------
+
+class ProxyTarget(NamedTuple):
+    """Where the proxy sends one port's requests, and the JupyterLab token it adds (None: not Jupyter's)."""
+
+    instance_id: str
+    port: int
+    host: str
+    upstream_port: int
+    jupyter_token: str | None
+
+
+def instance_ports(*, instance) -> list[dict]:
+    """The instance's declared HTTP ports (its images', then its users'), with their proxy paths."""
+    images = images_named(instance.images.values())
+    jport = http_ports.jupyter_port(images)
+    return [{**p, "path": http_ports.port_path(instance.pk, p["port"]), "jupyter": p["port"] == jport}
+            for p in http_ports.declared_ports(instance, images)]
+
+
+def instance_jupyter_port(*, instance) -> int | None:
+    return http_ports.jupyter_port(images_named(instance.images.values()))
+
+
+def port_shares(*, instance):
+    """The instance's share links, newest first (revoked and expired ones too: the list shows them)."""
+    return PortShare.objects.filter(instance=instance).order_by("-created_at")
+
+
+def port_share_get(*, org, instance_id, share_id) -> PortShare:
+    """One share link of the organization's instance, or 404."""
+    instance = instance_get(org=org, instance_id=instance_id)
+    try:
+        return PortShare.objects.get(instance=instance, pk=uuid.UUID(str(share_id)))
+    except (PortShare.DoesNotExist, ValueError):
+        raise NotFoundError("No such share link.") from None
+
+
+def port_share_active(*, instance_id, port: int, secret: str) -> PortShare | None:
+    """The live (unrevoked, unexpired) share link of this instance's port that `secret` opens, or None: the
+    secret itself is the credential, so no organization scopes it."""
+    if not secret:
+        return None
+    try:
+        instance_id = uuid.UUID(str(instance_id))
+    except ValueError:
+        return None
+    return (PortShare.objects.filter(instance_id=instance_id, port=port, secret_hash=http_ports.secret_hash(secret),
+                                     revoked_at__isnull=True, expires_at__gt=db_now())
+            .select_related("instance").first())
+
+
+def proxy_target(*, instance, port: int) -> ProxyTarget:
+    """Where `port` of a running instance is reached; 404 for a port it does not declare, an instance not
+    running, or a port its container did not publish."""
+    declared = {p["port"]: p for p in instance_ports(instance=instance)}
+    if instance.state != S.RUNNING or port not in declared:
+        raise NotFoundError("No such port on a running instance.")
+    head = _head_group(instance)
+    where = http_ports.upstream(instance.kind, head, port) if head else None
+    if where is None:
+        raise NotFoundError("This port is not published on the instance's container; restart the instance.")
+    token = http_ports.jupyter_token(instance.pk) if declared[port]["jupyter"] else None
+    return ProxyTarget(str(instance.pk), port, where[0], where[1], token)
+
+
+def _head_group(instance):
+    return (NodeGroup.objects.live().filter(instance=instance).select_related("node")
+            .order_by("item_index", "id").first())
+
+
+def instance_ssh_endpoint(*, instance) -> tuple[str, int]:
+    """(host, port) of the sshd of the instance's head group (the web terminal's way in); 404 when unplaced."""
+    head = _head_group(instance)
+    if head is None:
+        raise NotFoundError("The instance is not placed on a node.")
+    host = head.node.ssh_host or head.node.hostname
+    own_network = instance.kind == InstanceKind.CONTAINER and head.ssh_port
+    return host, head.ssh_port if own_network else head.node.ssh_port
+
+
+def instance_state(*, instance_id) -> str | None:
+    """The instance's state now (None: gone), for a connection that must end when it stops."""
+    return Instance.objects.filter(pk=instance_id).values_list("state", flat=True).first()

@@ -312,3 +312,60 @@ def catalog(db):
 
     seed_catalog()
     return {a.slug: a for a in Accelerator.objects.all()}
+
+
+# --- The ASGI app (uvicorn) for WebSocket tests: the port proxy and the web terminal --------------------
+
+class AsgiServer:
+    """`uvicorn config.asgi:application` on a free loopback port against this run's test database."""
+
+    def __init__(self, extra_env: dict | None = None):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**_worker_env("unused"), **(extra_env or {})}
+        self.log_path = ROOT / "var" / f"asgi-{RUN_ID}-{time.time_ns()}.log"
+
+    def start(self) -> "AsgiServer":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+             "--port", str(self.port), "--lifespan", "off", "--no-access-log"],
+            cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"uvicorn exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"uvicorn did not listen: {self.log_tail()}")
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.fixture
+def asgi_server(transactional_db):
+    """The whole app served by uvicorn (HTTP and WebSockets), stopped at the end of the test."""
+    server = AsgiServer().start()
+    yield server
+    server.stop()

@@ -19,6 +19,17 @@ def ssh_port_of(payload: dict) -> int | None:
     return int(port) if port else None
 
 
+def http_ports_of(payload: dict) -> dict[str, int]:
+    """{"<container port>": node port} the platform asks a container in its own network to publish
+    (env CARDMIX_HTTP_PORTS="31000:8888,31001:6006"); entries that are not two port numbers are skipped."""
+    published = {}
+    for pair in str((payload.get("env") or {}).get("CARDMIX_HTTP_PORTS", "")).split(","):
+        node, _, inside = pair.partition(":")
+        if node.isdigit() and inside.isdigit() and 0 < int(node) < 65536 and 0 < int(inside) < 65536:
+            published[inside] = int(node)
+    return published
+
+
 
 class Instances:
     """The state dir's instances/ and the prepare and release commands (the runtime does its part)."""

@@ -371,6 +371,21 @@ SSH_GATEWAY_RECHECK_SECONDS = env.float("SSH_GATEWAY_RECHECK_SECONDS", default=2
 # separated; e.g. a registry on the node network), and how long one registry call may take.
 CUSTOM_IMAGE_INSECURE_REGISTRIES = env.list("CUSTOM_IMAGE_INSECURE_REGISTRIES", default=[])
 CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS = env.float("CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS", default=15.0)
+# A container's HTTP ports (its image's and the user's, provisioning/http_ports.py): the i-th is published on its
+# node at CONTAINER_HTTP_PORT_BASE + first card × HTTP_PORTS_PER_INSTANCE + i (open BASE..BASE+64×N on the
+# nodes' firewall to the platform only). An instance declares at most HTTP_PORTS_PER_INSTANCE ports.
+HTTP_PORTS_PER_INSTANCE = env.int("HTTP_PORTS_PER_INSTANCE", default=8)
+CONTAINER_HTTP_PORT_BASE = env.int("CONTAINER_HTTP_PORT_BASE", default=31000)
+if not 1 <= HTTP_PORTS_PER_INSTANCE <= 32 or not 1024 <= CONTAINER_HTTP_PORT_BASE <= 65535 - 64 * HTTP_PORTS_PER_INSTANCE:
+    raise ImproperlyConfigured("HTTP_PORTS_PER_INSTANCE must be 1..32 and CONTAINER_HTTP_PORT_BASE leave room for "
+                               "64 cards × HTTP_PORTS_PER_INSTANCE ports below 65536.")
+# The proxy's longest wait for an instance's HTTP port to answer (seconds); a share link's longest life (days).
+PROXY_UPSTREAM_TIMEOUT_SECONDS = env.float("PROXY_UPSTREAM_TIMEOUT_SECONDS", default=60.0)
+PORT_SHARE_MAX_DAYS = env.int("PORT_SHARE_MAX_DAYS", default=30)
+# The web terminal (console/consumers/terminal.py): how long its SSH connection may take, and how often an open
+# terminal checks that its instance still runs (it closes within that long after a stop).
+TERMINAL_CONNECT_TIMEOUT_SECONDS = env.float("TERMINAL_CONNECT_TIMEOUT_SECONDS", default=15.0)
+TERMINAL_STATE_CHECK_SECONDS = env.float("TERMINAL_STATE_CHECK_SECONDS", default=5.0)
 # One cluster per instance (provisioning/services/cluster.py): the parts of a multi-node or hybrid instance get a
 # /24 of CLUSTER_SUBNET_POOL (VXLAN zones) and VXLAN id CLUSTER_VNI_BASE + its slot; the rendezvous port is
 # CLUSTER_MASTER_PORT_BASE + the master part's first card, the readiness TCP probe CLUSTER_PROBE_PORT_BASE + a part's

@@ -39,6 +39,7 @@ from ..state_reasons import stop_warning, terminate_warning
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
+from .instance_access import access_context
 from .instance_slurm import slurm_section
 from .storage import instance_mounts, storage_pickers
 from .waitlist_context import waitlist_context
@@ -357,7 +358,7 @@ def instance_detail(request, instance_id):
     context = _detail_context(request, instance_id)
     if request.htmx:
         return render(request, "console/partials/instance_live.html", context)
-    return render(request, "console/instances/detail.html", context)
+    return render(request, "console/instances/detail.html", {**context, **access_context(request, context["instance"])})
 
 
 @login_required

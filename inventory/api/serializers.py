@@ -81,7 +81,7 @@ class ImageSerializer(serializers.ModelSerializer):
     slug = serializers.CharField(read_only=True)  # slugs contain dots (pytorch-2.3-cuda12.3): not a SlugField
     class Meta:
         model = Image
-        fields = ["slug", "name", "description", "vendors"]
+        fields = ["slug", "name", "description", "vendors", "http_ports", "jupyter_port"]
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -188,15 +188,24 @@ class PriceSerializer(StrictModelSerializer):
         validators: list = []  # effective_from defaults to now; price_create maps a clash to a field error
 
 
+class ImagePortSerializer(StrictSerializer):
+    """One HTTP port an image serves (reached through the platform's proxy)."""
+
+    port = serializers.IntegerField(min_value=1, max_value=65535)
+    name = serializers.CharField(max_length=40, allow_blank=True, default="")
+
+
 class ImageAdminSerializer(StrictModelSerializer):
-    """An image as operators edit it."""
+    """An image as operators edit it; `jupyter_port` is where it starts JupyterLab with the platform's token."""
 
     # Slugs contain dots (pytorch-2.3-cuda12.3), which a SlugField refuses (and its schema pattern denies).
     slug = serializers.RegexField(r"^[-a-zA-Z0-9_.]+$", max_length=60,
                                   validators=[UniqueValidator(queryset=Image.objects.all())])
     vendors = serializers.ListField(child=serializers.ChoiceField(choices=Vendor.values), allow_empty=False)
+    http_ports = ImagePortSerializer(many=True, required=False, max_length=8)
+    jupyter_port = serializers.IntegerField(min_value=1, max_value=65535, required=False, allow_null=True)
 
     class Meta:
         model = Image
-        fields = ["id", "slug", "name", "description", "vendors", "active"]
+        fields = ["id", "slug", "name", "description", "vendors", "active", "http_ports", "jupyter_port"]
         read_only_fields = ["id"]

@@ -1,7 +1,7 @@
 """provisioning API routes (SPEC §5)."""
 from django.urls import path
 
-from . import views
+from . import ports, views
 
 urlpatterns = [
     path("instances/", views.InstanceListCreateView.as_view(), name="instance-list"),
@@ -20,5 +20,11 @@ urlpatterns = [
     path("instances/<str:instance_id>/volumes/", views.InstanceVolumesView.as_view(), name="instance-volumes"),
     path("instances/<str:instance_id>/volumes/<str:volume_id>/", views.InstanceVolumeDetailView.as_view(),
          name="instance-volume-detail"),
+    path("instances/<str:instance_id>/ports/", ports.InstancePortsView.as_view(), name="instance-ports"),
+    path("instances/<str:instance_id>/ports/<int:port>/", ports.InstancePortView.as_view(), name="instance-port"),
+    path("instances/<str:instance_id>/ports/<int:port>/shares/", ports.InstancePortSharesView.as_view(),
+         name="instance-port-shares"),
+    path("instances/<str:instance_id>/shares/<str:share_id>/", ports.InstancePortShareView.as_view(),
+         name="instance-port-share"),
     path("quotes/", views.QuoteView.as_view(), name="quote"),
 ]

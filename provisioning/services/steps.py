@@ -15,10 +15,12 @@ from core.errors import InsufficientFunds
 from core.failpoints import failpoint
 from inventory.choices import NodeState
 from inventory.models import Node
+from inventory.selectors import images_named
 
 from ..choices import FUNDS_FAILURE, PROVISIONED_WARM, GroupState, InstanceKind, ReportScope
 from ..choices import InstanceState as S
 from ..endpoints import container_ssh_port
+from ..http_ports import http_env
 from ..lock_objects import instance_lock
 from ..models import Instance, NodeGroup, ReadinessReport
 from ..platform_keys import authorized_keys
@@ -94,6 +96,14 @@ def _published_port(meta: dict) -> int | None:
     return port if type(port) is int and 0 < port < 65536 else None
 
 
+def _published_http(meta: dict) -> dict:
+    """The agent's {"<port>": node port} of a container's published HTTP ports (none: on the node itself)."""
+    ports = meta.get("http_ports")
+    if not isinstance(ports, dict):
+        return {}
+    return {str(k): v for k, v in ports.items() if str(k).isdigit() and type(v) is int and 0 < v < 65536}
+
+
 # -- provisioning ----------------------------------------------------------------------------
 
 def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
@@ -114,6 +124,9 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     if part is not None:
         env.update(part["env"])
     storage = prepare_storage(instance=instance, node=node)  # its volumes and datasets (None: none)
+    # Its HTTP ports: the proxy prefix, JupyterLab's token, and a container's publishing map (http_ports.py).
+    images = images_named(instance.images.values())
+    env.update(http_env(instance, images, group.card_indices, container=container))
     while group.prepare_attempts < PREPARE_ATTEMPTS:
         # Written before the call (see driver_touched): a release then reaches the driver even if this worker
         # dies inside it. An attempt counts once it has an outcome, so a crash costs the customer none.
@@ -134,10 +147,11 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
             group.prepared_at, group.state = db_now(), GroupState.PREPARED
             # The port the driver says it published (an agent that predates published ports says none).
             group.ssh_port = _published_port(out.meta) if container else None
+            group.http_ports = _published_http(out.meta) if container else {}
         if not _group_write(instance.pk, group, S.PROVISIONING, prepare_attempts=group.prepare_attempts,
                             prepare_output=group.prepare_output, prepare_exit_code=group.prepare_exit_code,
                             prepared_at=group.prepared_at, state=group.state, driver_seconds=group.driver_seconds,
-                            ssh_port=group.ssh_port):
+                            ssh_port=group.ssh_port, http_ports=group.http_ports):
             # Released while the driver ran: that release may have come before the container did, so
             # stop here whatever this call started, or it keeps running on cards given back.
             _driver_release(instance, group)

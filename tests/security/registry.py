@@ -99,6 +99,36 @@ def instance(world):
     return Target({"instance_id": str(inst.pk)}, row=inst)
 
 
+def instance_port(world):
+    """A's running instance with a user-added port 9100 (the image declares 8888 and 6006)."""
+    from tests.factories.provisioning import InstanceFactory
+
+    inst = InstanceFactory(organization=world.a.organization, name=world.marker("ported"), state="running",
+                           http_ports=[{"port": 9100, "name": world.marker("port")}])
+    return Target({"instance_id": str(inst.pk), "port": 9100}, row=inst, body={"port": 9200, "expires_in_hours": 1})
+
+
+def instance_ports(world):
+    target = instance_port(world)
+    return Target({"instance_id": target.kwargs["instance_id"]}, row=target.row, body={"port": 9200})
+
+
+def proxied_port(world):
+    target = instance_port(world)
+    return Target({**target.kwargs, "rest": "api/status"}, row=target.row)
+
+
+def port_share(world):
+    from datetime import timedelta
+
+    from provisioning.services.ports import port_share_create
+
+    target = instance_port(world)
+    share, _ = port_share_create(org=world.a.organization, instance_id=target.row.pk, port=9100,
+                                 expires_in=timedelta(hours=1))
+    return Target({"instance_id": target.kwargs["instance_id"], "share_id": str(share.pk)}, row=share)
+
+
 def monthly_instance(world):
     from tests.factories.provisioning import InstanceFactory
 
@@ -292,6 +322,15 @@ OBJECT_FACTORIES = {
     "api:instance-package-renewal": monthly_instance,
     "api:instance-events": instance,
     "api:instance-readiness": instance,
+    "api:instance-ports": instance_ports,
+    "api:instance-port": instance_port,
+    "api:instance-port-shares": instance_port,
+    "api:instance-port-share": port_share,
+    "console:proxy": proxied_port,
+    "console:instance_port_add": instance_ports,
+    "console:instance_port_remove": instance_port,
+    "console:instance_port_share": instance_port,
+    "console:instance_share_revoke": port_share,
     "console:instance_detail": instance,
     "console:instance_action": instance_action,
     "console:instance_package_renewal": monthly_instance,

@@ -13,7 +13,7 @@ ROUTES = {r.name: r for r in walk()}
 NOT_CREATING = {"api:quote", "api:stripe-webhook", "api:agent-heartbeat", "api:agent-commands",
                 "api:agent-enroll"}
 # POSTs on an id that do create something (paying an invoice creates a top-up).
-CREATING_ON_ID = {"api:invoice-pay"}
+CREATING_ON_ID = {"api:invoice-pay", "api:instance-port-shares"}
 
 
 def _count(model_path: str, **filters):
@@ -84,6 +84,12 @@ def _case(name, ctx):
         body = {"url": "https://93.184.216.34/idem", "event_types": ["instance.running"]}
         return ("/api/v1/webhooks/", body, {**body, "event_types": ["balance.low"]},
                 _count("webhooks.WebhookEndpoint", organization=org))
+    if name == "api:instance-port-shares":
+        from tests.factories.provisioning import InstanceFactory
+
+        inst = InstanceFactory(organization=org, state="running")
+        return (f"/api/v1/instances/{inst.pk}/ports/8888/shares/", {"expires_in_hours": 2}, {"expires_in_hours": 3},
+                _count("provisioning.PortShare", instance=inst))
     raise AssertionError(f"{name}: a creating POST without an idempotency case in {__file__}")
 
 
@@ -95,7 +101,8 @@ def test_creating_endpoints_are_enumerated():
     """The list below is derived from the URLconf: a new creating POST gets a case or fails here."""
     known = {"api:token-list", "api:ssh-key-list", "api:member-list", "api:instance-list", "api:topup-list",
              "api:sponsorship-list", "api:invoice-pay", "api:admin-node-list", "api:admin-price-list",
-             "api:admin-image-list", "api:volume-list", "api:webhook-list", "api:fapiao-list"}
+             "api:admin-image-list", "api:volume-list", "api:webhook-list", "api:fapiao-list",
+             "api:instance-port-shares"}
     assert set(CREATING) == known, set(CREATING) ^ known
 
 
@@ -127,6 +134,9 @@ def test_same_key_replays_and_other_body_is_422(name, ctx):
     if name == "api:token-list":  # secrets are never stored: the replay carries "token": null
         assert expected["token"].startswith("cmx_") and again.json()["token"] is None
         expected = {**expected, "token": None}
+    if name == "api:instance-port-shares":  # the share link's secret likewise: "url": null
+        assert "cardmix_share=" in expected["url"] and again.json()["url"] is None
+        expected = {**expected, "url": None}
     assert again.json() == expected
     assert again.headers.get("Idempotent-Replayed") == "true"
     assert count() == before + 1

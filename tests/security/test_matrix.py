@@ -51,6 +51,13 @@ MATRIX = {
     "instance_delete": ("delete", "/api/v1/instances/{instance}/", INSTANCES, False, {202}),
     "instance_package_renewal": ("post", "/api/v1/instances/{monthly}/package-renewal/", INSTANCES, False, {200}),
     "quote": ("post", "/api/v1/quotes/", READ, True, {200}),
+    "instance_ports": ("get", "/api/v1/instances/{instance}/ports/", READ, True, {200}),
+    "instance_port_add": ("post", "/api/v1/instances/{instance}/ports/", INSTANCES, False, {201}),
+    "instance_port_remove": ("delete", "/api/v1/instances/{ported}/ports/9100/", INSTANCES, False, {200}),
+    "instance_port_shares": ("get", "/api/v1/instances/{instance}/ports/8888/shares/", READ, True, {200}),
+    "instance_port_share": ("post", "/api/v1/instances/{instance}/ports/8888/shares/", INSTANCES, False, {201}),
+    "instance_port_share_revoke": ("delete", "/api/v1/instances/{instance}/shares/{share}/", INSTANCES, False,
+                                   {200}),
     "accelerators": ("get", "/api/v1/accelerators/", EVERY, True, {200}),
     "zones": ("get", "/api/v1/zones/", EVERY, True, {200}),
     "images": ("get", "/api/v1/images/", EVERY, True, {200}),
@@ -84,10 +91,13 @@ NEEDS_S3 = {"volume_key_create", "volume_key_revoke"}  # a real S3 + IAM server 
 
 
 def _world(actor) -> dict:
+    from datetime import timedelta
+
     from django.utils import timezone
 
     from billing.models_payments import TopUp
     from billing.models_products import Invoice, SponsorshipProposal
+    from provisioning.models import PortShare
     from tests.factories.billing import fund
     from tests.factories.provisioning import InstanceFactory, make_fleet
     from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -98,6 +108,9 @@ def _world(actor) -> dict:
     make_fleet(h100=1)
     fund(org, 1_000_000_000, key=f"security-matrix:{org.pk}")
     inst = InstanceFactory(organization=org, state="running")
+    ported = InstanceFactory(organization=org, state="running", http_ports=[{"port": 9100, "name": "app"}])
+    share = PortShare.objects.create(instance=inst, port=8888, secret_hash=f"{inst.pk.hex:0>64}",
+                                     expires_at=timezone.now() + timedelta(hours=1))
     monthly = InstanceFactory(organization=org, state="running", billing="monthly", package_renewal="renew")
     topup = TopUp.objects.create(organization=org, amount=50_000_000, amount_fen=5_000)
     proposal = SponsorshipProposal.objects.create(organization=org, title="t", abstract="a",
@@ -112,7 +125,7 @@ def _world(actor) -> dict:
     shared, key = _shared_volume(org)
     storage_ids = _storage(org, inst)
     fapiao_ids = _fapiao(org)
-    return {"shared_volume": shared.pk, "volume_key": key.pk, "instance": inst.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
+    return {"shared_volume": shared.pk, "volume_key": key.pk, "instance": inst.pk, "ported": ported.pk, "share": share.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
             "month": _this_month(), "webhook": endpoint.pk, "delivery": delivery.pk, **storage_ids, **fapiao_ids}
 
 
@@ -178,6 +191,8 @@ BODIES = {
     "instance_create": {"name": "m", "kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],
                         "image": "pytorch-2.3-cuda12.3"},
     "instance_package_renewal": {"package_renewal": "stop"},
+    "instance_port_add": {"port": 9000, "name": "my app"},
+    "instance_port_share": {"expires_in_hours": 2},
     "volume_create": {"name": "matrix-new", "kind": "disk", "size_gib": 10, "zone": ""},  # zone: _storage
     "volume_grow": {"size_gib": 200},  # make_volume: 100 GiB
     "instance_volume_attach": {"volume": "", "mount_path": "/scratch"},  # _storage: a free disk of the actor's organization

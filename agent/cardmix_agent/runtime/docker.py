@@ -16,7 +16,7 @@ from ..constants import (
     PORT_LABEL,
     log,
 )
-from ..instances import container_of, ssh_port_of
+from ..instances import container_of, http_ports_of, ssh_port_of
 from ..limits import limits_argv
 from ..programs import run
 from .base import Runtime
@@ -115,6 +115,8 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
             network = cluster_run_args(cluster, port, keys_file.parent / "hostfile")
             if cluster["network"]["mode"] != "vxlan" and port:
                 env["CARDMIX_SSH_PORT"] = str(port)  # the host's network: the image's sshd listens there itself
+        for inside, node_port in self.http_published(payload).items():  # its HTTP ports, for the platform's proxy
+            network += ["-p", f"{node_port}:{inside}"]
         argv = [self.args.docker, "run", "-d", "--name", name,
                 "--label", f"{INSTANCE_LABEL}={payload['instance_id']}", "--restart", "unless-stopped",
                 *network, "--ipc", "private", "--shm-size", self.args.shm_size,
@@ -170,7 +172,15 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
             return (freed + f"cardmix-agent: refusing to start {name}: it would mount {', '.join(exposed)}, "
                     "the agent's token or state\n", EXIT_CONFIG, meta)
         text, code = run(argv, timeout=self.args.prepare_timeout)
-        return freed + text, code, {**meta, "ssh_port": port if code == 0 else None}
+        return freed + text, code, {**meta, "ssh_port": port if code == 0 else None,
+                                    "http_ports": self.http_published(payload) if code == 0 else {}}
+
+    def http_published(self, payload: dict) -> dict[str, int]:
+        """The HTTP ports published on node ports: only a container in a network of its own has any (on the
+        host's network they listen on the node already)."""
+        cluster = cluster_of(payload)
+        own = ssh_port_of(payload) and (not cluster or cluster["network"]["mode"] == "vxlan")
+        return http_ports_of(payload) if own else {}
 
     def protected_paths(self) -> list[Path]:
         """What no container may see: the token file, its directory, the state dir (and the usual token dir, even

@@ -73,6 +73,8 @@ class Image(Model):
     name: str = ""
     description: str = ""
     vendors: list = field(default_factory=list)
+    http_ports: list = field(default_factory=list)  # [{"port", "name"}] reached at /proxy/<instance>/<port>/
+    jupyter_port: int | None = None
 
 
 @dataclass

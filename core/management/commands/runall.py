@@ -1,5 +1,8 @@
 """Run web, Celery worker, Celery beat and the SSH gateway together in the foreground; Ctrl-C stops them all.
 
+The web process is uvicorn serving config.asgi: the Django app over HTTP, and the WebSockets of the port proxy
+and the web terminal (Django Channels); static files come from WhiteNoise as before.
+
 On embedded Stripe defaults (no STRIPE_API_KEY, STRIPE_API_BASE or STRIPE_JS_URL in the environment) it also runs
 localstripe, a local Stripe stand-in, so the demo can top up without a network or a Stripe account: the three
 processes get STRIPE_STANDIN=1 and its URLs, and its webhook points at our endpoint (billing/payments/standin.py).
@@ -28,6 +31,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, addr, **options):
         py = sys.executable
+        host, _, port = addr.rpartition(":")
         procs, child_env = {}, dict(os.environ)
         standin = self._stripe_standin(addr)
         if standin:
@@ -36,7 +40,8 @@ class Command(BaseCommand):
         # SQLite has one writer: one worker process (concurrency 1) keeps lock waits short.
         concurrency = "1" if not settings.USING_POSTGRES else os.environ.get("WORKER_CONCURRENCY", "2")
         commands = {
-            "web": [py, "manage.py", "runserver", addr, "--noreload"],
+            "web": [py, "-m", "uvicorn", "config.asgi:application", "--host", host or "127.0.0.1", "--port", port,
+                    "--lifespan", "off"],
             "worker": [py, "-m", "celery", "-A", "config", "worker", "-l", "warning", "-c", concurrency,
                        "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", "cardmix-worker@%h"],
             "beat": [py, "-m", "celery", "-A", "config", "beat", "-l", "warning",

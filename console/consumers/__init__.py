@@ -1,0 +1,2 @@
+"""WebSocket consumers (Django Channels, routed in console/routing.py): the port proxy's pass-through and
+the web terminal."""

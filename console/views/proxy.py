@@ -1,0 +1,113 @@
+"""`/proxy/<instance>/<port>/…`: the platform's authenticating reverse proxy to an instance's HTTP ports.
+
+HTTP here (httpx, streamed both ways); the WebSocket upgrade of the same paths is console/consumers/proxy.py.
+The upstream sees the path the browser asked for, the prefix kept (http_ports.py), without the platform's
+cookies; JupyterLab's port gets its token as an Authorization header, so the user copies none.
+"""
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import urlencode
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import Http404, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from core.errors import NotFoundError
+from provisioning.http_ports import SHARE_PARAM
+
+from .. import proxy_access as access
+
+# Hop-by-hop headers (RFC 9110 §7.6.1) and the ones the proxy sets itself.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                        "transfer-encoding", "upgrade", "host", "cookie", "authorization", "content-length"})
+RESPONSE_DROPPED = frozenset({"connection", "keep-alive", "proxy-authenticate", "trailer", "transfer-encoding",
+                              "upgrade", "set-cookie"})
+
+
+def upstream_headers(headers, *, cookie: str, token: str | None, host: str, origin_host: str) -> dict:
+    """The request's headers as the upstream gets them: hop-by-hop ones and the platform's cookies dropped,
+    the upstream's Host and Origin (the app checks them against each other), the JupyterLab token added."""
+    out = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
+    out.pop("Origin", None)
+    kept = access.cookie_header_without_platform(cookie)
+    if kept:
+        out["Cookie"] = kept
+    if "origin" in {k.lower() for k in headers}:
+        out["Origin"] = f"http://{host}"
+    out["Host"] = host
+    out["X-Forwarded-Host"] = origin_host
+    if token:
+        out["Authorization"] = f"token {token}"
+    return out
+
+
+def _target(request, instance_id, port):
+    share = request.GET.get(SHARE_PARAM) or access.share_cookie_value(request.headers.get("Cookie", ""))
+    try:
+        return access.port_target(user=request.user, session=request.session, instance_id=instance_id, port=port,
+                                  share_secret=share)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+
+
+def _share_redirect(request, instance_id, port, target):
+    """A share link's first request: its secret into a cookie scoped to the port, the address cleaned."""
+    query = urlencode([(k, v) for k, vs in request.GET.lists() if k != SHARE_PARAM for v in vs])
+    response = HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
+    response.set_cookie(access.SHARE_COOKIE, request.GET[SHARE_PARAM], path=f"/proxy/{instance_id}/{port}/",
+                        httponly=True, samesite="Lax", secure=request.is_secure())
+    return response
+
+
+def _upstream_cookies(response, lines, *, prefix: str) -> None:
+    """The instance's Set-Cookie lines, kept to its own path: never one of the platform's names (an instance must
+    not replace the visitor's session), never outside the port's prefix."""
+    jar = SimpleCookie()
+    for line in lines:
+        try:
+            jar.load(line)
+        except CookieError:
+            continue  # a cookie Python cannot represent is dropped, not a 500
+    for name, morsel in jar.items():
+        if name in access.platform_cookie_names():
+            continue
+        if not (morsel["path"] or "").startswith(prefix):
+            morsel["path"] = prefix
+        response.cookies[name] = morsel
+
+
+async def _stream(upstream: httpx.Response, client: httpx.AsyncClient):
+    try:
+        async for chunk in upstream.aiter_raw():
+            yield chunk
+    finally:
+        await upstream.aclose()
+        await client.aclose()
+
+
+@csrf_exempt  # the instance's app has its own (e.g. Jupyter's _xsrf); the platform's cookies never reach it
+async def proxy(request, instance_id, port, rest=""):
+    """Forward one request to the instance's port, or 404 when the caller may not reach it."""
+    port = int(port)
+    target = await sync_to_async(_target)(request, instance_id, port)
+    if request.GET.get(SHARE_PARAM):
+        return _share_redirect(request, instance_id, port, target)
+    host = f"{target.host}:{target.upstream_port}"
+    headers = upstream_headers(request.headers, cookie=request.headers.get("Cookie", ""), token=target.jupyter_token,
+                               host=host, origin_host=request.get_host())
+    body = await sync_to_async(lambda: request.body)()
+    client = httpx.AsyncClient(timeout=settings.PROXY_UPSTREAM_TIMEOUT_SECONDS, follow_redirects=False)
+    try:
+        upstream = await client.send(client.build_request(request.method, f"http://{host}{request.get_full_path()}",
+                                                          headers=headers, content=body), stream=True)
+    except httpx.HTTPError:
+        await client.aclose()
+        return HttpResponse(f"Port {port} of the instance does not answer.", status=502,
+                            content_type="text/plain; charset=utf-8")
+    response = StreamingHttpResponse(_stream(upstream, client), status=upstream.status_code)
+    for name, value in upstream.headers.multi_items():
+        if name.lower() not in RESPONSE_DROPPED:
+            response[name] = value
+    _upstream_cookies(response, upstream.headers.get_list("set-cookie"), prefix=f"/proxy/{instance_id}/{port}/")
+    return response
