@@ -231,7 +231,9 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
     # Choice sets that share a field name ("kind") need names of their own in the schema.
-    "ENUM_NAME_OVERRIDES": {"VolumeKindEnum": "storage.choices.VolumeKind", "InstanceKindEnum": "provisioning.choices.InstanceKind"},
+    "ENUM_NAME_OVERRIDES": {"VolumeKindEnum": "storage.choices.VolumeKind",
+                            "InstanceKindEnum": "provisioning.choices.InstanceKind",
+                            "FapiaoKindEnum": "billing.models_fapiao.FapiaoKind"},
 }
 IDEMPOTENCY_TTL = timedelta(hours=env.int("IDEMPOTENCY_TTL_HOURS", default=24))
 
