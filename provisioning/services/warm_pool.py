@@ -28,6 +28,7 @@ from tenancy.audit import audit_record
 from ..choices import GroupState, RefillState, WarmState
 from ..models import NodeGroup, WarmNode, WarmPool
 from ..placement import BARE_METAL, Assignment, PlacementResult
+from .cleaning import node_clean_begin
 from .fleet import driver_for, forced_faults, node_ref
 from .readiness_run import cards_test, clip, driver_call
 
@@ -148,8 +149,7 @@ def warm_pool_refill(*, pool_id) -> str:
         rows = list(pool.nodes.select_for_update().order_by("pk"))
         unfit = _unfit(rows)
         for warm in [w for w in rows if w.pk in unfit]:  # the pool lets go; whoever took the node out decides
-            cards_release(holder_id=warm.pk)
-            warm.delete()
+            _give_back(warm)
             rows.remove(warm)
         for warm in rows:
             if warm.state == WarmState.WARM and warm.verified_at < now - max_age():
@@ -158,8 +158,7 @@ def warm_pool_refill(*, pool_id) -> str:
                 _dispatch(warm, warm.state, now)
         idle = [w for w in rows if w.state == WarmState.WARM]
         for warm in idle[:max(0, len(rows) - pool.size)]:  # the operator made the pool smaller
-            cards_release(holder_id=warm.pk)
-            warm.delete()
+            _give_back(warm)
             rows.remove(warm)
         claimed = _claim_nodes(pool, pool.size - len(rows), now) if len(rows) < pool.size else 0
         short = len(rows) + claimed < pool.size
@@ -169,6 +168,16 @@ def warm_pool_refill(*, pool_id) -> str:
                 f"{claimed} node(s) claimed" if claimed else "")
         WarmPool.objects.filter(pk=pool.pk).update(refill_state=state, refill_note=note, refilled_at=now)
     return state
+
+
+def _give_back(warm: WarmNode) -> None:
+    """Free a node the pool holds. It may run the pool's bare-metal image: it is cleaned first, as after any bare-metal
+    instance (services/cleaning.py; the state it had comes back), unless it cannot be cleaned now."""
+    node = Node.objects.select_for_update(of=("self",)).get(pk=warm.node_id)
+    if node.state not in (NodeState.CLEANING, NodeState.RETIRED, NodeState.UNREACHABLE):
+        node_clean_begin(node=node, reason="cleaning a node the warm pool gave back")
+    cards_release(holder_id=warm.pk)
+    warm.delete()
 
 
 def _dispatch(warm: WarmNode, state: str, now) -> None:

@@ -27,6 +27,8 @@ SAID = {
     "start: sold out": "Sold out when requested: waiting on the waitlist for cards to free up.",
     "woken: capacity freed": "Cards freed up for it on the waitlist; the machine is being prepared.",
     "provisioned": "Machine prepared; its interconnect readiness test is running.",
+    "provisioned: warm nodes, boot and image skipped":
+        "Taken ready from the warm pool (no boot or image step); its readiness test is running.",
     "readiness passed": "Readiness test passed: handed over to you.",
     "stop requested": "Stop requested.",
     "stopped": CONTAINER_STOPPED,

@@ -9,6 +9,7 @@ from core.dbclock import db_now
 from inventory.models import Card, CardAllocation, Image, Node
 from provisioning.choices import PROVISIONED_WARM
 from provisioning.models import InstanceEvent, NodeGroup, ReadinessReport, WarmNode, WarmPool
+from provisioning.services.cleaning import node_clean
 from provisioning.services.fleet import fault_force
 from provisioning.services.warm_pool import (
     warm_node_prepare,
@@ -123,8 +124,9 @@ def test_another_image_boots_cold_and_a_failing_node_leaves_the_pool(client):
     assert WarmNode.objects.count() == 1
     pool.size = 0
     pool.save()
-    warm_pools_refill()  # made smaller: the node goes back to the pool of free nodes
+    warm_pools_refill()  # made smaller: the node is cleaned, then back among the free nodes
     assert not WarmNode.objects.exists() and not CardAllocation.objects.live().filter(holder_kind="warm_pool").exists()
+    assert node_clean(node=Node.objects.get(pk=nodes[2].pk)).state == "available"
 
 
 def test_a_warm_node_taken_out_of_service_leaves_the_pool_and_is_replaced(client):
@@ -139,9 +141,13 @@ def test_a_warm_node_taken_out_of_service_leaves_the_pool_and_is_replaced(client
     assert not NodeGroup.objects.get(instance_id=iid).warm  # the degraded card's node is not handed out
     assert _fill() == []  # both let go (cards freed); no whole free node is left to claim
     assert not CardAllocation.objects.live().filter(holder_kind="warm_pool").exists()
-    assert not WarmNode.objects.exists() and Node.objects.get(pk=first.node_id).state == "draining"
+    assert not WarmNode.objects.exists()
     pool.refresh_from_db()
     assert pool.refill_state == "short" and pool.refill_note == "2 whole free node(s) missing"
+    # It ran the pool's image: cleaned before anything else lands on it, then the operator's drain is back.
+    assert Node.objects.get(pk=first.node_id).state == "cleaning"
+    assert node_clean(node=Node.objects.get(pk=first.node_id), previous_state="draining").state == "draining"
+    node_clean(node=Node.objects.get(pk=second.node_id))
     Node.objects.filter(pk=first.node_id).update(state="available")  # undrained
     assert _fill() == ["warm"] and WarmNode.objects.get().node_id == first.node_id
     assert nodes[2].pk == NodeGroup.objects.get(instance_id=iid).node_id
