@@ -144,7 +144,8 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
     def docker_prepare(self, payload: dict, keys_file: Path, mounts: list[dict] = ()):
         """Start a group's container. Its meta's `ssh_port` is the port actually published (None: the host
         network, or nothing started): the platform stores it as the SSH endpoint, and an agent that ignores
-        the port sends no such key."""
+        the port sends no such key. `http_ports` ({"<port>": node port}, only when any) are its published HTTP
+        ports, which the platform's proxy reaches."""
         name, port = container_of(payload), ssh_port_of(payload)
         meta = {"container": name, "ssh_port": None}
         # A retried prepare replaces what an earlier attempt started (same name: a second run would conflict).
@@ -172,8 +173,9 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
             return (freed + f"cardmix-agent: refusing to start {name}: it would mount {', '.join(exposed)}, "
                     "the agent's token or state\n", EXIT_CONFIG, meta)
         text, code = run(argv, timeout=self.args.prepare_timeout)
+        published = self.http_published(payload) if code == 0 else {}
         return freed + text, code, {**meta, "ssh_port": port if code == 0 else None,
-                                    "http_ports": self.http_published(payload) if code == 0 else {}}
+                                    **({"http_ports": published} if published else {})}
 
     def http_published(self, payload: dict) -> dict[str, int]:
         """The HTTP ports published on node ports: only a container in a network of its own has any (on the
