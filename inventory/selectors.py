@@ -1,15 +1,17 @@
 """Reads of the fleet and the catalog: stock, prices and the placement snapshot, each in a fixed
 number of queries whatever the size of the fleet."""
+from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
 from core.errors import NotFoundError, ValidationFailed
 
 from .choices import CardHealth, NodeState
-from .models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
+from .models import Accelerator, Card, CardAllocation, Image, Node, PlacementChange, Price, Zone
 
 _ZERO = {"available_cards": 0, "allocated_cards": 0, "total_cards": 0}
 
@@ -139,14 +141,17 @@ def current_prices(at=None) -> dict[str, tuple[int, int]]:
     return {slug: price_pair(od, mo) for slug, od, mo in rows if od is not None}
 
 
-def placement_snapshot(zone=None, accelerators=None) -> list[dict]:
+def placement_snapshot(zone=None, accelerators=None, node_ids=None) -> list[dict]:
     """Every non-retired node as {id, zone, accelerator, card_count, free, state}, in two queries.
 
     `free` is the frozenset of card indices that are healthy and hold no live allocation (computed
     for every state; the placement engine only uses nodes whose state is `available`).
-    `zone` is a Zone or slug; `accelerators` an iterable of Accelerators or slugs.
+    `zone` is a Zone or slug; `accelerators` an iterable of Accelerators or slugs; `node_ids` only these
+    nodes (an in-memory index refreshing what changed).
     """
     nodes = Node.objects.exclude(state=NodeState.RETIRED)
+    if node_ids is not None:
+        nodes = nodes.filter(pk__in=list(node_ids))
     if zone is not None:
         nodes = nodes.filter(zone__slug=getattr(zone, "slug", zone))
     if accelerators is not None:
@@ -160,6 +165,48 @@ def placement_snapshot(zone=None, accelerators=None) -> list[dict]:
             free[node_id].add(index)
     return [{"id": r["id"], "zone": r["zone__slug"], "accelerator": r["accelerator__slug"],
              "card_count": r["card_count"], "free": frozenset(free[r["id"]]), "state": r["state"]} for r in rows]
+
+
+@dataclass(frozen=True)
+class PlacementChanges:
+    """What changed for placement since a watermark (see PlacementChange), read in one statement."""
+
+    watermark: int  # every other transaction below it is finished and seen by this read
+    node_ids: frozenset  # nodes changed by transactions at or above the old watermark
+    own: frozenset  # of those, nodes this transaction changed and has not committed (re-read next time)
+    rebuild: bool  # a marker says rows may be missing: read the whole fleet again
+
+
+# A snapshot's xmin leaves out the reader's own transaction, whose later writes must still be read: the
+# watermark is the lower of the two.
+_WATERMARK = """LEAST(pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
+                      pg_current_xact_id_if_assigned()::text::bigint)"""
+_CHANGES_SQL = f"""
+SELECT {_WATERMARK},
+       ARRAY(SELECT DISTINCT node_id FROM {PlacementChange._meta.db_table} WHERE xid >= %s AND node_id IS NOT NULL),
+       ARRAY(SELECT DISTINCT node_id FROM {PlacementChange._meta.db_table}
+             WHERE xid = pg_current_xact_id_if_assigned()::text::bigint AND node_id IS NOT NULL),
+       EXISTS(SELECT 1 FROM {PlacementChange._meta.db_table} WHERE xid >= %s AND horizon >= %s)
+"""
+
+
+def placement_changes(*, since: int) -> PlacementChanges:
+    """Nodes whose placement view changed in transactions at or above `since` (an earlier `watermark`).
+
+    Transaction ids below a snapshot's xmin are all finished, so a change is either seen by the read
+    that set the watermark or stamped at or above it: nothing is missed when commits land out of order.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_CHANGES_SQL, [since, since, since])
+        xmin, changed, own, rebuild = cursor.fetchone()
+    return PlacementChanges(xmin, frozenset(changed), frozenset(own), rebuild)
+
+
+def placement_watermark() -> int:
+    """Where an index built from a read right after this starts reading changes next time."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_WATERMARK}")
+        return cursor.fetchone()[0]
 
 
 def node_get(*, node_id) -> Node:
