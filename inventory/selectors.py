@@ -1,6 +1,7 @@
 """Reads of the fleet and the catalog: stock, prices and the placement snapshot, each in a fixed
 number of queries whatever the size of the fleet."""
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 
 from django.conf import settings
@@ -141,17 +142,14 @@ def current_prices(at=None) -> dict[str, tuple[int, int]]:
     return {slug: price_pair(od, mo) for slug, od, mo in rows if od is not None}
 
 
-def placement_snapshot(zone=None, accelerators=None, node_ids=None) -> list[dict]:
+def placement_snapshot(zone=None, accelerators=None) -> list[dict]:
     """Every non-retired node as {id, zone, accelerator, card_count, free, state}, in two queries.
 
     `free` is the frozenset of card indices that are healthy and hold no live allocation (computed
     for every state; the placement engine only uses nodes whose state is `available`).
-    `zone` is a Zone or slug; `accelerators` an iterable of Accelerators or slugs; `node_ids` only these
-    nodes (an in-memory index refreshing what changed).
+    `zone` is a Zone or slug; `accelerators` an iterable of Accelerators or slugs.
     """
     nodes = Node.objects.exclude(state=NodeState.RETIRED)
-    if node_ids is not None:
-        nodes = nodes.filter(pk__in=list(node_ids))
     if zone is not None:
         nodes = nodes.filter(zone__slug=getattr(zone, "slug", zone))
     if accelerators is not None:
@@ -168,45 +166,78 @@ def placement_snapshot(zone=None, accelerators=None, node_ids=None) -> list[dict
 
 
 @dataclass(frozen=True)
+class PlacementMark:
+    """How far a reader of the change log got: the highest row it could see, and the transactions that
+    were still writing then (their rows may sit below that row), its own included."""
+
+    last_id: int = 0
+    pending: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class PlacementChanges:
-    """What changed for placement since a watermark (see PlacementChange), read in one statement."""
+    """What changed for placement since a mark (see PlacementChange), read in one statement."""
 
-    watermark: int  # every other transaction below it is finished and seen by this read
-    node_ids: frozenset  # nodes changed by transactions at or above the old watermark
-    own: frozenset  # of those, nodes this transaction changed and has not committed (re-read next time)
-    rebuild: bool  # a marker says rows may be missing: read the whole fleet again
+    mark: PlacementMark  # where the next read starts
+    node_ids: frozenset  # nodes changed by rows this reader had not seen
+    own: frozenset  # nodes this transaction changed and has not committed (re-read next time)
+    rebuild: bool  # a marker says unseen rows may be gone: read the whole fleet again
+    nodes: list = field(default_factory=list)  # placement_snapshot rows of node_ids that still take part
 
 
-# A snapshot's xmin leaves out the reader's own transaction, whose later writes must still be read: the
-# watermark is the lower of the two.
-_WATERMARK = """LEAST(pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
-                      pg_current_xact_id_if_assigned()::text::bigint)"""
+_LOG = PlacementChange._meta.db_table
+_OWN = "pg_current_xact_id_if_assigned()::text::bigint"
+# A row is new to a reader if it lies above the highest row it saw, or belongs to a transaction that was still
+# writing when it read: a later transaction takes later row ids, an earlier one was either committed (seen) or
+# pending. So a read costs what changed since, not what changed while some long transaction ran.
+_NEW = "(id > %(last)s OR xid = ANY(%(pending)s::bigint[]))"
+_MARK = f"""(SELECT coalesce(max(id), 0) FROM {_LOG}),
+       ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x) || {_OWN}"""
+_NODES = f"""SELECT coalesce(json_agg(json_build_object(
+           'id', n.id, 'zone', z.slug, 'accelerator', a.slug, 'card_count', n.card_count, 'state', n.state,
+           'free', ARRAY(SELECT c.index FROM {Card._meta.db_table} c WHERE c.node_id = n.id AND c.health = %(ok)s
+                         AND NOT EXISTS (SELECT 1 FROM {CardAllocation._meta.db_table} al
+                                         WHERE al.card_id = c.id AND al.released_at IS NULL)))), '[]')
+    FROM {Node._meta.db_table} n JOIN {Zone._meta.db_table} z ON z.id = n.zone_id
+    JOIN {Accelerator._meta.db_table} a ON a.id = n.accelerator_id
+    WHERE n.state <> %(retired)s AND n.id IN (SELECT node_id FROM changed)"""
+# One statement, one snapshot, one round trip: the mark, the changed nodes' ids and their state now.
 _CHANGES_SQL = f"""
-SELECT {_WATERMARK},
-       ARRAY(SELECT DISTINCT node_id FROM {PlacementChange._meta.db_table} WHERE xid >= %s AND node_id IS NOT NULL),
-       ARRAY(SELECT DISTINCT node_id FROM {PlacementChange._meta.db_table}
-             WHERE xid = pg_current_xact_id_if_assigned()::text::bigint AND node_id IS NOT NULL),
-       EXISTS(SELECT 1 FROM {PlacementChange._meta.db_table} WHERE xid >= %s AND horizon >= %s)
+WITH changed AS (SELECT node_id FROM {_LOG} WHERE {_NEW} AND node_id IS NOT NULL
+                 UNION SELECT unnest(%(also)s::uuid[]))
+SELECT {_MARK},
+       ARRAY(SELECT node_id FROM changed),
+       ARRAY(SELECT DISTINCT node_id FROM {_LOG} WHERE xid = {_OWN} AND node_id IS NOT NULL),
+       EXISTS(SELECT 1 FROM {_LOG} WHERE {_NEW} AND horizon IS NOT NULL
+              AND (horizon > %(last)s OR horizon_xid >= ANY(%(pending)s::bigint[]))),
+       ({_NODES})
 """
 
 
-def placement_changes(*, since: int) -> PlacementChanges:
-    """Nodes whose placement view changed in transactions at or above `since` (an earlier `watermark`).
+def _mark(last_id, pending) -> PlacementMark:
+    return PlacementMark(last_id, tuple(x for x in pending if x is not None))
 
-    Transaction ids below a snapshot's xmin are all finished, so a change is either seen by the read
-    that set the watermark or stamped at or above it: nothing is missed when commits land out of order.
-    """
+
+def placement_changes(*, since: PlacementMark, also=()) -> PlacementChanges:
+    """Nodes changed in change rows new since `since` (an earlier read's mark), plus the nodes `also`, with
+    their placement snapshot rows now (as `placement_snapshot`; a retired or deleted node has none)."""
+    params = {"last": since.last_id, "pending": list(since.pending), "also": [str(i) for i in also],
+              "ok": CardHealth.OK, "retired": NodeState.RETIRED}
     with connection.cursor() as cursor:
-        cursor.execute(_CHANGES_SQL, [since, since, since])
-        xmin, changed, own, rebuild = cursor.fetchone()
-    return PlacementChanges(xmin, frozenset(changed), frozenset(own), rebuild)
+        cursor.execute(_CHANGES_SQL, params)
+        last_id, pending, changed, own, rebuild, nodes = cursor.fetchone()
+    if isinstance(nodes, str):
+        nodes = json.loads(nodes)
+    rows = [{**n, "free": frozenset(n["free"])} for n in nodes]
+    return PlacementChanges(_mark(last_id, pending), frozenset(str(i) for i in changed),
+                            frozenset(str(i) for i in own), rebuild, rows)
 
 
-def placement_watermark() -> int:
-    """Where an index built from a read right after this starts reading changes next time."""
+def placement_mark() -> PlacementMark:
+    """Where an index built from a read right after this one starts reading changes next time."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {_WATERMARK}")
-        return cursor.fetchone()[0]
+        cursor.execute(f"SELECT {_MARK}")
+        return _mark(*cursor.fetchone())
 
 
 def node_get(*, node_id) -> Node:

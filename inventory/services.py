@@ -376,9 +376,9 @@ def zone_save(*, zone, actor=None, request=None, **fields):
 def placement_changes_prune(*, older_than: timedelta = timedelta(minutes=10)) -> int:
     """Delete placement change rows older than `older_than`; returns how many.
 
-    One marker row records the highest deleted transaction id: a worker whose watermark is at or
-    below it may have missed a deleted row and rebuilds from the whole fleet; any other worker had
-    already read them all. No-op off PostgreSQL (no log there).
+    One marker row records the highest deleted row and transaction ids: a worker that may not have
+    read a deleted row (its last read saw fewer rows, or waited on a transaction up to that id)
+    rebuilds from the whole fleet; any other worker had already read them all. No-op off PostgreSQL.
     """
     if connection.vendor != "postgresql":
         return 0
@@ -386,9 +386,10 @@ def placement_changes_prune(*, older_than: timedelta = timedelta(minutes=10)) ->
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"""
             WITH gone AS (
-                DELETE FROM {table} WHERE created_at < now() - %s RETURNING xid),
+                DELETE FROM {table} WHERE created_at < now() - %s RETURNING id, xid),
             marker AS (
-                INSERT INTO {table} (node_id, xid, horizon, created_at)
-                SELECT NULL, pg_current_xact_id()::text::bigint, max(xid), now() FROM gone HAVING count(*) > 0)
+                INSERT INTO {table} (node_id, xid, horizon, horizon_xid, created_at)
+                SELECT NULL, pg_current_xact_id()::text::bigint, max(id), max(xid), now() FROM gone
+                HAVING count(*) > 0)
             SELECT count(*) FROM gone""", [older_than])
         return cursor.fetchone()[0]

@@ -11,7 +11,8 @@ DECLARE
     xid bigint := pg_current_xact_id()::text::bigint;
 BEGIN
     IF TG_LEVEL = 'STATEMENT' THEN  -- TRUNCATE: every worker rebuilds
-        INSERT INTO inventory_placementchange (node_id, xid, horizon, created_at) VALUES (NULL, xid, xid, now());
+        INSERT INTO inventory_placementchange (node_id, xid, horizon, horizon_xid, created_at)
+            VALUES (NULL, xid, 9223372036854775807, 9223372036854775807, now());
         RETURN NULL;
     END IF;
     IF TG_TABLE_NAME = 'inventory_node' THEN
@@ -103,6 +104,7 @@ class Migration(migrations.Migration):
                 ('node_id', models.UUIDField(null=True)),
                 ('xid', models.BigIntegerField()),
                 ('horizon', models.BigIntegerField(null=True)),
+                ('horizon_xid', models.BigIntegerField(null=True)),
                 ('created_at', models.DateTimeField()),
             ],
             options={

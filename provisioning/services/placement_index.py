@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from django.db import connection
 
-from inventory.selectors import placement_changes, placement_snapshot, placement_watermark
+from inventory.selectors import PlacementMark, placement_changes, placement_mark, placement_snapshot
 
 from ..placement import Fleet, NodeSnapshot
 from .demand import demand_workload
@@ -27,11 +27,11 @@ def _snapshot(row: dict) -> NodeSnapshot:
 
 
 class LiveFleet:
-    """A Fleet plus the watermark of the change log it has read up to."""
+    """A Fleet plus the mark of the change log it has read up to."""
 
     def __init__(self):
         self.fleet: Fleet | None = None
-        self.watermark = 0
+        self.mark = PlacementMark()
         # Nodes last read with this process's own uncommitted changes: if that transaction rolls back its
         # change rows vanish, so these are re-read at the next refresh whatever the log says.
         self.unsure: set = set()
@@ -39,26 +39,25 @@ class LiveFleet:
 
     def rebuild(self) -> None:
         """Read the whole fleet (first use, or a marker says change rows may be gone)."""
-        watermark = placement_watermark()  # before the read: changes after it are re-read next time
+        mark = placement_mark()  # before the read: changes after it are read again next time
         self.fleet = Fleet([_snapshot(r) for r in placement_snapshot()], self.fleet.workload if self.fleet else None)
-        self.watermark = watermark
-        self.unsure = {str(i) for i in placement_changes(since=watermark).own}
+        self.mark = mark
+        self.unsure = set(placement_changes(since=mark).own)
 
     def refresh(self) -> Fleet:
         """Bring the index up to date with what this transaction sees now; returns the Fleet."""
         if self.fleet is None:
             self.rebuild()
             return self.fleet
-        changes = placement_changes(since=self.watermark)
+        changes = placement_changes(since=self.mark, also=self.unsure)
         if changes.rebuild:
             self.rebuild()
             return self.fleet
-        ids = {str(i) for i in changes.node_ids} | self.unsure
-        if ids:
-            rows = {str(r["id"]): _snapshot(r) for r in placement_snapshot(node_ids=ids)}
-            self.fleet.update({i: rows.get(i) for i in ids})
-        self.unsure = {str(i) for i in changes.own}
-        self.watermark = max(self.watermark, changes.watermark)
+        if changes.node_ids:
+            rows = {str(r["id"]): _snapshot(r) for r in changes.nodes}
+            self.fleet.update({i: rows.get(i) for i in changes.node_ids})
+        self.unsure = set(changes.own)
+        self.mark = changes.mark
         return self.fleet
 
 

@@ -79,7 +79,7 @@ def test_a_rolled_back_allocation_does_not_stay_in_the_index():
 def test_changes_committed_out_of_order_are_all_seen():
     a, b = make_fleet(h100=2)
     holder_a, holder_b = InstanceFactory().pk, InstanceFactory().pk
-    assert _index_view() == _database_view()  # built: its watermark is older than both writers below
+    assert _index_view() == _database_view()  # built: both writers below come after its read
     taken, commit = threading.Event(), threading.Event()
 
     def slow():  # the older transaction: allocates first, commits last
