@@ -86,11 +86,15 @@ def placement_fleet():
     (the engine's tentative search mutates it) until the block ends."""
     live = _live()
     with live.lock:
-        fleet = live.refresh()
-        workload = demand_workload()
-        if fleet.workload is not workload:
-            fleet.set_workload(workload)
-        yield fleet
+        try:
+            fleet = live.refresh()
+            workload = demand_workload()
+            if fleet.workload is not workload:
+                fleet.set_workload(workload)
+            yield fleet
+        except BaseException:
+            live.fleet = None  # a search cut short may not have given its tentative cards back: rebuild
+            raise
 
 
 def placement_forget(node_ids) -> None:

@@ -156,3 +156,21 @@ def test_racing_claims_over_the_shared_index_never_hold_a_card_twice():
     assert sum(s for s, ok in zip(sizes, results, strict=True) if ok) == len(live)
     assert all(results), results  # every request fits: a stale view may cost retries, never a refusal
     assert _index_view() == _database_view()
+
+
+def test_a_decision_cut_short_leaves_no_half_searched_index(monkeypatch):
+    (node,) = make_fleet(h100=1)
+    catalog = placement_catalog()
+    assert placement_decide(_request(8), catalog).ok
+    from provisioning.placement import fleet as engine
+
+    def taken_then_crash(self, plan_fn):  # takes cards as a search does, then fails before giving them back
+        self.index.take(self.index.ordinal[str(node.pk)], 4)
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(engine.Fleet, "_tentative", taken_then_crash)
+    with pytest.raises(RuntimeError):
+        placement_decide(_request(1), catalog)
+    monkeypatch.undo()
+    assert _index_view() == _database_view()
+    assert placement_decide(_request(8), catalog).ok
