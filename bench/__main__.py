@@ -53,6 +53,14 @@ def _timing(rows: list[dict], _: Path) -> list[str]:
             f"({p99.get(1000)} ms, {p99.get(10000)} ms; in-memory index)"]
 
 
+def _production(rows: list[dict], _: Path) -> list[str]:
+    ratio = rows[-1]
+    p99 = {r["nodes"]: r["wall_p99_ms"] for r in rows if "nodes" in r}
+    small, large = ratio["sizes"]
+    return [f"placement_decide p99 {large} / {small} nodes = {ratio['ratio_p99_large_small']} "
+            f"({p99.get(small)} ms, {p99.get(large)} ms; PostgreSQL, reads included)"]
+
+
 def _metering(rows: list[dict], _: Path) -> list[str]:
     r = rows[-1]
     return [f"tick / raw SQL baseline at {r['meters']} meters = {r['ratio']}"]
@@ -75,6 +83,8 @@ def _api(_: list[dict], json_path: Path) -> list[str]:
 BENCHMARKS = {
     "placement": (["bench.placement", "--utilisations", "0.97", "--seeds", "1", "--steps", "2000"], (), _churn),
     "placement-timing": (["bench.placement", "--timing", "--timing-requests", "2000"], (), _timing),
+    "placement-production": (["bench.placement", "--production", "--production-requests", "500",
+                              "--baseline-requests", "30"], ("pg",), _production),
     "metering": (["bench.metering", "--meters", "2000", "--repeat", "3"], ("pg",), _metering),
     "provisioning": (["bench.provisioning", "--instances", "20"], ("pg", "redis"), _provisioning),
     "api": (["bench.api_load", "--duration", "3s", "--rounds", "1", "--json", "{json}"], ("pg", "wrk"), _api),

@@ -3,17 +3,25 @@
 Churn mode (default): the openb fleet (one accelerator type per GPU model, node sizes kept) is filled
 to utilisation U with tasks sampled (seeded, with replacement) from a pod list; then, N times, one
 random running task departs and sampled tasks arrive until utilisation is back at U or one is
-refused. Prints one JSON object per (pod list, policy, U) on stdout and a table on stderr. The openb files
+refused. `ours` starts knowing nothing and learns the workload from this run's arrivals so far
+(decayed, `--demand-*`), as production learns it from its recent requests; a task of one named GPU
+model is placed as an item request, exactly as `placement_decide` places it, and only a task that
+accepts several models (or any) uses the flexible path. Prints one JSON object per (pod list, policy, U)
+on stdout and a table on stderr. The openb files
 ship in `bench/data/openb/`; `--node-list` and `--pod-list` replay any other cluster's files with
 the same columns (see that folder's README).
 
 Timing mode (--timing): decision time of Fleet.place on synthetic 1k and 10k node fleets held at
-~70 % fragmented utilisation.
+~70 % fragmented utilisation (the engine alone, over an index already in memory).
+
+Production mode (--production, bench/placement_db.py): `placement_decide` itself on PostgreSQL with 1k and
+10k seeded nodes under churn, database reads included, against the full-snapshot path it replaced.
 
     python -m bench.placement --pod-lists multigpu50 --utilisations 0.97 --seeds 3
     python -m bench.placement --steps 2000 --seeds 1          # quick run
     python -m bench.placement --node-list nodes.csv --pod-list pods.csv   # your own trace
     python -m bench.placement --timing
+    DATABASE_URL=postgres://… python -m bench.placement --production
 """
 
 from __future__ import annotations
@@ -25,7 +33,6 @@ import random
 import statistics
 import sys
 import time
-from collections import Counter
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -35,11 +42,11 @@ if not __package__:  # run as a script: make the repository root importable
 from provisioning.placement import (  # noqa: E402
     CONTAINER,
     AcceleratorInfo,
+    DecayedDemand,
     Fleet,
     Item,
     NodeSnapshot,
     PlacementRequest,
-    Workload,
 )
 
 DEFAULT_TRACES = Path(__file__).resolve().parent / "data" / "openb"
@@ -107,44 +114,74 @@ def pod_list_files(args) -> list[tuple[str, Path]]:
     return named + [(path.stem.removeprefix("openb_pod_list_"), path) for path in args.pod_list]
 
 
-def workload_of(tasks: list[Task]) -> Workload:
-    """The distribution the "ours" policy is told about: sizes and constrained-accelerator shares."""
-    sizes = Counter(k for k, _ in tasks)
-    constrained = Counter(allowed for _, allowed in tasks if allowed is not None)
-    n = len(tasks)
-    return Workload(
-        sizes={k: v / n for k, v in sizes.items()},
-        constrained={a: v / n for a, v in constrained.items()},
-    )
+def catalog_of(nodes: list[NodeSnapshot]) -> dict[str, AcceleratorInfo]:
+    """One catalog entry per GPU model of the node list (one vendor, one price: the trace has neither)."""
+    return {a: AcceleratorInfo(a, "nvidia", False, 1) for a in sorted({n.accelerator for n in nodes})}
+
+
+class Learner:
+    """What `ours` is told: the arrivals of this run seen so far, decayed per arrival, as production's
+    DecayedDemand learns from the requests it has seen; re-read every `refresh` arrivals, as a worker
+    re-reads its learned demand once a minute."""
+
+    def __init__(self, fleet: Fleet, half_life: float, refresh: int):
+        self.fleet, self.refresh, self.seen = fleet, refresh, 0
+        self.factor = 0.5 ** (1 / half_life)
+        self.demand = DecayedDemand()
+
+    def observe(self, task: Task) -> None:
+        self.demand.decay(self.factor)
+        self.demand.observe(task[0], task[1])
+        self.seen += 1
+        if self.seen % self.refresh == 0:
+            self.fleet.set_workload(self.demand.workload())
+
+
+def place_task(fleet: Fleet, catalog, task: Task, policy: str):
+    """A task as production would ask for it: one named card type is an item request, scored as
+    `placement_decide` scores it; several types, or any, is a flexible request (what policy mode is for)."""
+    count, allowed = task
+    if allowed is not None and len(allowed) == 1:
+        (acc,) = allowed
+        if acc not in catalog:
+            return None
+        return fleet.place(PlacementRequest(CONTAINER, (Item(acc, count),)), catalog, policy)
+    return fleet.place_any(count, allowed, policy)
 
 
 def churn(job: tuple) -> dict:
     """One (pod list, U, policy, seed) steady-state run; returns raw counters."""
-    node_list, pod_list, pod_file, util, policy, seed, steps = job
+    node_list, pod_list, pod_file, util, policy, seed, steps, half_life, refresh, sees = job
     nodes = load_nodes(Path(node_list))
     tasks = load_tasks(Path(pod_file))
-    fleet = Fleet(nodes, workload_of(tasks))
+    catalog = catalog_of(nodes)
+    fleet = Fleet(nodes)  # no workload yet: it learns it from the arrivals below
+    learner = Learner(fleet, half_life, refresh)
     total = sum(n.card_count for n in nodes)
     target = util * total
     rng = random.Random(f"{pod_list}:{util}:{seed}")  # same task stream start for every policy
     running: list[tuple] = []
     used = 0
 
-    def arrive() -> bool:
+    def arrive(task: Task) -> bool:
+        """One arrival; True when it was placed. The learner sees it as production would: once it
+        holds cards (an instance row), or whatever became of it with --demand-sees all."""
         nonlocal used
-        count, allowed = rng.choice(tasks)
-        result = fleet.place_any(count, allowed, policy)
-        if not result.ok:
+        result = place_task(fleet, catalog, task, policy)
+        ok = result is not None and result.ok
+        if ok or sees == "all":
+            learner.observe(task)
+        if not ok:
             return False
         fleet.allocate(result)
         a = result.assignments[0]
         running.append((a.node_id, a.card_indices))
-        used += count
+        used += task[0]
         return True
 
     misses = 0
     while used < target and misses < 10_000:  # fill; refusals while filling are not counted
-        if not arrive():
+        if not arrive(rng.choice(tasks)):
             misses += 1
     arrivals = refused = arrivals4 = refused4 = 0
     for _ in range(steps):
@@ -155,18 +192,14 @@ def churn(job: tuple) -> dict:
             fleet.release(node_id, cards)
             used -= len(cards)
         while used < target:
-            count, allowed = rng.choice(tasks)
+            task = rng.choice(tasks)
+            count = task[0]
             arrivals += 1
             arrivals4 += count >= 4
-            result = fleet.place_any(count, allowed, policy)
-            if not result.ok:
+            if not arrive(task):
                 refused += 1
                 refused4 += count >= 4
                 break
-            fleet.allocate(result)
-            a = result.assignments[0]
-            running.append((a.node_id, a.card_indices))
-            used += count
     free_whole = sum(1 for n in fleet.snapshot() if n.card_count == 8 and len(n.free) == 8)
     return {
         "pod_list": pod_list,
@@ -239,7 +272,8 @@ def run_churn(args) -> list[dict]:
     for _, path in pod_lists:
         load_tasks(path)
     jobs = [
-        (str(node_list), label, str(path), u, pol, s, args.steps)
+        (str(node_list), label, str(path), u, pol, s, args.steps, args.demand_half_life, args.demand_refresh,
+         args.demand_sees)
         for label, path in pod_lists
         for u in args.utilisations
         for pol in args.policies
@@ -328,19 +362,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30_000, help="departures per run after the fill")
     parser.add_argument("--seeds", type=int, default=10, help="seeds per (pod list, U, policy)")
     parser.add_argument("--processes", type=int, default=2, help="worker processes")
+    parser.add_argument("--demand-half-life", type=float, default=2_000,
+                        help="arrivals after which a seen request weighs half (what `ours` learns from)")
+    parser.add_argument("--demand-refresh", type=int, default=100, help="arrivals between re-reads of the demand")
+    parser.add_argument("--demand-sees", choices=("placed", "all"), default="placed",
+                        help="placed: only arrivals that got cards (what production's instance rows hold); "
+                             "all: refused ones too (as if every refusal were waitlisted)")
     parser.add_argument("--timing", action="store_true", help="measure decision time instead of churn")
     parser.add_argument("--timing-requests", type=int, default=5_000, help="requests timed per fleet size")
     parser.add_argument("--timing-strategy", default="ours", choices=POLICIES)
+    parser.add_argument("--production", action="store_true",
+                        help="time placement_decide on PostgreSQL (needs DATABASE_URL) instead of churn")
+    parser.add_argument("--production-nodes", nargs=2, type=int, default=[1_000, 10_000], metavar=("SMALL", "LARGE"))
+    parser.add_argument("--production-requests", type=int, default=3_000, help="timed decisions per fleet size")
+    parser.add_argument("--warmup", type=int, default=200, help="untimed decisions after the index is built")
+    parser.add_argument("--baseline-requests", type=int, default=300, help="timed decisions of the old path")
+    parser.add_argument("--busy", type=float, default=0.7, help="share of seeded cards held")
+    parser.add_argument("--database-url", default="", help="PostgreSQL server (default: $DATABASE_URL)")
     args = parser.parse_args(argv)
     if args.pod_lists is None:
         args.pod_lists = [] if args.pod_list else list(POD_LISTS)
     try:
-        rows = timing(args) if args.timing else run_churn(args)
+        if args.production:
+            from bench.placement_db import production
+
+            args.requests = args.production_requests
+            rows = production(args)
+        else:
+            rows = timing(args) if args.timing else run_churn(args)
     except TraceError as e:
         parser.exit(2, f"{parser.prog}: error: {e}\n")
     for row in rows:
         print(json.dumps(row), flush=True)
-    if not args.timing:
+    if args.production:
+        for r in rows[:-1]:
+            print(f"{r['nodes']:>6} nodes: placement_decide p50 {r['wall_median_ms']} ms, p99 {r['wall_p99_ms']} ms "
+                  f"(full snapshot: p50 {r['full_snapshot_median_ms']} ms, p99 {r['full_snapshot_p99_ms']} ms)",
+                  file=sys.stderr)
+        print(f"p99 {rows[-1]['sizes'][1]} / {rows[-1]['sizes'][0]} nodes = {rows[-1]['ratio_p99_large_small']}",
+              file=sys.stderr)
+    elif not args.timing:
         print(table(rows), file=sys.stderr)
     return 0
 

@@ -179,3 +179,28 @@ class CardAllocation(models.Model):
 
     def __str__(self):
         return f"card {self.card_id} → {self.holder_kind} {self.holder_id}"
+
+
+class PlacementChange(models.Model):
+    """One change to what placement sees on a node, written by database triggers (migration 0008).
+
+    Every insert, delete or relevant update of a node, card or card allocation adds a row here in the
+    same transaction, stamped with that transaction's id: a worker's in-memory placement index reads
+    the nodes changed since its last look instead of the whole fleet. A row without a node is a marker
+    that rows may be gone (a TRUNCATE, or a prune up to row `horizon` and transaction `horizon_xid`):
+    a worker that may not have read them rebuilds from scratch. Append-only, so writers never wait on
+    each other here.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    node_id = models.UUIDField(null=True)  # no foreign key: a deleted node is still named
+    xid = models.BigIntegerField()  # pg_current_xact_id() of the writing transaction
+    horizon = models.BigIntegerField(null=True)
+    horizon_xid = models.BigIntegerField(null=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["xid"], name="placement_change_xid")]
+
+    def __str__(self):
+        return f"node {self.node_id} changed in transaction {self.xid}"

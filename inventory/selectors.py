@@ -1,15 +1,18 @@
 """Reads of the fleet and the catalog: stock, prices and the placement snapshot, each in a fixed
 number of queries whatever the size of the fleet."""
+import json
+from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
 from core.errors import NotFoundError, ValidationFailed
 
 from .choices import CardHealth, NodeState
-from .models import Accelerator, Card, CardAllocation, Image, Node, Price, Zone
+from .models import Accelerator, Card, CardAllocation, Image, Node, PlacementChange, Price, Zone
 
 _ZERO = {"available_cards": 0, "allocated_cards": 0, "total_cards": 0}
 
@@ -160,6 +163,81 @@ def placement_snapshot(zone=None, accelerators=None) -> list[dict]:
             free[node_id].add(index)
     return [{"id": r["id"], "zone": r["zone__slug"], "accelerator": r["accelerator__slug"],
              "card_count": r["card_count"], "free": frozenset(free[r["id"]]), "state": r["state"]} for r in rows]
+
+
+@dataclass(frozen=True)
+class PlacementMark:
+    """How far a reader of the change log got: the highest row it could see, and the transactions that
+    were still writing then (their rows may sit below that row), its own included."""
+
+    last_id: int = 0
+    pending: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlacementChanges:
+    """What changed for placement since a mark (see PlacementChange), read in one statement."""
+
+    mark: PlacementMark  # where the next read starts
+    node_ids: frozenset  # nodes changed by rows this reader had not seen
+    own: frozenset  # nodes this transaction changed and has not committed (re-read next time)
+    rebuild: bool  # a marker says unseen rows may be gone: read the whole fleet again
+    nodes: list = field(default_factory=list)  # placement_snapshot rows of node_ids that still take part
+
+
+_LOG = PlacementChange._meta.db_table
+_OWN = "pg_current_xact_id_if_assigned()::text::bigint"
+# A row is new to a reader if it lies above the highest row it saw, or belongs to a transaction that was still
+# writing when it read: a later transaction takes later row ids, an earlier one was either committed (seen) or
+# pending. So a read costs what changed since, not what changed while some long transaction ran.
+_NEW = "(id > %(last)s OR xid = ANY(%(pending)s::bigint[]))"
+_MARK = f"""(SELECT coalesce(max(id), 0) FROM {_LOG}),
+       ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x) || {_OWN}"""
+_NODES = f"""SELECT coalesce(json_agg(json_build_object(
+           'id', n.id, 'zone', z.slug, 'accelerator', a.slug, 'card_count', n.card_count, 'state', n.state,
+           'free', ARRAY(SELECT c.index FROM {Card._meta.db_table} c WHERE c.node_id = n.id AND c.health = %(ok)s
+                         AND NOT EXISTS (SELECT 1 FROM {CardAllocation._meta.db_table} al
+                                         WHERE al.card_id = c.id AND al.released_at IS NULL)))), '[]')
+    FROM {Node._meta.db_table} n JOIN {Zone._meta.db_table} z ON z.id = n.zone_id
+    JOIN {Accelerator._meta.db_table} a ON a.id = n.accelerator_id
+    WHERE n.state <> %(retired)s AND n.id IN (SELECT node_id FROM changed)"""
+# One statement, one snapshot, one round trip: the mark, the changed nodes' ids and their state now.
+_CHANGES_SQL = f"""
+WITH changed AS (SELECT node_id FROM {_LOG} WHERE {_NEW} AND node_id IS NOT NULL
+                 UNION SELECT unnest(%(also)s::uuid[]))
+SELECT {_MARK},
+       ARRAY(SELECT node_id FROM changed),
+       ARRAY(SELECT DISTINCT node_id FROM {_LOG} WHERE xid = {_OWN} AND node_id IS NOT NULL),
+       EXISTS(SELECT 1 FROM {_LOG} WHERE {_NEW} AND horizon IS NOT NULL
+              AND (horizon > %(last)s OR horizon_xid >= ANY(%(pending)s::bigint[]))),
+       ({_NODES})
+"""
+
+
+def _mark(last_id, pending) -> PlacementMark:
+    return PlacementMark(last_id, tuple(x for x in pending if x is not None))
+
+
+def placement_changes(*, since: PlacementMark, also=()) -> PlacementChanges:
+    """Nodes changed in change rows new since `since` (an earlier read's mark), plus the nodes `also`, with
+    their placement snapshot rows now (as `placement_snapshot`; a retired or deleted node has none)."""
+    params = {"last": since.last_id, "pending": list(since.pending), "also": [str(i) for i in also],
+              "ok": CardHealth.OK, "retired": NodeState.RETIRED}
+    with connection.cursor() as cursor:
+        cursor.execute(_CHANGES_SQL, params)
+        last_id, pending, changed, own, rebuild, nodes = cursor.fetchone()
+    if isinstance(nodes, str):
+        nodes = json.loads(nodes)
+    rows = [{**n, "free": frozenset(n["free"])} for n in nodes]
+    return PlacementChanges(_mark(last_id, pending), frozenset(str(i) for i in changed),
+                            frozenset(str(i) for i in own), rebuild, rows)
+
+
+def placement_mark() -> PlacementMark:
+    """Where an index built from a read right after this one starts reading changes next time."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_MARK}")
+        return _mark(*cursor.fetchone())
 
 
 def node_get(*, node_id) -> Node:

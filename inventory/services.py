@@ -5,7 +5,7 @@ announced through `hooks.capacity_changed` after commit.
 """
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
 from core.errors import InsufficientCapacity, InvalidState, ValidationFailed
@@ -14,7 +14,7 @@ from tenancy.audit import audit_record
 from . import hooks
 from .choices import CardHealth, HolderKind, NodeState
 from .lock_objects import cards_lock, node_lock
-from .models import Card, CardAllocation, Node
+from .models import Card, CardAllocation, Node, PlacementChange
 
 # Operator verbs → the state they set.
 NODE_ACTIONS = {
@@ -371,3 +371,25 @@ def zone_save(*, zone, actor=None, request=None, **fields):
     for key in fields:
         setattr(zone, key, getattr(stored, key))
     return stored
+
+
+def placement_changes_prune(*, older_than: timedelta = timedelta(minutes=10)) -> int:
+    """Delete placement change rows older than `older_than`; returns how many.
+
+    One marker row records the highest deleted row and transaction ids: a worker that may not have
+    read a deleted row (its last read saw fewer rows, or waited on a transaction up to that id)
+    rebuilds from the whole fleet; any other worker had already read them all. No-op off PostgreSQL.
+    """
+    if connection.vendor != "postgresql":
+        return 0
+    table = PlacementChange._meta.db_table
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"""
+            WITH gone AS (
+                DELETE FROM {table} WHERE created_at < now() - %s RETURNING id, xid),
+            marker AS (
+                INSERT INTO {table} (node_id, xid, horizon, horizon_xid, created_at)
+                SELECT NULL, pg_current_xact_id()::text::bigint, max(id), max(xid), now() FROM gone
+                HAVING count(*) > 0)
+            SELECT count(*) FROM gone""", [older_than])
+        return cursor.fetchone()[0]

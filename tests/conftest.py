@@ -110,6 +110,15 @@ def _fast_password_hasher():
     override.disable()
 
 
+@pytest.fixture(autouse=True)
+def _placement_demand_fresh():
+    """The learned placement demand is cached per process for a minute: each test learns from its own rows."""
+    from provisioning.services.demand import demand_forget
+
+    demand_forget()
+    yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _task_queue():
     """This run's own Celery queue: workers of other runs never take our tasks."""

@@ -311,6 +311,16 @@ CELERY_BEAT_SCHEDULE["storage-retention"] = {"task": "storage.volumes_retention"
 # The simulated storage driver's usage figures (zones of simulated nodes only: agents report their own).
 CELERY_BEAT_SCHEDULE["storage-simulated-usage"] = {"task": "storage.volumes_usage_simulate", "schedule": 60.0}
 # --- end storage ---------------------------------------------------------------------------
+# --- Placement index (issue 26) -----------------------------------------------------------
+# Each worker keeps the fleet's free cards in memory and reads only the nodes changed since its last
+# decision (inventory.PlacementChange, written by triggers); the change log is pruned past this age.
+CELERY_BEAT_SCHEDULE["inventory-placement-changes-prune"] = {
+    "task": "inventory.placement_changes_prune", "schedule": 300.0}
+# How long the demand `ours` learns from is remembered (half-life of a request's weight, hours), and how
+# often a worker re-reads it (seconds).
+PLACEMENT_DEMAND_HALF_LIFE_HOURS = env.float("PLACEMENT_DEMAND_HALF_LIFE_HOURS", default=24.0)
+PLACEMENT_DEMAND_REFRESH_SECONDS = env.float("PLACEMENT_DEMAND_REFRESH_SECONDS", default=60.0)
+# --- end placement index ------------------------------------------------------------------
 # --- Storage on the nodes and S3 object access (issue 27) ----------------------------------
 # The zone's storage root (NFS, CephFS, JuiceFS, Lustre) as every node of the zone mounts it: volumes/<id> and
 # datasets/<slug> under it. STORAGE_ROOTS overrides it per zone slug (JSON: {"cn-north-1": "/mnt/cn1"}).

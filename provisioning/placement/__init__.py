@@ -16,12 +16,13 @@ from .schema import (
     Policy,
 )
 from .strategies import STRATEGIES
-from .workload import DEFAULT_WORKLOAD, Workload
+from .workload import DEFAULT_WORKLOAD, DecayedDemand, Workload
 
 __all__ = [
     "BARE_METAL",
     "CONTAINER",
     "DEFAULT_WORKLOAD",
+    "DecayedDemand",
     "INSUFFICIENT_CAPACITY",
     "INVALID_REQUEST",
     "STRATEGIES",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from .index import FreeIndex
+from .index import GONE, FreeIndex
 from .mix import choose_mix, node_combos, required_domestic, whole_node_sums
 from .schema import (
     BARE_METAL,
@@ -40,8 +40,17 @@ class Fleet:
 
     def __init__(self, nodes: Iterable[NodeSnapshot], workload: Workload | None = None):
         self.index = FreeIndex(nodes)
-        self.zones = sorted({z for n, z in enumerate(self.index.zone) if self.index.is_available(n)})
+        self.zones = self.index.available_zones()
         self.set_workload(workload)
+
+    def update(self, nodes: Mapping) -> None:
+        """Replace these nodes (id -> NodeSnapshot, or None for a node that left) with their state now."""
+        capacity = dict(self.index.capacity)
+        for node_id, node in nodes.items():
+            self.index.set_node(node_id, node)
+        self.zones = self.index.available_zones()
+        if self.index.capacity != capacity:  # type pressure is relative to capacity
+            self.set_workload(self.workload)
 
     def set_workload(self, workload: Workload | None) -> None:
         """Change the request distribution that the "ours" strategy optimises for."""
@@ -75,7 +84,7 @@ class Fleet:
         return [
             NodeSnapshot(ix.ids[n], ix.zone[n], ix.acc[n], ix.size[n], frozenset(ix.free[n]), ix.state[n],
                          ix.headroom[n])
-            for n in range(len(ix.ids))
+            for n in range(len(ix.ids)) if ix.state[n] != GONE
         ]
 
     # -- decisions ------------------------------------------------------------------------------

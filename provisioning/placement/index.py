@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Hashable, Iterable, Iterator
 
 from .schema import AVAILABLE, NodeSnapshot
 
+# State of a node that left the fleet (deleted, retired): its ordinal stays, it is never bucketed.
+GONE = "gone"
 # Bucket key: nodes in one bucket are interchangeable for every strategy except first-fit.
 Key = tuple[str, str, int, int]  # (zone, accelerator, card_count, free count)
 
@@ -30,6 +33,8 @@ class FreeIndex:
         self.sizes_by_acc: dict[str, set[int]] = {}
         self.capacity: dict[str, int] = {}  # cards of available nodes per accelerator
         self.zone_set: set[str] = set()
+        self._sizes: Counter = Counter()  # (accelerator, card_count) -> nodes, so a size can leave sizes_by_acc
+        self._zones: Counter = Counter()  # zone -> available nodes
         for node in nodes:
             self._add_node(node)
 
@@ -37,24 +42,77 @@ class FreeIndex:
         """Register one node; unavailable nodes are kept for lookups but never bucketed."""
         if node.id in self.ordinal:
             raise ValueError(f"duplicate node id {node.id!r}")
-        bad = [i for i in node.free if not 0 <= i < node.card_count]
-        if bad:
-            raise ValueError(f"node {node.id!r}: free card indices {bad} out of range")
+        self._check(node)
         n = len(self.ids)
         self.ids.append(node.id)
         self.ordinal[node.id] = n
         self.zone.append(node.zone)
-        self.zone_set.add(node.zone)
         self.acc.append(node.accelerator)
         self.size.append(node.card_count)
         self.state.append(node.state)
         self.free.append(set(node.free))
         self.headroom.append(node.busbw_headroom)
         self.measured = self.measured or node.busbw_headroom > 0
-        self.sizes_by_acc.setdefault(node.accelerator, set()).add(node.card_count)
-        if node.state == AVAILABLE:
-            self.capacity[node.accelerator] = self.capacity.get(node.accelerator, 0) + node.card_count
+        self._enter(n)
+
+    @staticmethod
+    def _check(node: NodeSnapshot) -> None:
+        bad = [i for i in node.free if not 0 <= i < node.card_count]
+        if bad:
+            raise ValueError(f"node {node.id!r}: free card indices {bad} out of range")
+
+    def _enter(self, n: int) -> None:
+        """Count node n in the per-type and per-zone figures, and bucket it if it takes cards."""
+        self.zone_set.add(self.zone[n])
+        acc, size = self.acc[n], self.size[n]
+        self._sizes[(acc, size)] += 1
+        self.sizes_by_acc.setdefault(acc, set()).add(size)
+        if self.state[n] == AVAILABLE:
+            self.capacity[acc] = self.capacity.get(acc, 0) + size
+            self._zones[self.zone[n]] += 1
             self._bucket_add(n)
+
+    def _leave(self, n: int) -> None:
+        """Undo `_enter` for node n (before its fields change)."""
+        acc, size = self.acc[n], self.size[n]
+        self._sizes[(acc, size)] -= 1
+        if not self._sizes[(acc, size)]:
+            del self._sizes[(acc, size)]
+            self.sizes_by_acc[acc].discard(size)
+            if not self.sizes_by_acc[acc]:
+                del self.sizes_by_acc[acc]
+        if self.state[n] == AVAILABLE:
+            self.capacity[acc] -= size
+            if not self.capacity[acc]:
+                del self.capacity[acc]
+            self._zones[self.zone[n]] -= 1
+            if not self._zones[self.zone[n]]:
+                del self._zones[self.zone[n]]
+            self._bucket_remove(n)
+
+    def set_node(self, node_id: Hashable, node: NodeSnapshot | None) -> None:
+        """Replace what is known of one node (None: it left the fleet); a node not seen before is added."""
+        n = self.ordinal.get(node_id)
+        if n is None:
+            if node is not None:
+                self._add_node(node)
+            return
+        if node is not None:
+            self._check(node)
+        if self.state[n] != GONE:
+            self._leave(n)
+        if node is None:
+            self.state[n], self.free[n] = GONE, set()
+            return
+        self.zone[n], self.acc[n], self.size[n], self.state[n] = node.zone, node.accelerator, node.card_count, node.state
+        self.free[n] = set(node.free)
+        self.headroom[n] = node.busbw_headroom
+        self.measured = self.measured or node.busbw_headroom > 0
+        self._enter(n)
+
+    def available_zones(self) -> list[str]:
+        """Zones with at least one available node, sorted."""
+        return sorted(self._zones)
 
     def key(self, n: int) -> Key:
         """Current bucket key of node n."""

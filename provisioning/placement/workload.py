@@ -78,3 +78,44 @@ def _pressure(workload: Workload, capacity: Mapping[str, int]) -> dict[str, floa
         for a in usable:
             demand[a] = demand.get(a, 0.0) + share * capacity[a] / cap
     return {a: d / (capacity[a] / total_cap) for a, d in demand.items()}
+
+
+class DecayedDemand:
+    """Requests seen so far, each weighted by how recent it is: the workload `ours` learns.
+
+    `observe` adds one request (card count, accelerators it may use or None for any) with a weight;
+    `decay` ages everything seen so far by a factor. Production weighs each recent request by
+    0.5 ** (age / half-life); the churn benchmark decays once per arrival. Only a handful of distinct
+    sizes and accelerator sets exist, so both are cheap.
+    """
+
+    def __init__(self):
+        self.sizes: dict[int, float] = {}
+        self.constrained: dict[frozenset[str], float] = {}
+        self.total = 0.0
+
+    def observe(self, count: int, allowed: frozenset[str] | None, weight: float = 1.0) -> None:
+        """One request of `count` cards that may run on `allowed` (None: any accelerator)."""
+        if weight <= 0 or count < 1:
+            return
+        self.sizes[count] = self.sizes.get(count, 0.0) + weight
+        if allowed is not None:
+            key = frozenset(allowed)
+            self.constrained[key] = self.constrained.get(key, 0.0) + weight
+        self.total += weight
+
+    def decay(self, factor: float) -> None:
+        """Multiply every weight seen so far by `factor` (0 < factor <= 1)."""
+        for table in (self.sizes, self.constrained):
+            for key in table:
+                table[key] *= factor
+        self.total *= factor
+
+    def workload(self) -> Workload | None:
+        """The learned distribution, or None (the default) when nothing has been seen."""
+        if self.total <= 1e-12:
+            return None
+        return Workload(
+            sizes={k: v / self.total for k, v in self.sizes.items()},
+            constrained={a: v / self.total for a, v in self.constrained.items()},
+        )

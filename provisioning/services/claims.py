@@ -1,6 +1,7 @@
 """Placement plus the claim of the chosen cards, safe under concurrency.
 
-Placement runs over a snapshot read without locks; the claim then locks the chosen cards in pk
+Placement runs over a view of the free cards read without locks (an in-memory index kept current
+from inventory's change log); the claim then locks the chosen cards in pk
 order and re-checks them (inventory.services.cards_allocate), with the unique live-allocation
 constraint as the last guard. A conflict means another request won those cards: take a fresh
 snapshot and place again, a few times.
@@ -18,19 +19,32 @@ from ..models import Instance, NodeGroup
 from ..placement import AcceleratorInfo, PlacementResult, place
 from .capacity import free_snapshot, prefers_measured
 from .cluster import cluster_slot_free
+from .demand import demand_workload
+from .placement_index import live_index_supported, placement_fleet, placement_forget
 from .retest import retests_for_degraded
 
 CLAIM_ATTEMPTS = 5
 
 
 def placement_decide(request, catalog: dict[str, AcceleratorInfo]) -> PlacementResult:
-    """Place a request over a fresh snapshot (nothing is taken)."""
+    """Place a request over the free cards this transaction sees now (nothing is taken).
+
+    On PostgreSQL over the process's incrementally kept index (services/placement_index.py), scored for
+    the learned demand (services/demand.py); elsewhere, and for requests that prefer measured nodes, over a
+    fresh snapshot of the asked-for types.
+    """
+    measured = prefers_measured(request)
+    if live_index_supported() and not measured:
+        with placement_fleet() as fleet, PLACEMENT_SECONDS.time():
+            return fleet.place(request, catalog)
+    # Bare-metal and multi-node requests prefer the best-measured nodes (busbw): the kept index carries none, so
+    # these rarer, larger requests read a snapshot of their types with it.
     accelerators = None
     if request.items:
         accelerators = sorted({item.accelerator for item in request.items})
-    snapshot = free_snapshot(zone=request.zone, accelerators=accelerators, measured=prefers_measured(request))
+    snapshot = free_snapshot(zone=request.zone, accelerators=accelerators, measured=measured)
     with PLACEMENT_SECONDS.time():  # the pure decision, not the snapshot query
-        return place(snapshot, request, catalog)
+        return place(snapshot, request, catalog, workload=demand_workload())
 
 
 def _card_ids(result: PlacementResult) -> dict[tuple[str, int], int]:
@@ -56,6 +70,7 @@ def placement_claim(*, instance: Instance, request, catalog) -> PlacementResult:
             # cards_allocate runs in a savepoint: a lost race undoes only this attempt.
             cards_allocate(card_ids=list(ids.values()), holder_id=instance.pk)
         except CardsUnavailable:
+            placement_forget(a.node_id for a in result.assignments)  # re-read what the index had wrong
             continue
         NodeGroup.objects.bulk_create([
             NodeGroup(instance=instance, item_index=a.item_index, accelerator=a.accelerator, node_id=a.node_id,

@@ -105,3 +105,48 @@ def test_make_bench_runs_each_benchmark_and_ends_with_its_ratios(capsys):
     table = out.split("=== benchmark ratios")[1]
     assert "placement-timing  ok" in table and "decision p99 10k / 1k nodes = " in table
     assert runner.main(["no-such-bench"]) == 2
+
+
+def test_ours_learns_only_from_the_arrivals_it_has_seen():
+    nodes = [bench.NodeSnapshot(f"n{i}", bench.ZONE, "A" if i < 2 else "B", 8, frozenset(range(8))) for i in range(4)]
+    fleet = bench.Fleet(nodes)
+    learner = bench.Learner(fleet, half_life=10, refresh=2)
+    learner.observe((1, frozenset({"A"})))
+    assert fleet.workload is None  # not re-read yet: nothing is known before the first refresh
+    learner.observe((8, None))
+    assert fleet.workload.sizes == pytest.approx({1: 0.5 ** 0.1 / (1 + 0.5 ** 0.1), 8: 1 / (1 + 0.5 ** 0.1)})
+    assert set(fleet.workload.constrained) == {frozenset({"A"})}
+    assert fleet.model.pressure["A"] > 0 and "B" not in fleet.model.pressure
+
+
+def test_a_task_of_one_named_model_is_placed_as_an_item_request():
+    nodes = [bench.NodeSnapshot("a", bench.ZONE, "A", 4, frozenset(range(4)))]
+    fleet, catalog = bench.Fleet(nodes), bench.catalog_of(nodes)
+    assert bench.place_task(fleet, catalog, (8, frozenset({"A"})), "ours").error_code == "invalid_request"
+    assert bench.place_task(fleet, catalog, (2, frozenset({"C"})), "ours") is None  # no such model: refused
+    assert bench.place_task(fleet, catalog, (2, frozenset({"A"})), "ours").ok
+    assert bench.place_task(fleet, catalog, (2, None), "ours").ok
+
+
+@pytest.mark.pg
+@pytest.mark.timeout(600)
+def test_production_mode_times_placement_decide_on_postgresql():
+    import os
+    import subprocess
+    import sys
+
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        url = "postgres://postgres@127.0.0.1:5432/postgres"
+    # Its own process: it sets Django up on a scratch database of its own.
+    run = subprocess.run([sys.executable, "-m", "bench.placement", "--production", "--production-nodes", "40", "80",
+                          "--production-requests", "40", "--warmup", "5", "--baseline-requests", "5"],
+                         cwd=bench.DEFAULT_TRACES.parent.parent.parent, env={**os.environ, "DATABASE_URL": url},
+                         capture_output=True, text=True, timeout=500)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    sizes = [r for r in rows if r.get("mode") == "production"]
+    assert [r["nodes"] for r in sizes] == [40, 80]
+    assert all(0 < r["wall_median_ms"] <= r["wall_p99_ms"] and r["requests"] == 40 for r in sizes)
+    assert all(0.5 <= r["utilisation"] <= 0.85 for r in sizes)
+    assert rows[-1]["ratio_p99_large_small"] > 0 and "p99 80 / 40 nodes" in run.stderr

@@ -180,8 +180,8 @@ def test_past_the_timeout_it_fails_with_its_cards_released(client, dark_node):
 def test_past_the_timeout_a_container_moves_to_other_cards(client, dark_node, zone, settings):
     settings.NODE_DARK_ACTION = "move"
     node, _ = dark_node
+    iid = running(client)  # on the dark node: the other one is added after, so no index order can pick it
     other = NodeFactory(zone=zone, hostname="gpu-dark-02.test")
-    iid = running(client)
     go_dark(node, iid)
     instances_dark_sweep()
     DarkEpisode.objects.update(deadline=db_now() - timedelta(seconds=1))
