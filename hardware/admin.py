@@ -4,7 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
-from core.admin import ActionForm, form_action
+from core.admin import ActionForm, ReadOnlyAdmin, form_action
 from inventory.models import Node
 from tenancy.admin import AuditedDeleteMixin
 from tenancy.audit import audit_record
@@ -104,7 +104,7 @@ class AgentCommandAdmin(admin.ModelAdmin):
 
 
 @admin.register(CardSignal)
-class CardSignalAdmin(admin.ModelAdmin):
+class CardSignalAdmin(ReadOnlyAdmin):
     """The evidence behind a card's degraded or failed health (read-only): what its agent's tools said, when.
     A card is made healthy again in Inventory → Cards (*Mark healthy*, with a reason)."""
 
@@ -113,15 +113,6 @@ class CardSignalAdmin(admin.ModelAdmin):
     search_fields = ["node__hostname", "detail"]
     list_select_related = ["node", "card__node"]
     readonly_fields = [f.name for f in CardSignal._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class BmcCredentialForm(forms.ModelForm):

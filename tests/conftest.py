@@ -196,7 +196,19 @@ def _worker_env(queue: str) -> dict:
     return env
 
 
-class WorkerProcess:
+class LoggedProcess:
+    """A test's child process writing to `log_path`; its tail goes into the test's failure message."""
+
+    log_path: Path
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+
+class WorkerProcess(LoggedProcess):
     """A `celery worker` OS process against this run's test database and queue."""
 
     def __init__(self, queue: str, extra_env: dict | None = None, log_path: Path | None = None):
@@ -243,11 +255,6 @@ class WorkerProcess:
             time.sleep(0.2)
         raise TimeoutError(f"worker not ready; log: {self.log_tail()}")
 
-    def log_tail(self, n: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
 
     def kill(self, sig: int = 9) -> None:
         if self.proc and self.proc.poll() is None:
@@ -325,7 +332,7 @@ def catalog(db):
 
 # --- The ASGI app (uvicorn) for WebSocket tests: the port proxy and the web terminal --------------------
 
-class AsgiServer:
+class AsgiServer(LoggedProcess):
     """`uvicorn config.asgi:application` on a free loopback port against this run's test database."""
 
     def __init__(self, extra_env: dict | None = None):
@@ -355,11 +362,6 @@ class AsgiServer:
         self.stop()
         raise TimeoutError(f"uvicorn did not listen: {self.log_tail()}")
 
-    def log_tail(self, n: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
 
     def stop(self) -> None:
         if self.proc.poll() is None:
