@@ -17,6 +17,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
+from billing.choices import MeterSubject
 from billing.models import Meter
 from billing.models_products import Package, PackageState
 from core.dbclock import db_now
@@ -137,7 +138,8 @@ def meters_leaked_close() -> int:
     """Close meters left open for instances that are not running; returns how many instances."""
     # An anti-join in SQL: only the leaked meters come back, not every open meter's instance id.
     running = Instance.objects.filter(pk=OuterRef("instance_id"), state=S.RUNNING)
-    opened = dict(Meter.objects.filter(closed_at__isnull=True).filter(~Exists(running))
+    # Volume meters run with no instance at all (storage bills them until the volume is deleted): never leaked here.
+    opened = dict(Meter.objects.filter(closed_at__isnull=True, subject=MeterSubject.INSTANCE).filter(~Exists(running))
                   .order_by("instance_id", "opened_at").values_list("instance_id", "opened_at"))
     leaked = sorted(opened, key=str)
     for instance_id in leaked:

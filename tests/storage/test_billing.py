@@ -171,3 +171,15 @@ def test_volumes_show_in_usage_and_in_the_statement(member_factory, token_client
     row = next(r for r in rows if r["meter_id"] == meter.pk)
     assert (row["subject"], row["instance_id"], row["accelerator"], row["cards"]) == ("volume", str(volume.pk),
                                                                                     "volume:disk", 100)
+
+
+def test_the_reconciler_leaves_volume_meters_open():
+    """Before: the reconciler's leaked-meter sweep took every open meter whose id is no running instance, a volume's
+    included, so within a minute of creation a volume stopped being billed."""
+    from provisioning.services.reconciler import reconcile
+
+    org = OrganizationFactory()
+    fund(org, 100_000_000, key="reconciler-volume")
+    volume = make_volume(org, ZoneFactory(), name="kept", size_gib=100)
+    assert reconcile()["meters_closed"] == 0
+    assert Meter.objects.filter(instance_id=volume.pk, closed_at__isnull=True).exists()
