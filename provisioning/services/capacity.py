@@ -1,4 +1,6 @@
 """What placement sees: the catalog with current (lockable) rates and a snapshot of free cards."""
+from django.db.models import Max
+
 from inventory.models import Accelerator
 from inventory.selectors import current_prices, placement_snapshot
 
@@ -30,9 +32,11 @@ def placement_catalog(*, billing: str = BillingMode.ON_DEMAND) -> dict[str, Acce
 
 def last_busbw(node_ids) -> dict[str, tuple[float, float]]:
     """node id → (busbw GB/s, floor GB/s) of its last intra-node readiness run that measured one (one query)."""
-    rows = (ReadinessReport.objects.filter(node_id__in=list(node_ids), scope__in=MEASURED_SCOPES,
-                                           busbw_largest_gbps__isnull=False)
-            .order_by("node_id", "-id").distinct("node_id").values_list("node_id", "busbw_largest_gbps", "floor_gbps"))
+    measured = ReadinessReport.objects.filter(node_id__in=list(node_ids), scope__in=MEASURED_SCOPES,
+                                              busbw_largest_gbps__isnull=False)
+    # Each node's newest report by id, portably (no DISTINCT ON: `make run` is on SQLite).
+    newest = measured.order_by().values("node_id").annotate(last=Max("id")).values("last")
+    rows = ReadinessReport.objects.filter(pk__in=newest).values_list("node_id", "busbw_largest_gbps", "floor_gbps")
     return {str(node): (busbw, floor or 0.0) for node, busbw, floor in rows}
 
 

@@ -71,7 +71,8 @@ def test_accelerator_fields_prices_and_stock(member_factory, session_client_for,
     assert one["price_per_card_hour"] == "2.400000"
     image = client.get("/api/v1/images/cann-torch-npu/").json()
     assert image == {"slug": "cann-torch-npu", "name": image["name"], "description": image["description"],
-                     "vendors": ["huawei"]}
+                     "vendors": ["huawei"], "jupyter_port": 8888,
+                     "http_ports": [{"name": "JupyterLab", "port": 8888}, {"name": "TensorBoard", "port": 6006}]}
     assert [i["slug"] for i in client.get("/api/v1/images/?vendor=huawei").json()["results"]] == ["cann-torch-npu"]
     assert client.get("/api/v1/images/cann-torch-npu/?vendor=nvidia").json()["slug"] == "cann-torch-npu"
     assert_error(client.get("/api/v1/accelerators/nope/"), 404, "not_found")

@@ -172,8 +172,8 @@ def test_a_degraded_card_warns_and_is_charged_and_flagged(client, node):
 
 def test_move_to_healthy_cards_keeps_the_instance_and_leaves_the_failed_card(client, node):
     node, secret = node
+    iid = running(client)  # on `node`: the spare is added after, so no placement order can pick it
     spare, _ = agent_node(driver="simulated", zone=node.zone, hostname="gpu-health-02.test")
-    iid = running(client)
     assert client.post(f"{URL}{iid}/move/").status_code == 409  # nothing failed yet
     beat(secret, xid())
     # The one click: the notice's button posts the console's move action (no JavaScript needed).

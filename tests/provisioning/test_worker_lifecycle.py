@@ -81,7 +81,8 @@ def test_readiness_failure_twice_fails_the_instance_in_the_worker(start_worker, 
     fault_force(node=node, operation="readiness", faults=["data_errors"], times=None)
     iid = client.post(URL, container_body("h100-sxm-80g", 4), format="json").json()["id"]
     wait_for_state(iid, "failed", worker=worker)
-    assert ReadinessReport.objects.filter(instance_id=iid, passed=False).count() == 2
+    # The instance's two attempts; the released cards' second pass (scope second_pass) runs after, in its own task.
+    assert ReadinessReport.objects.filter(instance_id=iid, passed=False).exclude(scope="second_pass").count() == 2
     wait_for_cards_released(iid, worker=worker)
     assert not Meter.objects.filter(instance_id=iid).exists()
 
