@@ -111,11 +111,14 @@ def _fast_password_hasher():
 
 
 @pytest.fixture(autouse=True)
-def _placement_demand_fresh():
-    """The learned placement demand is cached per process for a minute: each test learns from its own rows."""
+def _placement_state_fresh():
+    """The learned placement demand (cached a minute) and the kept placement index live per process: each test
+    starts from its own rows, so no placement order depends on which tests ran before in this worker."""
     from provisioning.services.demand import demand_forget
+    from provisioning.services.placement_index import placement_index_drop
 
     demand_forget()
+    placement_index_drop()
     yield
 
 

@@ -102,3 +102,10 @@ def placement_forget(node_ids) -> None:
     live = _live()
     with live.lock:
         live.unsure.update(str(i) for i in node_ids)
+
+
+def placement_index_drop() -> None:
+    """Forget every kept index of this process: the next decision rebuilds from the whole fleet (tests, which roll
+    their rows back; a shell after the database was restored from a backup)."""
+    with _INDEXES_LOCK:
+        _INDEXES.clear()
