@@ -82,7 +82,7 @@ class CommandLoop:
             self.journal_forget(command["id"])  # a "starting" entry left would answer "did not run" after a crash
         started = time.monotonic()
         handler = getattr(self, f"do_{kind}", None)
-        _running.command_id = command["id"]  # its programs carry it (COMMAND_ENV)
+        _running.command_id = self.command_marker(command["id"])  # its programs carry it (COMMAND_ENV)
         try:
             text, code, meta = handler(payload) if handler else (f"cardmix-agent: unknown command {kind}\n", 2, {})
         except Exception as exc:  # report, never die: the platform decides what to do

@@ -93,6 +93,11 @@ class Journal:
         except (OSError, ValueError):
             return {}
 
+    def command_marker(self, command_id: str) -> str:
+        """What a command's programs carry in COMMAND_ENV: its id and this agent's journal, so a restart stops only
+        its own agent's leftovers (two agents on one host, as in tests, never stop each other's programs)."""
+        return f"{command_id}@{self.journal_dir}"
+
     def journal_recover(self) -> None:
         """At startup, answer every command an earlier run of the agent started and never answered: it died while
         running it (SIGKILL, a crash, a reboot), so the platform stops waiting at once instead of until the
@@ -108,7 +113,7 @@ class Journal:
         for command_id, entry in entries.items():
             result = entry.get("result")
             if not isinstance(result, dict):
-                left = stop_leftovers(command_id)
+                left = stop_leftovers(self.command_marker(command_id))
                 if "starting" in entry and "started" not in entry and not left:
                     # Died while acknowledging its start (nothing of it runs): said, in case the start was accepted.
                     result = not_run_result(entry.get("kind"), entry.get("lease"),

@@ -972,7 +972,7 @@ def test_a_starting_entry_whose_command_left_programs_running_is_answered_as_cut
     journal = tmp_path / "state" / "journal"
     journal.mkdir(parents=True)
     (journal / "c-7.json").write_text(json.dumps({"id": "c-7", "kind": "readiness", "starting": time.time() - 3}))
-    left = subprocess.Popen(["sleep", "60"], env={**os.environ, agent_mod.COMMAND_ENV: "c-7"},
+    left = subprocess.Popen(["sleep", "60"], env={**os.environ, agent_mod.COMMAND_ENV: f"c-7@{journal}"},
                             start_new_session=True)
     try:
         server = raw_server(lambda *a: http(200, {"state": "done"}))
