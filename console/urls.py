@@ -2,7 +2,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from .views import account, pages, proxy, webhooks
+from .views import account, pages, proxy, verification, webhooks
 
 app_name = "console"
 
@@ -23,6 +23,7 @@ urlpatterns = [
          name="password_reset_confirm"),
     path("password-reset/complete/", account.password_reset_complete, name="password_reset_complete"),
     path("account/organizations/", account.organizations, name="organizations"),
+    path("account/verification/", verification.verification_page, name="verification"),
     path("account/organizations/switch/", account.organization_switch, name="organization_switch"),
     path("account/members/", account.members, name="members"),
     path("account/members/<uuid:id>/", account.member_update, name="member_update"),

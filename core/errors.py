@@ -47,3 +47,9 @@ class QuotaExceeded(ServiceError):
 
 class ServiceUnavailable(ServiceError):
     status, code = 503, "service_unavailable"
+
+
+class VerificationRequired(ServiceError):
+    """The organization must pass real-name verification (实名认证) first (tenancy/realname/policy.py)."""
+
+    status, code = 403, "verification_required"

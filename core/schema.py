@@ -31,7 +31,7 @@ ERROR_SCHEMA = {
                        "details": {"type": "object", "additionalProperties": True}},
     }},
 }
-_COMMON_ERRORS = {"400": "validation_error", "401": "not_authenticated, token_invalid", "403": "permission_denied",
+_COMMON_ERRORS = {"400": "validation_error", "401": "not_authenticated, token_invalid", "403": "permission_denied, verification_required",
                   "404": "not_found", "405": "method_not_allowed", "429": "throttled",
                   "503": "service_unavailable"}
 _WRITE_ERRORS = {"402": "insufficient_funds",

@@ -159,10 +159,10 @@ class MembershipInline(ReadOnlyInline):
 
 @admin.register(Organization)
 class OrganizationAdmin(ServiceRefusalMixin, admin.ModelAdmin):
-    list_display = ["name", "slug", "card_quota", "is_personal", "created_at"]
+    list_display = ["name", "slug", "card_quota", "is_personal", "real_name_verified_at", "created_at"]
     search_fields = ["name", "slug"]
-    fields = ["name", "slug", "is_personal", "card_quota", "members_link", "created_at"]
-    readonly_fields = ["members_link", "created_at"]
+    fields = ["name", "slug", "is_personal", "card_quota", "members_link", "real_name_verified_at", "created_at"]
+    readonly_fields = ["members_link", "real_name_verified_at", "created_at"]
     inlines = [MembershipInline]
     actions = ["add_member"]
 
@@ -331,3 +331,5 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_select_related = ["organization", "actor"]
     search_fields = ["action", "target_id", "actor__email", "organization__slug", "request_id"]
 
+
+from .realname import admin as _realname_admin  # noqa: E402,F401  (real-name verification)

@@ -88,6 +88,9 @@ class Organization(models.Model):
     is_personal = models.BooleanField(default=False)
     # Maximum concurrently allocated cards (SPEC §2); only staff change it.
     card_quota = models.PositiveIntegerField(default=default_card_quota)
+    # When an operator (or the verification provider) approved its real-name verification (实名认证); until then
+    # settings.REALNAME_UNVERIFIED_* limit what it may do (tenancy/realname/policy.py).
+    real_name_verified_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="organizations")
 
@@ -199,3 +202,6 @@ class TrialClaim(models.Model):
 
     def __str__(self):
         return self.email
+
+
+from .models_realname import *  # noqa: E402,F401,F403  (real-name verification)

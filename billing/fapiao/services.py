@@ -9,6 +9,7 @@ import logging
 from django.core.mail import send_mail
 from django.db import transaction
 
+from core.cn_codes import uscc_error
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
 from core.locks import advisory_xact_lock
@@ -18,7 +19,6 @@ from tenancy.models import Organization
 
 from ..models_fapiao import PDF_MAX_BYTES, FapiaoKind, FapiaoRequest, FapiaoState
 from ..models_payments import UCNY_PER_FEN
-from .codes import uscc_error
 from .selectors import invoiceable
 
 logger = logging.getLogger("cardmix.billing")

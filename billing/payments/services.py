@@ -7,12 +7,14 @@ network retry, or a retry of the whole request, never creates a second object at
 import logging
 
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 
 from billing.models_payments import UCNY_PER_FEN, TopUp, TopUpState
 from core.errors import InvalidState, ServiceUnavailable, ValidationFailed
 from core.money import format_ucny
 from tenancy.audit import audit_record
+from tenancy.lock_objects import organization_lock
+from tenancy.realname.policy import org_unverified, topup_check
 
 from .standin import standin_intent_kwargs
 from .stripe_client import stripe_api
@@ -61,6 +63,11 @@ def topup_row_create(*, org, actor=None, amount: int, request=None) -> TopUp:
     has committed."""
     amount_fen = topup_amount_validate(amount)
     with transaction.atomic():
+        if org_unverified(org):  # the organization row lock: two top-ups at once cannot both pass the cap
+            org = organization_lock(org.pk)
+            already = (TopUp.objects.filter(organization=org).exclude(state=TopUpState.FAILED)
+                       .aggregate(total=models.Sum("amount"))["total"] or 0)
+            topup_check(org, amount=amount, already=already)
         topup = TopUp.objects.create(organization=org, created_by=actor if getattr(actor, "pk", None) else None,
                                      amount=amount, amount_fen=amount_fen)
         audit_record(action="topup.create", org=org, actor=topup.created_by, target=topup, request=request,

@@ -266,6 +266,20 @@ SIMULATOR_DELAY_SCALE = env.float("SIMULATOR_DELAY_SCALE", default=1.0)
 SIMULATOR_FAILURE_SCALE = env.float("SIMULATOR_FAILURE_SCALE", default=1.0)
 PROVISIONING_DRIVER = env.str("PROVISIONING_DRIVER", default="simulated")
 REFUSED_EMAIL_DOMAINS = env.list("REFUSED_EMAIL_DOMAINS", default=[])
+# --- Real-name verification (tenancy/realname) ----------------------------------------------
+# What an organization may do before its real-name verification is approved (tenancy/realname/policy.py):
+# no card type whose slug starts with one of these, no bare metal, top-ups up to this much in all (µCNY).
+REALNAME_POLICY = env.bool("REALNAME_POLICY", default=True)  # off: unverified organizations are not limited
+REALNAME_UNVERIFIED_REFUSED_ACCELERATORS = env.list("REALNAME_UNVERIFIED_REFUSED_ACCELERATORS",
+                                                    default=["h100", "h800"])
+REALNAME_UNVERIFIED_BARE_METAL = env.bool("REALNAME_UNVERIFIED_BARE_METAL", default=False)
+REALNAME_UNVERIFIED_TOPUP_MAX_UCNY = env.int("REALNAME_UNVERIFIED_TOPUP_MAX_UCNY", default=100_000_000)
+# Fernet key sealing identification numbers at rest; derived from SECRET_KEY outside production.
+REALNAME_KEY = env.str("REALNAME_KEY", default="")
+# Dotted path of an automated check `f(verification, id_number) -> {"verdict": "approved"|"rejected"|None, …}`
+# called on every submission; none is bundled (an operator reviews in the admin).
+REALNAME_PROVIDER = env.str("REALNAME_PROVIDER", default="")
+# --- end real-name ---------------------------------------------------------------------------
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 STRIPE_API_KEY = env.str("STRIPE_API_KEY", default="sk_test_cardmix_dev")

@@ -30,6 +30,7 @@ from provisioning.services.packages import instance_package_renewal_set
 from provisioning.services.quotes import quote_compute
 from provisioning.services.storage_port import quote_storage
 from tenancy.permissions import request_can
+from tenancy.realname.policy import realname_limits_text
 from tenancy.selectors import ssh_key_list
 
 from ..forms import VENDOR_LABELS, CatalogChoices, InstanceCreateForm, attach_service_error
@@ -320,7 +321,8 @@ def instance_new(request):
         name = form["name"].value()
     return render(request, "console/instances/new.html",
                   {**quote, "form": form, "catalog": form.catalog, "can_write": can_write,
-                   "name_taken": name_taken(request.org, name)}, status=status)
+                   "name_taken": name_taken(request.org, name), "realname_limited": realname_limits_text(request.org)},
+                  status=status)
 
 
 # --- detail and actions -----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from inventory.models import Zone
 from tenancy.audit import audit_record
 from tenancy.lock_objects import organization_lock
 from tenancy.models import Organization, SshKey
+from tenancy.realname.policy import accelerator_allowed, instance_check
 from tenancy.selectors import ssh_keys_by_ids
 
 from ..choices import InstanceKind, can_transition
@@ -106,6 +107,9 @@ def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, 
         spec = storage_port.create_spec_zone(org=org, spec=spec, volumes=volumes, datasets=datasets)
     catalog = placement_catalog(billing=spec.billing)
     spec_check(spec, catalog)
+    # Real-name policy (403 verification_required); a card-mix policy simply never places refused types.
+    instance_check(org, accelerators=[it.accelerator for it in spec.items], bare_metal=spec.kind == InstanceKind.BARE_METAL)
+    catalog = {slug: entry for slug, entry in catalog.items() if accelerator_allowed(org, slug)}
     keys = _ssh_keys(actor, ssh_key_ids)
     if spec.items:
         images_resolve(spec, spec.items, catalog)  # fail fast, before any lock is taken

@@ -12,7 +12,7 @@ class OrganizationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Organization
-        fields = ["id", "name", "slug", "is_personal", "card_quota", "created_at", "role"]
+        fields = ["id", "name", "slug", "is_personal", "card_quota", "real_name_verified_at", "created_at", "role"]
 
     def get_role(self, obj) -> str | None:
         membership = self.context.get("membership")

@@ -1,6 +1,7 @@
 """Tenancy API routes (under /api/v1/)."""
 from django.urls import path
 
+from ..realname.api import urlpatterns as realname_urls
 from . import views
 
 urlpatterns = [
@@ -13,3 +14,4 @@ urlpatterns = [
     path("ssh-keys/<uuid:id>/", views.SshKeyDetailView.as_view(), name="ssh-key-detail"),
     path("audit-events/", views.AuditEventListView.as_view(), name="audit-event-list"),
 ]
+urlpatterns += realname_urls

@@ -30,6 +30,9 @@ class OrganizationFactory(factory.django.DjangoModelFactory):
 
     name = factory.Sequence(lambda n: f"Org {n}")
     slug = factory.Sequence(lambda n: f"org-{n}")
+    # Verified by default, so tests of H100s and bare metal need no verification step; tests of the
+    # unverified-organization policy pass real_name_verified_at=None (tests/tenancy/test_realname.py).
+    real_name_verified_at = factory.LazyFunction(timezone.now)
 
 
 class MembershipFactory(factory.django.DjangoModelFactory):

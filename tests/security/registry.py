@@ -76,6 +76,15 @@ def sponsorship(world):
     return Target({"id": p.pk}, row=p)
 
 
+def realname(world):
+    from tenancy.models_realname import RealNameVerification
+
+    v = RealNameVerification.objects.create(organization=world.a.organization, kind="enterprise",
+                                            legal_name=world.marker("realname"), credit_code="91330100716105852F",
+                                            state="rejected", reason=world.marker("realname-reason"))
+    return Target({"id": v.pk}, row=v)
+
+
 def fapiao(world):
     from billing.models_fapiao import FapiaoRequest
 
@@ -303,6 +312,7 @@ OBJECT_FACTORIES = {
     # billing
     "api:topup-detail": topup,
     "api:sponsorship-detail": sponsorship,
+    "api:realname-detail": realname,
     "api:fapiao-detail": fapiao,
     "api:fapiao-cancel": fapiao,
     "api:fapiao-pdf": fapiao,
@@ -360,7 +370,7 @@ OBJECT_FACTORIES = {
 
 # Per-organization pages without an object id: B must see none of A's markers there.
 TENANT_LISTS = {
-    "api:organization-current", "api:member-list", "api:token-list", "api:ssh-key-list", "api:audit-event-list",
+    "api:organization-current", "api:realname", "console:verification", "api:member-list", "api:token-list", "api:ssh-key-list", "api:audit-event-list",
     "api:accelerator-list", "api:image-list", "api:zone-list",
     "api:admin-node-list", "api:admin-card-list", "api:admin-price-list", "api:admin-image-list",
     "api:billing-balance", "api:billing-transfers", "api:billing-usage", "api:topup-list",

@@ -49,6 +49,12 @@ def _case(name, ctx):
         body = {"title": "t", "abstract": "a", "accelerator": "h100-sxm-80g", "card_hours": 10}
         return ("/api/v1/billing/sponsorships/", body, {**body, "card_hours": 11},
                 _count("billing.SponsorshipProposal", organization=org))
+    if name == "api:realname":
+        org.real_name_verified_at = None
+        org.save(update_fields=["real_name_verified_at"])
+        body = {"kind": "individual", "legal_name": "韩梅梅", "id_number": "11010519491231002X"}
+        return ("/api/v1/organizations/current/verification/", body, {**body, "legal_name": "李雷"},
+                _count("tenancy.RealNameVerification", organization=org))
     if name == "api:fapiao-list":
         from billing.models_payments import TopUp
         from core.dbclock import db_now
@@ -102,7 +108,7 @@ def test_creating_endpoints_are_enumerated():
     known = {"api:token-list", "api:ssh-key-list", "api:member-list", "api:instance-list", "api:topup-list",
              "api:sponsorship-list", "api:invoice-pay", "api:admin-node-list", "api:admin-price-list",
              "api:admin-image-list", "api:volume-list", "api:webhook-list", "api:fapiao-list",
-             "api:instance-port-shares"}
+             "api:instance-port-shares", "api:realname"}
     assert set(CREATING) == known, set(CREATING) ^ known
 
 
@@ -142,7 +148,7 @@ def test_same_key_replays_and_other_body_is_422(name, ctx):
     assert count() == before + 1
     assert_envelope(client.post(url, other, format="json", HTTP_IDEMPOTENCY_KEY=key), 422, "idempotency_key_reused")
     # Without a key (or with a fresh one) the endpoint creates again: the key, not the body, dedupes.
-    if name not in ("api:invoice-pay", "api:admin-price-list", "api:member-list"):
+    if name not in ("api:invoice-pay", "api:admin-price-list", "api:member-list", "api:realname"):
         fresh = client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY=f"idem-{uuid.uuid4()}")
         assert fresh.status_code in (201, 202, 400), fresh.content[:300]
     assert count() <= before + 2

@@ -2,6 +2,7 @@
 import pytest
 
 from tenancy.models import Membership
+from tenancy.models_realname import RealNameVerification
 from tests.factories.tenancy import SshKeyFactory, UserFactory, ed25519_public_key, make_token
 
 from .conftest import assert_error
@@ -27,6 +28,9 @@ MATRIX = {
     "ssh_get": ("get", "/api/v1/ssh-keys/{key}/", {"owner", "admin", "member", "viewer"}, True, 200),
     "ssh_delete": ("delete", "/api/v1/ssh-keys/{key}/", {"owner", "admin", "member"}, False, 204),
     "audit_list": ("get", "/api/v1/audit-events/", {"owner", "admin"}, True, 200),
+    "realname_get": ("get", "/api/v1/organizations/current/verification/", EVERY, True, 200),
+    "realname_submit": ("post", "/api/v1/organizations/current/verification/", {"owner", "admin"}, False, 201),
+    "realname_detail": ("get", "/api/v1/organizations/current/verification/{realname}/", EVERY, True, 200),
 }
 
 
@@ -37,7 +41,12 @@ def _world(member_factory, role):
     invitee = UserFactory()
     own_token, _ = make_token(actor, name="second")
     key = SshKeyFactory(user=actor.user)
-    return actor, {"member": target.pk, "token": own_token.pk, "key": key.pk, "invitee": invitee.email}
+    rejected = RealNameVerification.objects.create(organization=org, kind="individual", legal_name="Li Lei",
+                                                   state="rejected", reason="blurred")
+    org.real_name_verified_at = None  # so a submission is allowed
+    org.save(update_fields=["real_name_verified_at"])
+    return actor, {"member": target.pk, "token": own_token.pk, "key": key.pk, "invitee": invitee.email,
+                   "realname": rejected.pk}
 
 
 def _body(name, ids):
@@ -46,6 +55,7 @@ def _body(name, ids):
         "member_patch": {"role": "viewer"},
         "tokens_create": {"name": "ci", "scope": "read"},
         "ssh_create": {"name": "laptop", "public_key": ed25519_public_key()},
+        "realname_submit": {"kind": "individual", "legal_name": "韩梅梅", "id_number": "11010519491231002X"},
     }.get(name)
 
 

@@ -1,4 +1,4 @@
-"""Seed the demo: a staff admin, a verified demo user with an organization, the fleet, and two demo
+"""Seed the demo: a staff admin, a verified demo user with an organization (real-name verified), the fleet, and two demo
 instances (an H100 container and an Ascend 910B + H800 hybrid) that the worker takes to `running`
 within seconds of `make run` starting; storage prices, the dataset/model library, and the H100 instance's
 checkpoint disk and shared volume."""
@@ -15,8 +15,13 @@ from storage.catalog_seed import storage_catalog_seed
 from storage.services import volume_create
 from tenancy.choices import Role
 from tenancy.models import Membership, Organization, User
+from tenancy.realname.services import realname_approve, realname_submit
 from tenancy.services import user_create_verified
 
+# The demo lab's real-name verification: a made-up company with a valid GB 32100 check character, approved by
+# the operator, so the demo may use every card type and bare metal.
+DEMO_CREDIT_CODE = "91110108MA01CMX006"
+DEMO_LICENCE = b"%PDF-1.4\n% Cardmix demo business licence\n%%EOF\n"
 DEMO_EMAIL, DEMO_PASSWORD = "demo@cardmix.local", "cardmix-demo-2026"
 ADMIN_EMAIL, ADMIN_PASSWORD = "admin@cardmix.local", "cardmix-admin-2026"
 
@@ -36,6 +41,10 @@ class Command(BaseCommand):
                 if not Organization.objects.filter(slug="demo-lab").exists():
                     org.name, org.slug = "Demo Lab", "demo-lab"
                     org.save(update_fields=["name", "slug"])
+                admin = User.objects.get(email=ADMIN_EMAIL)
+                submitted = realname_submit(org=org, actor=demo, kind="enterprise", legal_name="Demo Lab Co., Ltd.",
+                                            credit_code=DEMO_CREDIT_CODE, licence=DEMO_LICENCE)
+                realname_approve(verification_id=submitted.pk, actor=admin)
         if "seed_demo_fleet" in get_commands():
             call_command("seed_demo_fleet")
         storage_catalog_seed()  # storage prices per zone and the dataset/model library

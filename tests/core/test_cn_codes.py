@@ -2,7 +2,7 @@
 mistyped character is caught (31 is prime and no weight is 0 mod 31, so a substitution always moves the sum)."""
 import pytest
 
-from billing.fapiao.codes import CHARSET, uscc_check_char, uscc_error
+from core.cn_codes import CHARSET, uscc_check_char, uscc_error
 
 # Published codes (business licences of Alibaba (China), Huawei Technologies, China Mobile, Tencent (Shenzhen)).
 REAL = ["91330100716105852F", "914403001922038216", "91110000100010433L", "9144030071526726XG"]
