@@ -18,6 +18,7 @@ api_v1 = [
     path("", include("storage.api.key_urls")),  # S3 access keys of shared volumes
     path("", include("provisioning.api.urls")),
     path("", include("webhooks.api.urls")),
+    path("", include("privacy.api")),  # the organization export (account deletion is console-only)
     path("ping/", PingView.as_view(), name="ping"),  # observability: bench baseline
     path("<path:unknown>", core_views.api_not_found, name="not-found"),
 ]

@@ -2,7 +2,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from .views import account, pages, proxy, verification, webhooks
+from .views import account, pages, privacy, proxy, verification, webhooks
 
 app_name = "console"
 
@@ -24,6 +24,9 @@ urlpatterns = [
     path("password-reset/complete/", account.password_reset_complete, name="password_reset_complete"),
     path("account/organizations/", account.organizations, name="organizations"),
     path("account/verification/", verification.verification_page, name="verification"),
+    path("account/export/", privacy.organization_export, name="organization_export"),
+    path("account/delete/", privacy.account_delete_page, name="account_delete"),
+    path("account/delete/<str:token>/", privacy.account_delete_confirm, name="account_delete_confirm"),
     path("account/organizations/switch/", account.organization_switch, name="organization_switch"),
     path("account/members/", account.members, name="members"),
     path("account/members/<uuid:id>/", account.member_update, name="member_update"),

@@ -14,6 +14,11 @@ mailbox"):
   number, its English alias and its foxmail.com name) reach one mailbox, but nothing in the address says which
   alias belongs to which number, so they cannot be joined here.
 """
+import hashlib
+import hmac
+
+from django.conf import settings
+
 from .models import normalize_email
 
 GOOGLE = "gmail.com"
@@ -35,3 +40,10 @@ def mailbox_key(email: str) -> str:
     if domain in DOTS_IGNORED:
         local = local.replace(".", "")
     return f"{local}@{domain}" if local else email  # "+x@gmail.com": no mailbox name to fold to
+
+
+def mailbox_erased(key: str) -> str:
+    """What a trial claim keeps of a mailbox once its account is deleted (privacy/deletion.py): a keyed digest, so
+    the address is gone but the same mailbox still never earns a second trial."""
+    digest = hmac.new(settings.SECRET_KEY.encode(), key.encode(), hashlib.sha256).hexdigest()
+    return f"erased-{digest[:48]}@erased.invalid"

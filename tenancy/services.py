@@ -16,7 +16,7 @@ from .audit import audit_record
 from .choices import Role
 from .credentials import ssh_key_add, ssh_key_delete, token_create, token_revoke  # noqa: F401 (re-exported)
 from .lock_objects import organization_lock
-from .mailbox import mailbox_key
+from .mailbox import mailbox_erased, mailbox_key
 from .middleware import SESSION_ORG_KEY
 from .models import ApiToken, Membership, Organization, TrialClaim, User, normalize_email
 from .permissions import role_can
@@ -108,8 +108,11 @@ def user_mark_verified(*, user: User, request=None) -> bool:
         if org is not None:
             # The claim row outlives the account: deleting and re-creating it never earns a second trial, nor
             # does another spelling of the same mailbox (ada+1@gmail.com after ada@gmail.com).
-            _, first = TrialClaim.objects.get_or_create(
-                mailbox=mailbox_key(user.email), defaults={"email": user.email, "user": user, "organization": org})
+            key = mailbox_key(user.email)
+            first = False
+            if not TrialClaim.objects.filter(mailbox=mailbox_erased(key)).exists():  # a deleted account's claim
+                _, first = TrialClaim.objects.get_or_create(
+                    mailbox=key, defaults={"email": user.email, "user": user, "organization": org})
             if first:
                 hooks.trial_grant(org=org, user=user)
                 audit_record(action="trial.claim", org=org, actor=user, target=org, request=request)

@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "storage",
     "provisioning",
     "webhooks",
+    "privacy",
     "console",
 ]
 

@@ -22,8 +22,12 @@ ALLOWED = {
     "billing": {"core", "tenancy", "inventory", "hardware", "webhooks"},
     "storage": {"core", "tenancy", "inventory", "hardware", "billing", "webhooks"},
     "provisioning": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "webhooks"},
-    "console": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks"},
-    "config": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks", "console"},
+    # privacy: the organization export and account deletion read (and erase) across every app below it.
+    "privacy": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks"},
+    "console": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks",
+                "privacy"},
+    "config": {"core", "tenancy", "inventory", "hardware", "billing", "storage", "provisioning", "webhooks",
+               "privacy", "console"},
     "agent": set(),
 }
 
