@@ -13,6 +13,7 @@ from .errors import (
     ServiceUnavailable,
     Throttled,
     ValidationError,
+    VerificationRequired,
     WaitTimeout,
 )
 from .models import (
@@ -30,7 +31,7 @@ from .models import (
 
 __all__ = [
     "Accelerator", "Balance", "CardmixError", "Client", "IdempotencyError", "Image", "Instance", "InstanceEvent",
-    "InsufficientCapacity", "InsufficientFunds", "InvalidState", "NotAuthenticated", "NotFound", "PermissionDenied",
+    "InsufficientCapacity", "InsufficientFunds", "InvalidState", "NotAuthenticated", "NotFound", "PermissionDenied", "VerificationRequired",
     "Quote", "QuotaExceeded", "ReadinessReport", "ServiceUnavailable", "SshKey", "Throttled", "UsageLine",
     "ValidationError", "WaitTimeout", "Zone",
 ]

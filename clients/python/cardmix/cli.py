@@ -25,7 +25,7 @@ from .spec import image_default, items_of
 
 EXIT = {errors.ValidationError: 2, errors.InsufficientCapacity: 3, errors.InsufficientFunds: 4,
         errors.QuotaExceeded: 4, errors.NotFound: 5, errors.NotAuthenticated: 6, errors.PermissionDenied: 6,
-        errors.WaitTimeout: 7, InstanceFailed: 7}
+        errors.WaitTimeout: 7, InstanceFailed: 7, errors.VerificationRequired: 8}
 
 app = typer.Typer(help="Cardmix GPU cloud from the command line.", no_args_is_help=True, add_completion=False)
 out = Console()

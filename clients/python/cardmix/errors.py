@@ -43,6 +43,12 @@ class InsufficientCapacity(CardmixError):
     code = "insufficient_capacity"
 
 
+class VerificationRequired(CardmixError):
+    """The organization must pass real-name verification (实名认证) first: H100/H800, bare metal, large top-ups."""
+
+    code = "verification_required"
+
+
 class InvalidState(CardmixError):
     code = "invalid_state"
 
@@ -73,6 +79,7 @@ BY_CODE: dict[str, type[CardmixError]] = {
     "insufficient_capacity": InsufficientCapacity, "invalid_state": InvalidState, "quota_exceeded": QuotaExceeded,
     "idempotency_in_progress": IdempotencyError, "idempotency_key_reused": IdempotencyError,
     "throttled": Throttled, "service_unavailable": ServiceUnavailable,
+    "verification_required": VerificationRequired,
 }
 
 
