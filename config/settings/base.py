@@ -234,7 +234,8 @@ SPECTACULAR_SETTINGS = {
     # Choice sets that share a field name ("kind") need names of their own in the schema.
     "ENUM_NAME_OVERRIDES": {"VolumeKindEnum": "storage.choices.VolumeKind",
                             "InstanceKindEnum": "provisioning.choices.InstanceKind",
-                            "FapiaoKindEnum": "billing.models_fapiao.FapiaoKind"},
+                            "FapiaoKindEnum": "billing.models_fapiao.FapiaoKind",
+                            "RealNameKindEnum": "tenancy.models_realname.RealNameKind"},
 }
 IDEMPOTENCY_TTL = timedelta(hours=env.int("IDEMPOTENCY_TTL_HOURS", default=24))
 

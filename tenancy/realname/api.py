@@ -95,7 +95,7 @@ class RealNameDetailView(APIView):
 
     permission_classes = [require(read="read_org")]
 
-    @extend_schema(responses=RealNameSerializer)
+    @extend_schema(operation_id="organizations_current_verification_detail", responses=RealNameSerializer)
     def get(self, request, id):
         return Response(RealNameSerializer(realname_get(org=request.org, id=id)).data)
 
