@@ -9,6 +9,8 @@ from billing.models import Meter, Transfer
 from billing.rating import whole_seconds
 from inventory.models import Card
 from provisioning.models import Instance
+from tenancy.models_realname import RealNameVerification
+from tenancy.realname.services import realname_approve
 from tests.e2e.conftest import Shots, ready_worker, session_cookie
 from tests.factories.inventory import CardAllocationFactory
 from tests.factories.provisioning import funded, make_fleet, wait_for_state
@@ -46,6 +48,23 @@ def test_signup_to_terminate_in_the_browser(e2e_env, live_server, start_worker, 
     assert page.inner_text("#balance-trial") == "¥10.00"
     assert page.inner_text("#balance-available") == "¥10.00"
     shot("dashboard-trial")
+
+    # A new organization may not rent H100s before its real-name verification: the form says so and links it.
+    page.goto(f"{live_server.url}/instances/new/")
+    assert "need real-name verification" in page.inner_text("#realname-banner")
+    page.click("#realname-banner a")
+    page.wait_for_url("**/account/verification/")
+    page.check("input[name=kind][value=individual]")
+    page.fill("#id_legal_name", "Ada Lovelace")
+    page.fill("#id_id_number", "11010519491231002X")
+    page.click("#realname-form button[type=submit]")
+    page.wait_for_selector("[data-realname-state=pending]")
+    assert "1101**********002X" in page.inner_text("table")
+    shot("verification-pending")
+    # The operator approves it in the admin (tests/tenancy/test_realname.py drives that page).
+    realname_approve(verification_id=RealNameVerification.objects.get(legal_name="Ada Lovelace").pk, actor=None)
+    page.reload()
+    page.wait_for_selector("[data-realname-state=verified]")
 
     # Create 2 × H100: the quote updates in place (htmx), without a page load.
     page.goto(f"{live_server.url}/instances/new/")
