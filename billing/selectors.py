@@ -84,12 +84,13 @@ def transfer_list(*, org):
 
 
 def usage_list(*, org, start, end):
-    """Meters of the organization that ran in [start, end), newest first, with what their transfers in
-    that window charged (`window_amount`) and write-offs (`window_written_off`)."""
+    """Meters of the organization that ran in [start, end), newest first, with what their postings in
+    that window charged (`window_amount`, from MeterCharge: a tick's transfers are per source account, the
+    per-meter detail is there) and write-offs (`window_written_off`)."""
 
-    from .models import Transfer, WriteOff
+    from .models import MeterCharge, WriteOff
 
-    charged = (Transfer.objects.filter(meter_id=OuterRef("pk"), created_at__gte=start, created_at__lt=end)
+    charged = (MeterCharge.objects.filter(meter_id=OuterRef("pk"), created_at__gte=start, created_at__lt=end)
                .values("meter_id").annotate(s=Sum("amount")).values("s"))
     written = (WriteOff.objects.filter(meter_id=OuterRef("pk"), created_at__gte=start, created_at__lt=end)
                .values("meter_id").annotate(s=Sum("amount")).values("s"))
