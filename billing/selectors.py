@@ -53,6 +53,15 @@ def _unposted(meter: Meter, now) -> int:
     return max(plan.chargeable, 0) if plan else 0
 
 
+def instance_metered_total(instance_id) -> int:
+    """µCNY the instance's meters were charged by their postings (ticks and closes: MeterCharge), before any credit
+    given back; one query."""
+    from .models import MeterCharge
+
+    return int(MeterCharge.objects.filter(meter_id__in=Meter.objects.filter(instance_id=instance_id).values("pk"))
+               .aggregate(s=Sum("amount"))["s"] or 0)
+
+
 def balance_summary(*, org) -> dict:
     """The balance endpoint's numbers: per-kind balances, credit limit, available, burn rate, exhaustion."""
     from .funds import available_from, balances_of, burn_rate_per_hour, exhaustion
@@ -143,15 +152,19 @@ def transfer_groups(*, org, tz):
 
 
 def transfer_day_lines(*, org, instance_id, day, tz):
-    """One instance's metered-usage lines of one day (in `tz`): the drill-down of a transfer_groups row."""
+    """One instance's metered postings of one day (in `tz`), newest first: the drill-down of a transfer_groups row.
+    From MeterCharge, the per-meter detail (a tick's transfers are per source account and name no instance): each
+    row what one posting of one of its meters charged, all sources together (meter_id, through_seconds, amount,
+    created_at)."""
     from datetime import datetime, time, timedelta
 
-    from .choices import TransferCode
+    from .models import MeterCharge
 
     start = datetime.combine(day, time.min, tzinfo=tz)
     end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=tz)
-    return transfer_list(org=org).filter(code=TransferCode.METER, instance_id=instance_id, created_at__gte=start,
-                                         created_at__lt=end)
+    meters = Meter.objects.filter(organization=org, instance_id=instance_id).values("pk")
+    return (MeterCharge.objects.filter(meter_id__in=meters, created_at__gte=start, created_at__lt=end)
+            .order_by("-created_at", "-meter_id"))
 
 
 def trial_expiry(*, org):

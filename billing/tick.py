@@ -36,16 +36,18 @@ STATS = ("meters", "transfers", "charges", "write_offs", "charged", "written_off
 # tick waited for it is rechecked and left out; r: cumulative room per organization in spending order (cash
 # down to −credit limit); legs: meter i takes from source k the overlap of [c.hi − chg, c.hi) and
 # [r.hi − room, r.hi), exactly what spend_split gives meter after meter. t: the legs summed per source account
-# (one transfer each); d: each meter's charge (MeterCharge). w: rating.writeoff_seconds.
+# (one transfer each); d: each meter's charge (MeterCharge); mm: the meters advanced by their row address (ctid:
+# this statement holds their locks, so it cannot move; a row that did not match would not be counted as advanced,
+# and the chunk would roll back). w: rating.writeoff_seconds.
 CHUNK_SQL = """
 WITH m AS MATERIALIZED (
-  SELECT id, organization_id, instance_id, cards, rate, posted_through_seconds AS pt,
+  SELECT ctid AS tid, id, organization_id, instance_id, cards, rate, posted_through_seconds AS pt,
          posted_amount + written_off_amount AS acct, billable_until_seconds AS bu,
          greatest(floor(extract(epoch FROM %(now)s::timestamptz - opened_at)), 0)::bigint AS s
   FROM billing_meter WHERE closed_at IS NULL AND (organization_id, id) > (%(org)s::uuid, %(after)s)
   ORDER BY organization_id, id LIMIT %(chunk)s FOR UPDATE SKIP LOCKED
 ), p AS MATERIALIZED (
-  SELECT id, organization_id, instance_id, rate, cards, pt, s, rate * cards * s / 3600 - acct AS delta,
+  SELECT tid, id, organization_id, instance_id, rate, cards, pt, s, rate * cards * s / 3600 - acct AS delta,
          CASE WHEN bu IS NULL THEN rate * cards * s / 3600
               ELSE rate * cards * greatest(least(s, bu), pt) / 3600 END - acct AS chg
   FROM m WHERE s > pt
@@ -82,13 +84,13 @@ WITH m AS MATERIALIZED (
   WHERE acc.id = x.id
   RETURNING 1
 ), per AS MATERIALIZED (
-  SELECT p.id, p.organization_id, p.rate, p.cards, p.s, p.pt, p.delta, coalesce(l.charged, 0)::bigint AS charged
+  SELECT p.tid, p.id, p.organization_id, p.rate, p.cards, p.s, p.pt, p.delta, coalesce(l.charged, 0)::bigint AS charged
   FROM p LEFT JOIN (SELECT meter_id, sum(amount) AS charged FROM legs GROUP BY meter_id) l ON l.meter_id = p.id
 ), mm AS (
   UPDATE billing_meter AS me SET posted_through_seconds = per.s, posted_amount = me.posted_amount + per.charged,
                                  written_off_amount = me.written_off_amount + per.delta - per.charged
-  FROM per WHERE me.id = per.id
-  RETURNING 1
+  FROM per WHERE me.ctid = per.tid
+  RETURNING me.id = per.id AS same
 ), d AS (
   INSERT INTO billing_metercharge (meter_id, through_seconds, amount, created_at)
   SELECT id, s, charged, statement_timestamp() FROM per WHERE charged > 0
@@ -105,7 +107,7 @@ WITH m AS MATERIALIZED (
 SELECT (SELECT count(*) FROM m),
        (SELECT array[organization_id::text, id::text] FROM m ORDER BY organization_id DESC, id DESC LIMIT 1), (SELECT count(*) FROM per), (SELECT count(*) FROM t),
        (SELECT count(*) FROM w), (SELECT coalesce(sum(charged), 0) FROM per),
-       (SELECT coalesce(sum(delta - charged), 0) FROM per), (SELECT count(*) FROM b), (SELECT count(*) FROM mm),
+       (SELECT coalesce(sum(delta - charged), 0) FROM per), (SELECT count(*) FROM b), (SELECT count(*) FILTER (WHERE same) FROM mm),
        (SELECT count(*) FROM d), (SELECT count(*) FROM per WHERE charged > 0), (SELECT count(DISTINCT account_id) FROM legs),
        (SELECT array_agg(DISTINCT c.organization_id::text) FROM c
         WHERE NOT EXISTS (SELECT 1 FROM a WHERE a.organization_id = c.organization_id AND a.kind = 'cash'))
