@@ -1,5 +1,6 @@
 """Meters: open per running instance item, post cumulative floor deltas, close to the second."""
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from core.dbclock import db_now
 from core.failpoints import failpoint
@@ -8,7 +9,7 @@ from .choices import AccountKind, MeterSubject, TransferCode
 from .funds import spend
 from .ledger import Leg, leg_post, org_account_ids, platform_id
 from .lock_objects import meter_lock, meters_lock_open
-from .models import Meter, WriteOff
+from .models import Meter, MeterCharge, WriteOff
 from .rating import cumulative_charge, posting_plan, whole_seconds, writeoff_seconds
 
 
@@ -54,6 +55,9 @@ def meter_post(meter: Meter, *, seconds: int) -> None:
     meter.posted_through_seconds = plan.seconds
     meter.posted_amount += charged
     meter.written_off_amount += written_off
+    if charged > 0:  # the per-meter detail of the posting (MeterCharge): per-meter readers read these rows
+        MeterCharge.objects.create(meter_id=meter.pk, through_seconds=plan.seconds, amount=charged,
+                                   created_at=timezone.now())  # as the transfers' auto_now_add
     Meter.objects.filter(pk=meter.pk).update(posted_through_seconds=meter.posted_through_seconds,
                                              posted_amount=meter.posted_amount,
                                              written_off_amount=meter.written_off_amount)

@@ -160,6 +160,29 @@ class Meter(models.Model):
         return f"meter {self.pk} ({self.instance_id}#{self.item_index})"
 
 
+class MeterCharge(models.Model):
+    """What one posting of a meter charged (µCNY, all its sources together) and the whole second it posted through.
+
+    The per-meter detail of the ledger: a tick posts one transfer per organization and source account (key
+    `tick:<first meter>:<its second>:<source>`, unique as that meter's posting is; no meter or instance), so what
+    each meter was charged, and when, lives here (a close's own per-meter transfers get a row too). Per-meter readers (usage, statements, the ledger's
+    drill-down) read these rows; balances and the ledger's sums read the transfers. verify_ledger checks that each
+    organization's metered transfers sum to its rows and each meter's rows to its posted_amount. Narrow on purpose:
+    one index (the key), no foreign keys, so the tick's 100k rows cost a fraction of 100k transfers."""
+
+    pk = models.CompositePrimaryKey("meter_id", "through_seconds")
+    meter_id = models.BigIntegerField()  # plain id: no foreign-key check on every insert of the tick
+    through_seconds = models.BigIntegerField()  # the posting's through-second (its key: meter:<id>:<second>)
+    amount = models.BigIntegerField()
+    created_at = models.DateTimeField()  # the transfers' created_at (the same statement's clock)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(amount__gt=0), name="metercharge_amount_positive")]
+
+    def __str__(self):
+        return f"meter {self.meter_id} through {self.through_seconds} s: {format_ucny(self.amount)} CNY"
+
+
 class WriteOff(models.Model):
     """Seconds that could not be charged (funds ran out or past the auto-stop second); no transfer."""
 

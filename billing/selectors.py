@@ -53,6 +53,15 @@ def _unposted(meter: Meter, now) -> int:
     return max(plan.chargeable, 0) if plan else 0
 
 
+def instance_metered_total(instance_id) -> int:
+    """µCNY the instance's meters were charged by their postings (ticks and closes: MeterCharge), before any credit
+    given back; one query."""
+    from .models import MeterCharge
+
+    return int(MeterCharge.objects.filter(meter_id__in=Meter.objects.filter(instance_id=instance_id).values("pk"))
+               .aggregate(s=Sum("amount"))["s"] or 0)
+
+
 def balance_summary(*, org) -> dict:
     """The balance endpoint's numbers: per-kind balances, credit limit, available, burn rate, exhaustion."""
     from .funds import available_from, balances_of, burn_rate_per_hour, exhaustion
@@ -84,12 +93,13 @@ def transfer_list(*, org):
 
 
 def usage_list(*, org, start, end):
-    """Meters of the organization that ran in [start, end), newest first, with what their transfers in
-    that window charged (`window_amount`) and write-offs (`window_written_off`)."""
+    """Meters of the organization that ran in [start, end), newest first, with what their postings in
+    that window charged (`window_amount`, from MeterCharge: a tick's transfers are per source account, the
+    per-meter detail is there) and write-offs (`window_written_off`)."""
 
-    from .models import Transfer, WriteOff
+    from .models import MeterCharge, WriteOff
 
-    charged = (Transfer.objects.filter(meter_id=OuterRef("pk"), created_at__gte=start, created_at__lt=end)
+    charged = (MeterCharge.objects.filter(meter_id=OuterRef("pk"), created_at__gte=start, created_at__lt=end)
                .values("meter_id").annotate(s=Sum("amount")).values("s"))
     written = (WriteOff.objects.filter(meter_id=OuterRef("pk"), created_at__gte=start, created_at__lt=end)
                .values("meter_id").annotate(s=Sum("amount")).values("s"))
@@ -142,15 +152,19 @@ def transfer_groups(*, org, tz):
 
 
 def transfer_day_lines(*, org, instance_id, day, tz):
-    """One instance's metered-usage lines of one day (in `tz`): the drill-down of a transfer_groups row."""
+    """One instance's metered postings of one day (in `tz`), newest first: the drill-down of a transfer_groups row.
+    From MeterCharge, the per-meter detail (a tick's transfers are per source account and name no instance): each
+    row what one posting of one of its meters charged, all sources together (meter_id, through_seconds, amount,
+    created_at)."""
     from datetime import datetime, time, timedelta
 
-    from .choices import TransferCode
+    from .models import MeterCharge
 
     start = datetime.combine(day, time.min, tzinfo=tz)
     end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=tz)
-    return transfer_list(org=org).filter(code=TransferCode.METER, instance_id=instance_id, created_at__gte=start,
-                                         created_at__lt=end)
+    meters = Meter.objects.filter(organization=org, instance_id=instance_id).values("pk")
+    return (MeterCharge.objects.filter(meter_id__in=meters, created_at__gte=start, created_at__lt=end)
+            .order_by("-created_at", "-meter_id"))
 
 
 def trial_expiry(*, org):

@@ -6,8 +6,10 @@ accounts: a stop issued during the tick waits only if the chunk in flight holds 
 A session advisory lock makes a second beat do nothing. Each chunk is one statement in its own transaction:
 lock the next CHUNK open meters (skipping ones a close is posting right now), lock their organizations'
 accounts in id order, split each meter's chargeable delta over trial → compensation → grant → cash with
-window sums (the same greedy split as funds.spend_split, meter by meter in id order), insert the transfers,
-move the balances, advance the meters and record the write-offs. The tick credits its own revenue shard
+window sums (the same greedy split as funds.spend_split, meter by meter in id order), insert one transfer per
+source account (organization × source: `tick:<first meter>:<its second>:<source>`, no meter or instance) and
+one narrow MeterCharge row per charged meter (the per-meter detail: what it was charged and through which
+second), move the balances, advance the meters and record the write-offs. The tick credits its own revenue shard
 (AccountKind.TICK_REVENUE), which no other posting locks: a stop or terminate during a tick waits at most
 for the one chunk that holds its own meters or accounts, never for the tick as a whole. A crash loses only
 the chunk in flight; the chunks before it committed whole, and the next tick posts the rest (cumulative
@@ -26,23 +28,26 @@ from .ledger import org_account_ids, platform_accounts_ensure, platform_id
 # Meters per chunk transaction: bounds how long a stop may wait for the tick (its own rows only).
 CHUNK = 1000
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-STATS = ("meters", "transfers", "write_offs", "charged", "written_off")
+STATS = ("meters", "transfers", "charges", "write_offs", "charged", "written_off")
 
 # m: the chunk's open meters, locked; p: their postings (rating.posting_plan in SQL: integer division of
 # non-negative bigints is the floor); c: cumulative chargeable per organization in meter id order; a: the
 # accounts that may pay (cash, and credits holding money), locked in id order — a credit emptied while the
 # tick waited for it is rechecked and left out; r: cumulative room per organization in spending order (cash
 # down to −credit limit); legs: meter i takes from source k the overlap of [c.hi − chg, c.hi) and
-# [r.hi − room, r.hi), exactly what spend_split gives meter after meter. w: rating.writeoff_seconds.
+# [r.hi − room, r.hi), exactly what spend_split gives meter after meter. t: the legs summed per source account
+# (one transfer each); d: each meter's charge (MeterCharge); mm: the meters advanced by their row address (ctid:
+# this statement holds their locks, so it cannot move; a row that did not match would not be counted as advanced,
+# and the chunk would roll back). w: rating.writeoff_seconds.
 CHUNK_SQL = """
 WITH m AS MATERIALIZED (
-  SELECT id, organization_id, instance_id, cards, rate, posted_through_seconds AS pt,
+  SELECT ctid AS tid, id, organization_id, instance_id, cards, rate, posted_through_seconds AS pt,
          posted_amount + written_off_amount AS acct, billable_until_seconds AS bu,
          greatest(floor(extract(epoch FROM %(now)s::timestamptz - opened_at)), 0)::bigint AS s
   FROM billing_meter WHERE closed_at IS NULL AND (organization_id, id) > (%(org)s::uuid, %(after)s)
   ORDER BY organization_id, id LIMIT %(chunk)s FOR UPDATE SKIP LOCKED
 ), p AS MATERIALIZED (
-  SELECT id, organization_id, instance_id, rate, cards, pt, s, rate * cards * s / 3600 - acct AS delta,
+  SELECT tid, id, organization_id, instance_id, rate, cards, pt, s, rate * cards * s / 3600 - acct AS delta,
          CASE WHEN bu IS NULL THEN rate * cards * s / 3600
               ELSE rate * cards * greatest(least(s, bu), pt) / 3600 END - acct AS chg
   FROM m WHERE s > pt
@@ -68,9 +73,9 @@ WITH m AS MATERIALIZED (
 ), t AS (
   INSERT INTO billing_transfer (key, debit_account_id, credit_account_id, amount, code, meter_id, instance_id,
                                 payment_ref, grant_ref, created_at)
-  SELECT 'meter:' || meter_id || ':' || s || ':' || kind, account_id, %(revenue)s, amount, %(code)s, meter_id,
-         instance_id, '', '', statement_timestamp()
-  FROM legs
+  SELECT 'tick:' || array_to_string(min(array[meter_id, s]), ':') || ':' || kind, account_id, %(revenue)s,
+         sum(amount), %(code)s, NULL, NULL, '', '', statement_timestamp()
+  FROM legs GROUP BY account_id, kind
   RETURNING 1
 ), b AS (
   UPDATE billing_account AS acc SET balance = acc.balance + x.delta
@@ -79,12 +84,16 @@ WITH m AS MATERIALIZED (
   WHERE acc.id = x.id
   RETURNING 1
 ), per AS MATERIALIZED (
-  SELECT p.id, p.organization_id, p.rate, p.cards, p.s, p.pt, p.delta, coalesce(l.charged, 0)::bigint AS charged
+  SELECT p.tid, p.id, p.organization_id, p.rate, p.cards, p.s, p.pt, p.delta, coalesce(l.charged, 0)::bigint AS charged
   FROM p LEFT JOIN (SELECT meter_id, sum(amount) AS charged FROM legs GROUP BY meter_id) l ON l.meter_id = p.id
 ), mm AS (
   UPDATE billing_meter AS me SET posted_through_seconds = per.s, posted_amount = me.posted_amount + per.charged,
                                  written_off_amount = me.written_off_amount + per.delta - per.charged
-  FROM per WHERE me.id = per.id
+  FROM per WHERE me.ctid = per.tid
+  RETURNING me.id = per.id AS same
+), d AS (
+  INSERT INTO billing_metercharge (meter_id, through_seconds, amount, created_at)
+  SELECT id, s, charged, statement_timestamp() FROM per WHERE charged > 0
   RETURNING 1
 ), w AS (
   INSERT INTO billing_writeoff (meter_id, organization_id, key, seconds, amount, reviewed, created_at)
@@ -98,8 +107,8 @@ WITH m AS MATERIALIZED (
 SELECT (SELECT count(*) FROM m),
        (SELECT array[organization_id::text, id::text] FROM m ORDER BY organization_id DESC, id DESC LIMIT 1), (SELECT count(*) FROM per), (SELECT count(*) FROM t),
        (SELECT count(*) FROM w), (SELECT coalesce(sum(charged), 0) FROM per),
-       (SELECT coalesce(sum(delta - charged), 0) FROM per), (SELECT count(*) FROM b), (SELECT count(*) FROM mm),
-       (SELECT count(*) FROM legs), (SELECT count(DISTINCT account_id) FROM legs),
+       (SELECT coalesce(sum(delta - charged), 0) FROM per), (SELECT count(*) FROM b), (SELECT count(*) FILTER (WHERE same) FROM mm),
+       (SELECT count(*) FROM d), (SELECT count(*) FROM per WHERE charged > 0), (SELECT count(DISTINCT account_id) FROM legs),
        (SELECT array_agg(DISTINCT c.organization_id::text) FROM c
         WHERE NOT EXISTS (SELECT 1 FROM a WHERE a.organization_id = c.organization_id AND a.kind = 'cash'))
 """
@@ -159,17 +168,19 @@ def _chunk(params, after) -> tuple[int, tuple, dict]:
         # tables (the planner cannot see how few rows the CTEs carry and would scan them whole, chunk after chunk).
         cur.execute("SET LOCAL enable_seqscan = off")
         cur.execute(CHUNK_SQL, {**params, "org": after[0], "after": after[1]})
-        (scanned, last, posted, transfers, write_offs, charged, written_off, moved, advanced, legs, debited,
-         missing) = cur.fetchone()
+        (scanned, last, posted, transfers, write_offs, charged, written_off, moved, advanced, details, charged_meters,
+         debited, missing) = cur.fetchone()
         if missing:
             raise _AccountsMissing(missing)
-        if transfers != legs or advanced != posted or moved != debited + (1 if legs else 0):  # never expected: refuse to commit
-            raise RuntimeError(f"meter tick posted {transfers}/{legs} transfers, advanced {advanced}/{posted} "
-                               f"meters, moved {moved} balances")
+        if (transfers != debited or details != charged_meters or advanced != posted
+                or moved != debited + (1 if debited else 0)):  # never expected: refuse to commit
+            raise RuntimeError(f"meter tick posted {transfers}/{debited} transfers, {details}/{charged_meters} "
+                               f"meter charges, advanced {advanced}/{posted} meters, moved {moved} balances")
         failpoint("billing.tick:after_post")
         failpoint("billing.tick:before_commit")
-    return scanned, (last[0], int(last[1])) if last else after, {"meters": posted, "transfers": transfers, "write_offs": write_offs,
-                                    "charged": int(charged), "written_off": int(written_off)}
+    return scanned, (last[0], int(last[1])) if last else after, {
+        "meters": posted, "transfers": transfers, "charges": details, "write_offs": write_offs,
+        "charged": int(charged), "written_off": int(written_off)}
 
 
 def _tick_portable(now) -> dict:
@@ -189,6 +200,7 @@ def _tick_portable(now) -> dict:
                 stats["written_off"] += meter.written_off_amount - before[2]
                 stats["transfers"] += Transfer.objects.filter(
                     key__startswith=f"meter:{meter.pk}:{meter.posted_through_seconds}:").count()
+                stats["charges"] += meter.posted_amount > before[1]
                 stats["write_offs"] += WriteOff.objects.filter(
                     key=f"meter:{meter.pk}:{meter.posted_through_seconds}").count()
         failpoint("billing.tick:after_post")

@@ -57,6 +57,36 @@ WHERE a.balance <> coalesce(c.total, 0) + coalesce(d.s, 0)
 UNION ALL SELECT NULL, NULL, 'total', coalesce(sum(balance), 0), 0 FROM billing_account
 """
 
+# The per-meter detail (MeterCharge) against the meters and the transfers, each one statement (one snapshot): every
+# meter's rows sum to its posted_amount, and every organization's metered transfers (a tick's per source account,
+# key tick:…; a close's per meter) to its meters' rows.
+METER_DETAIL_SQL = """
+SELECT 'meter ' || m.id, m.posted_amount, coalesce(c.s, 0) FROM billing_meter m
+LEFT JOIN (SELECT meter_id, sum(amount) AS s FROM billing_metercharge GROUP BY meter_id) c ON c.meter_id = m.id
+WHERE m.posted_amount <> coalesce(c.s, 0)
+"""
+ORG_DETAIL_SQL = """
+SELECT 'organization ' || coalesce(t.org, c.org), coalesce(t.s, 0), coalesce(c.s, 0)
+FROM (SELECT a.organization_id AS org, sum(tr.amount) AS s FROM billing_transfer tr
+      JOIN billing_account a ON a.id = tr.debit_account_id
+      WHERE tr.code = 'meter' AND (tr.meter_id IS NOT NULL OR tr.key LIKE 'tick:%%') AND a.organization_id IS NOT NULL
+      GROUP BY a.organization_id) t
+FULL JOIN (SELECT m.organization_id AS org, sum(mc.amount) AS s FROM billing_metercharge mc
+           JOIN billing_meter m ON m.id = mc.meter_id GROUP BY m.organization_id) c ON c.org = t.org
+WHERE coalesce(t.s, 0) <> coalesce(c.s, 0)
+"""
+
+
+def meter_detail_verify() -> list[str]:
+    """[] when each meter's MeterCharge rows sum to its posted_amount and each organization's metered transfers to
+    its meters' rows (the full run's part: it reads every row)."""
+    problems = []
+    with connection.cursor() as cur:
+        for sql, what in ((METER_DETAIL_SQL, "posted"), (ORG_DETAIL_SQL, "metered transfers")):
+            cur.execute(sql)
+            problems += [f"{who}: {what} {left} != meter charges {right}" for who, left, right in cur.fetchall()]
+    return problems
+
 
 def ledger_verify(*, full: bool = True) -> list[str]:
     """[] when every materialised balance equals credits − debits and all balances sum to zero.
@@ -81,6 +111,8 @@ def ledger_verify(*, full: bool = True) -> list[str]:
                                 f"recomputed {recomputed}")
     if total != 0:
         problems.append(f"balances sum to {total}, not 0")
+    if not incremental:
+        problems += meter_detail_verify()
     for p in problems:
         logger.error("ledger verification: %s", p)
     return problems

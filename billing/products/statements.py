@@ -4,14 +4,15 @@ A statement posts nothing and reads only immutable rows (transfers, write-offs) 
 time, so a past month's statement is stable: same inputs, same ordering, no "generated at" field.
 Amounts are exact µCNY here; the console rounds to the fen for display only.
 
-Usage seconds come from the meter posting keys (`meter:<id>:<through second>[:<kind>]`): a meter's
-seconds in the month are its through-second at the month's end minus the one at its start, so
-seconds, charged amount and written-off amount of a line always describe the same postings.
+Usage seconds come from the meter postings' through-seconds (MeterCharge rows, write-off keys
+`meter:<id>:<through second>`): a meter's seconds in the month are its through-second at the month's end
+minus the one at its start, so seconds, charged amount and written-off amount of a line always describe
+the same postings.
 """
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery, Sum
@@ -22,7 +23,7 @@ from core.errors import NotFoundError, ValidationFailed
 
 from ..choices import ORG_KINDS, REVENUE_KINDS, TransferCode
 from ..ledger import platform_id
-from ..models import Account, Meter, Transfer, WriteOff
+from ..models import Account, Meter, MeterCharge, Transfer, WriteOff
 from ..models_products import Package
 from ..zone import billing_tz
 
@@ -83,6 +84,28 @@ class Statement:
     totals: dict = field(default_factory=dict)
 
 
+# A meter can be charged after its closed_at (a close dated back to when its node went dark or its card failed):
+# look that far behind the month for meters first, and at all of them when that does not account for everything.
+CLOSED_BEHIND = timedelta(days=2)
+
+
+def _meter_amounts(org_id, in_month, start, end, metered_total: int) -> dict[int, int]:
+    """{meter id: µCNY its postings in the month charged} (MeterCharge), summing to `metered_total`, the metered
+    transfers of the month: the meters open in the month first, every meter of the organization if that falls
+    short (never expected), so the lines always add up to the transfers."""
+    def sums(meters) -> dict[int, int]:
+        return {m: int(a) for m, a in (MeterCharge.objects.filter(in_month, meter_id__in=meters.values("pk"))
+                                       .order_by().values("meter_id").annotate(a=Sum("amount"))
+                                       .values_list("meter_id", "a"))}
+
+    mine = Meter.objects.filter(organization_id=org_id)
+    out = sums(mine.filter(opened_at__lt=end).filter(Q(closed_at__isnull=True)
+                                                     | Q(closed_at__gte=start - CLOSED_BEHIND)))
+    if sum(out.values()) != metered_total:
+        out = sums(mine)
+    return defaultdict(int, out)
+
+
 def _org_accounts(org_id) -> dict[int, str]:
     return dict(Account.objects.filter(organization_id=org_id).values_list("pk", "kind"))
 
@@ -118,18 +141,21 @@ def statement_build(*, org, month: str, now=None) -> Statement:
     used: dict[str, int] = defaultdict(int)
     in_month = Q(created_at__gte=start, created_at__lt=end)
 
-    # Metered usage: aggregated in SQL per (meter, source account); there is one transfer per tick.
-    meter_amounts: dict[int, int] = defaultdict(int)
-    for meter_id, debit_id, credit_id, total in (
-            Transfer.objects.filter(in_month, debit_account_id__in=ids, code=TransferCode.METER,
-                                    meter_id__isnull=False).order_by()
-            .values("meter_id", "debit_account_id", "credit_account_id").annotate(s=Sum("amount"))
-            .values_list("meter_id", "debit_account_id", "credit_account_id", "s")):
+    # Metered usage: a tick posts one transfer per source account (key tick:…), a close one per meter and source;
+    # both count for their accounts here, and what each meter was charged comes from its MeterCharge rows.
+    metered = Q(code=TransferCode.METER, debit_account_id__in=ids) & (Q(meter_id__isnull=False)
+                                                                      | Q(key__startswith="tick:"))
+    metered_total = 0
+    for debit_id, credit_id, total in (
+            Transfer.objects.filter(in_month).filter(metered).order_by()
+            .values("debit_account_id", "credit_account_id").annotate(s=Sum("amount"))
+            .values_list("debit_account_id", "credit_account_id", "s")):
         total = int(total)
-        meter_amounts[meter_id] += total
+        metered_total += total
         month_debits[debit_id] += total
         if credit_id in revenue:
             used[accounts[debit_id]] += total
+    meter_amounts = _meter_amounts(org_id, in_month, start, end, metered_total)
     wo_rows = {m: (int(s), int(a)) for m, s, a in (
         WriteOff.objects.filter(in_month, organization_id=org_id).order_by().values("meter_id")
         .annotate(s=Sum("seconds"), a=Sum("amount")).values_list("meter_id", "s", "a"))}
@@ -137,7 +163,7 @@ def statement_build(*, org, month: str, now=None) -> Statement:
     # Everything else is few rows: read them one by one, in id order.
     package_amounts: dict[str, int] = defaultdict(int)
     for t in (Transfer.objects.filter(in_month).filter(Q(debit_account_id__in=ids) | Q(credit_account_id__in=ids))
-              .exclude(code=TransferCode.METER, debit_account_id__in=ids, meter_id__isnull=False).order_by("id")
+              .exclude(metered).order_by("id")
               .values("id", "key", "debit_account_id", "credit_account_id", "amount", "code", "instance_id",
                       "payment_ref", "grant_ref", "created_at")):
         debit_is_org = t["debit_account_id"] in accounts
@@ -163,13 +189,17 @@ def statement_build(*, org, month: str, now=None) -> Statement:
 
     # One line per meter: seconds between the last posting before the month and the last one in it.
     meter_ids = set(meter_amounts) | set(wo_rows)
-    def last_key(model, at):
-        return (Subquery(model.objects.filter(meter_id=OuterRef("pk"), created_at__lt=at)
-                                               .order_by("-id").values("key")[:1]))
+    def last_key(at):
+        return Subquery(WriteOff.objects.filter(meter_id=OuterRef("pk"), created_at__lt=at).order_by("-id")
+                        .values("key")[:1])
+
+    def last_through(at):
+        return Subquery(MeterCharge.objects.filter(meter_id=OuterRef("pk"), created_at__lt=at)
+                        .order_by("-through_seconds").values("through_seconds")[:1])
     for m in (Meter.objects.filter(pk__in=meter_ids, organization_id=org_id).order_by("pk")
-              .annotate(t_before=last_key(Transfer, start), w_before=last_key(WriteOff, start),
-                        t_end=last_key(Transfer, end), w_end=last_key(WriteOff, end))):
-        seconds = max(_through(m.t_end), _through(m.w_end)) - max(_through(m.t_before), _through(m.w_before))
+              .annotate(t_before=last_through(start), w_before=last_key(start),
+                        t_end=last_through(end), w_end=last_key(end))):
+        seconds = (max(m.t_end or 0, _through(m.w_end)) - max(m.t_before or 0, _through(m.w_before)))
         wo_seconds, wo_amount = wo_rows.get(m.pk, (0, 0))
         # subject "volume": instance_id is the volume's id, cards its GiB and rate µCNY per GiB-hour (storage).
         st.usage.append({"meter_id": m.pk, "subject": m.subject, "instance_id": str(m.instance_id),

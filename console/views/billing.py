@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import render
+from django.utils.translation import gettext
 
 from billing import selectors as billing_selectors
 from billing.choices import TransferCode
@@ -126,7 +127,9 @@ def ledger_day(request, instance_id, day):
     except ValueError:
         raise Http404("No such day.") from None
     tz = ZoneInfo(settings.BILLING_TIME_ZONE)
-    lines = ledger_rows(list(transfer_day_lines(org=org, instance_id=instance.pk, day=on, tz=tz)), org)
+    lines = list(transfer_day_lines(org=org, instance_id=instance.pk, day=on, tz=tz))
+    for t in lines:  # a posting's charge, all its sources together (what each source paid is in the ledger)
+        t.direction, t.account_kind = "debit", gettext("Credits and cash")
     context = {"instance": instance, "day": on, "lines": lines, "total": sum(t.amount for t in lines),
                "time_zone": settings.BILLING_TIME_ZONE, "link_instances": request_can(request, "read")}
     return render(request, "console/billing/ledger_day.html", context)

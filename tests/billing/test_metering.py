@@ -12,7 +12,7 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from billing.metering import meter_post_now
-from billing.models import Account, Meter, Transfer, WriteOff
+from billing.models import Account, Meter, MeterCharge, Transfer, WriteOff
 from billing.rating import cumulative_charge
 from billing.services import meter_open, meters_close
 from billing.tick import meter_tick
@@ -41,7 +41,7 @@ def assert_meter_exact(meter):
     meter.refresh_from_db()
     expected = cumulative_charge(meter.rate, meter.cards, meter.posted_through_seconds)
     assert meter.posted_amount + meter.written_off_amount == expected
-    assert meter.posted_amount == sum(Transfer.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
+    assert meter.posted_amount == sum(MeterCharge.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
     assert meter.written_off_amount == sum(WriteOff.objects.filter(meter_id=meter.pk).values_list("amount",
                                                                                                 flat=True))
 
@@ -192,7 +192,9 @@ def test_tick_spends_trial_then_compensation_then_cash(settings):
     meter_tick(now=meter.opened_at + timedelta(seconds=5), watch=False)
     balances = dict(Account.objects.filter(organization=org).values_list("kind", "balance"))
     assert balances == {"trial": 0, "compensation": 0, "grant": 0, "cash": 8_000}
-    assert sorted(Transfer.objects.filter(meter_id=meter.pk).values_list("key", "amount")) == [
-        (f"meter:{meter.pk}:5:cash", 2_000), (f"meter:{meter.pk}:5:compensation", 2_000),
-        (f"meter:{meter.pk}:5:trial", 1_000)]
+    assert sorted(Transfer.objects.filter(code="meter").values_list("key", "amount")) == [
+        (f"tick:{meter.pk}:5:cash", 2_000), (f"tick:{meter.pk}:5:compensation", 2_000),
+        (f"tick:{meter.pk}:5:trial", 1_000)]
+    assert list(MeterCharge.objects.filter(meter_id=meter.pk).values_list("through_seconds", "amount")) == [
+        (5, 5_000)]
     assert ledger_verify() == []

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 
-from billing.models import Meter, Transfer
+from billing.models import Meter, MeterCharge
 from billing.services import meter_open
 from billing.tasks import meter_tick_task, trial_expiry_task, verify_ledger_task
 from billing.tick import meter_tick
@@ -62,8 +62,8 @@ def test_beat_tasks_run_in_a_real_worker(celery_worker_process):
     trial_expiry_task.delay()
     verify_ledger_task.delay()
     deadline = time.time() + 60
-    while time.time() < deadline and not Transfer.objects.filter(meter_id=meter.pk).exists():
+    while time.time() < deadline and not MeterCharge.objects.filter(meter_id=meter.pk).exists():
         time.sleep(0.2)
     meter.refresh_from_db()
     assert meter.posted_through_seconds >= 3600 and meter.posted_amount >= 1_900_000
-    assert Transfer.objects.filter(meter_id=meter.pk).count() == 1
+    assert MeterCharge.objects.filter(meter_id=meter.pk).count() == 1

@@ -13,7 +13,7 @@ from django.db import transaction
 
 from billing import tick
 from billing.ledger import accounts_lock_all, org_account_ids
-from billing.models import Account, Transfer
+from billing.models import Account, MeterCharge, Transfer
 from billing.services import meter_open, meters_close, trial_expire, trial_grant
 from billing.verify import ledger_verify
 from core.dbclock import db_now
@@ -53,7 +53,7 @@ def test_a_credit_emptied_meanwhile_leaves_no_chunk_short_and_every_org_spends_i
     balances = [dict(Account.objects.filter(organization=o).values_list("kind", "balance")) for o in orgs]
     assert balances == [{"trial": 0, "compensation": 0, "grant": 0, "cash": 5_000}] + 2 * [
         {"trial": 0, "compensation": 0, "grant": 0, "cash": 6_000}]
-    assert Transfer.objects.filter(key__startswith="meter:", key__endswith=":trial").count() == 2
+    assert Transfer.objects.filter(key__startswith="tick:", key__endswith=":trial").count() == 2
     assert ledger_verify() == []
 
 
@@ -92,5 +92,8 @@ def test_a_close_during_a_tick_waits_only_for_its_own_rows(monkeypatch):
     cash = dict(Account.objects.filter(kind="cash", organization__in=[a, b]).values_list("organization_id", "balance"))
     assert cash == {a.pk: 1_000_000 - 10_000, b.pk: 1_000_000 - 20_000}
     assert Transfer.objects.filter(meter_id=meters[b.pk].pk).values_list("credit_account_id", flat=True).get() == -2
-    assert Transfer.objects.filter(meter_id=meters[a.pk].pk).values_list("credit_account_id", flat=True).get() == -6
+    a_cash = org_account_ids([a.pk])[a.pk]["cash"]
+    assert Transfer.objects.filter(code="meter", debit_account_id=a_cash).values_list(
+        "credit_account_id", flat=True).get() == -6
+    assert MeterCharge.objects.filter(meter_id=meters[a.pk].pk).values_list("amount", flat=True).get() == 10_000
     assert ledger_verify() == []

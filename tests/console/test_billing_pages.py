@@ -5,7 +5,7 @@ import pytest
 
 from billing.models import BillingProfile
 from tests.console.conftest import login_client
-from tests.factories.billing import MeterFactory, backdate_meter, fund
+from tests.factories.billing import MeterFactory, backdate_meter, fund, meter_spend
 from tests.factories.provisioning import InstanceFactory
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
@@ -40,9 +40,8 @@ def test_billing_page_ledger_usage_chart_and_links(web, owner):
     org = owner.organization
     inst = InstanceFactory(organization=org, state="running")
     meter = MeterFactory(organization=org, instance_id=inst.pk, accelerator="h100-sxm-80g", cards=2)
-    from billing.funds import spend
 
-    spend(org=org, amount=123_456, key=f"meter:{meter.pk}:60", code="meter", meter_id=meter.pk, instance_id=inst.pk)
+    meter_spend(org=org, meter=meter, amount=123_456, through=60, instance_id=inst.pk)
     for i in range(30):
         fund(org, 10_000 + i, key=f"page:{i}")
     page = web.get("/billing/").content.decode()
@@ -62,7 +61,6 @@ def test_billing_role_reads_billing_viewer_does_not(member_factory, owner):
 
 
 def test_usage_shows_instance_names_linked_for_roles_that_open_instances(web, owner, member_factory):
-    from billing.funds import spend
     from billing.products.statements import statement_months
 
     org = owner.organization
@@ -70,8 +68,7 @@ def test_usage_shows_instance_names_linked_for_roles_that_open_instances(web, ow
     stranger = InstanceFactory(state="running", name="not-yours")  # another organization's instance
     for i, instance_id in enumerate((inst.pk, stranger.pk)):  # a meter naming a foreign id must not leak its name
         meter = MeterFactory(organization=org, instance_id=instance_id, accelerator="h100-sxm-80g")
-        spend(org=org, amount=1_000 + i, key=f"meter:{meter.pk}:60", code="meter", meter_id=meter.pk,
-              instance_id=instance_id)
+        meter_spend(org=org, meter=meter, amount=1_000 + i, through=60, instance_id=instance_id)
     link = f'<a href="/instances/{inst.pk}/" title="{inst.pk}" data-instance="{inst.pk}">gpu-box</a>'
     usage = web.get("/billing/").content.decode().split('id="usage"')[1]
     assert link in usage and f"<code>{str(inst.pk)[:8]}</code>" not in usage
@@ -86,15 +83,13 @@ def test_usage_shows_instance_names_linked_for_roles_that_open_instances(web, ow
 
 
 def test_ledger_reference_names_the_instance_linked_only_for_roles_that_open_it(web, owner, member_factory):
-    from billing.funds import spend
 
     org = owner.organization
     inst = InstanceFactory(organization=org, state="running", name="gpu-box")
     stranger = InstanceFactory(state="running", name="not-yours")  # another organization's id must not leak a name
     for i, instance_id in enumerate((inst.pk, stranger.pk)):
         meter = MeterFactory(organization=org, instance_id=instance_id, accelerator="h100-sxm-80g")
-        spend(org=org, amount=2_000 + i, key=f"meter:{meter.pk}:60", code="meter", meter_id=meter.pk,
-              instance_id=instance_id)
+        meter_spend(org=org, meter=meter, amount=2_000 + i, through=60, instance_id=instance_id)
 
     def reference(client) -> str:
         ledger = client.get("/billing/").content.decode().split('id="ledger"')[1].split("</table>")[0]

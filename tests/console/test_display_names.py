@@ -4,12 +4,11 @@ import re
 
 import pytest
 
-from billing.funds import spend
 from billing.models_products import SponsorshipProposal
 from billing.products.statements import statement_months
 from tests.console.conftest import login_client
 from tests.console.test_instances import H100_2, _sell_out
-from tests.factories.billing import MeterFactory
+from tests.factories.billing import MeterFactory, meter_spend
 from tests.factories.provisioning import InstanceFactory, container_body
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
@@ -57,7 +56,7 @@ def test_usage_tables_and_proposals_name_the_accelerator(web, owner):
     org = owner.organization
     inst = InstanceFactory(organization=org, state="running")
     meter = MeterFactory(organization=org, instance_id=inst.pk, accelerator="h100-sxm-80g", cards=2)
-    spend(org=org, amount=123_456, key=f"meter:{meter.pk}:60", code="meter", meter_id=meter.pk, instance_id=inst.pk)
+    meter_spend(org=org, meter=meter, amount=123_456, through=60, instance_id=inst.pk)
     SponsorshipProposal.objects.create(organization=org, title="Climate", abstract="Models",
                                        accelerator="h100-sxm-80g", card_hours=5)
     usage = web.get("/billing/").content.decode().split('id="usage"')[1]

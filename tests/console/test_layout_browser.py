@@ -20,16 +20,14 @@ def _overlap(a, b) -> bool:
 
 def test_the_spend_charts_labels_fit_and_the_max_label_sits_above_the_bars(e2e_env, live_server, chromium,
                                                                           member_factory):
-    from billing.funds import spend
-    from tests.factories.billing import MeterFactory
+    from tests.factories.billing import MeterFactory, meter_spend
 
     make_fleet(h100=1)
     owner = funded(member_factory(role="owner"))
     inst = InstanceFactory(organization=owner.organization, state="running")
     meter = MeterFactory(organization=owner.organization, instance_id=inst.pk, accelerator="h100-sxm-80g")
     # Today is the chart's last day and its maximum: the tallest bar stands at the right edge, under "max …/day".
-    spend(org=owner.organization, amount=45_600_000, key=f"meter:{meter.pk}:60", code="meter", meter_id=meter.pk,
-          instance_id=inst.pk)
+    meter_spend(org=owner.organization, meter=meter, amount=45_600_000, through=60, instance_id=inst.pk)
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     context.add_cookies([session_cookie(owner, live_server)])
     page = context.new_page()

@@ -6,10 +6,9 @@ import pytest
 from django.utils import timezone
 
 from billing.credits import compensation_grant
-from billing.funds import spend
 from provisioning.models import InstanceEvent
 from tests.console.conftest import login_client
-from tests.factories.billing import MeterFactory
+from tests.factories.billing import MeterFactory, meter_spend
 from tests.factories.provisioning import InstanceFactory
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
@@ -18,8 +17,7 @@ pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 def _ticks(org, inst, n, base):
     meter = MeterFactory(organization=org, instance_id=inst.pk, accelerator="h100-sxm-80g", cards=3)
     for i in range(n):
-        spend(org=org, amount=base + i, key=f"meter:{meter.pk}:{60 * (i + 1)}", code="meter", meter_id=meter.pk,
-              instance_id=inst.pk)
+        meter_spend(org=org, meter=meter, amount=base + i, through=60 * (i + 1), instance_id=inst.pk)
     return meter
 
 

@@ -5,7 +5,7 @@ import time
 import pytest
 from django.core import mail
 
-from billing.models import Meter, Transfer
+from billing.models import Meter, MeterCharge
 from billing.rating import whole_seconds
 from inventory.models import Card
 from provisioning.models import Instance
@@ -102,7 +102,7 @@ def test_signup_to_terminate_in_the_browser(e2e_env, live_server, start_worker, 
     seconds = whole_seconds(meter.opened_at, meter.closed_at)
     expected = H100_RATE * 2 * seconds // 3600
     assert seconds >= 2 and meter.posted_amount == expected and meter.written_off_amount == 0
-    assert sum(Transfer.objects.filter(meter_id=meter.pk).values_list("amount", flat=True)) == expected
+    assert sum(MeterCharge.objects.filter(meter_id=meter.pk).values_list("amount", flat=True)) == expected
     page.goto(f"{live_server.url}/billing/")
     cells = page.locator(f"tr.ledger-line[data-meter='{meter.pk}'] td[data-ucny]")
     assert sum(int(cells.nth(i).get_attribute("data-ucny")) for i in range(cells.count())) == expected

@@ -3,7 +3,7 @@ from datetime import timedelta
 
 import factory
 
-from billing.models import BillingProfile, Meter
+from billing.models import BillingProfile, Meter, MeterCharge
 from billing.services import cash_credit
 from tests.factories.tenancy import OrganizationFactory
 
@@ -43,3 +43,18 @@ def backdate_meter(meter: Meter, seconds: int) -> Meter:
     Meter.objects.filter(pk=meter.pk).update(opened_at=meter.opened_at - timedelta(seconds=seconds))
     meter.refresh_from_db()
     return meter
+
+
+def meter_spend(*, org, meter, amount: int, through: int, instance_id=None) -> int:
+    """One posting of `meter` through second `through` as meter_post records it, at a chosen amount: the spend
+    (per-meter transfers `meter:<id>:<through>:<source>`) and its MeterCharge row; returns what was not charged."""
+    from django.utils import timezone
+
+    from billing.funds import spend
+
+    uncharged = spend(org=org, amount=amount, key=f"meter:{meter.pk}:{through}", code="meter", meter_id=meter.pk,
+                      instance_id=instance_id or meter.instance_id)
+    if amount > uncharged:
+        MeterCharge.objects.create(meter_id=meter.pk, through_seconds=through, amount=amount - uncharged,
+                                   created_at=timezone.now())
+    return uncharged

@@ -12,6 +12,7 @@ from django.db.models import Sum
 
 from billing.models import Meter, Transfer
 from billing.rating import cumulative_charge, whole_seconds
+from billing.selectors import instance_metered_total
 from billing.tick import meter_tick
 from billing.verify import ledger_verify
 from hardware.models import CardSignal, NodeCredential
@@ -35,7 +36,7 @@ WORKER_ENV = {"AGENT_COMMAND_POLL_SECONDS": "0.05", "AGENT_COMMAND_TIMEOUT_SECON
 def net_charged(iid) -> int:
     def total(code):
         return Transfer.objects.filter(instance_id=iid, code=code).aggregate(s=Sum("amount"))["s"] or 0
-    return total("meter") - total("health_incident")
+    return instance_metered_total(iid) - total("health_incident")  # a tick's transfers name no instance
 
 
 def test_xid_79_mid_run_is_told_within_a_heartbeat_and_not_charged_from_then(

@@ -11,6 +11,7 @@ from django.db.models import Sum
 
 from billing.models import Meter, Transfer
 from billing.rating import cumulative_charge, whole_seconds
+from billing.selectors import instance_metered_total
 from billing.tick import meter_tick
 from billing.verify import ledger_verify
 from core.dbclock import db_now
@@ -40,7 +41,7 @@ def net_charged(iid) -> int:
     """What the ledger took for the instance: its meters' transfers less the dark-node credits."""
     def total(code):
         return Transfer.objects.filter(instance_id=iid, code=code).aggregate(s=Sum("amount"))["s"] or 0
-    return total("meter") - total("node_dark")
+    return instance_metered_total(iid) - total("node_dark")  # a tick's transfers name no instance
 
 
 def _running_on_agent(live_server, start_agent, start_worker, member_factory, session_client_for, tmp_path,

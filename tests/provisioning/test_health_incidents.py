@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from billing.models import Meter, Transfer
 from billing.products.statements import statement_build
 from billing.rating import cumulative_charge, whole_seconds
+from billing.selectors import instance_metered_total
 from billing.tick import meter_tick
 from billing.verify import ledger_verify
 from billing.zone import billing_tz
@@ -74,7 +75,7 @@ def billing_month(at) -> str:
 def net_charged(iid) -> int:
     def total(code):
         return Transfer.objects.filter(instance_id=iid, code=code).aggregate(s=Sum("amount"))["s"] or 0
-    return total("meter") - total("health_incident")
+    return instance_metered_total(iid) - total("health_incident")  # a tick's transfers name no instance
 
 
 def test_a_failed_card_is_told_at_once_and_not_charged_from_that_second(

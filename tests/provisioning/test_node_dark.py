@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from billing.models import Meter, Transfer
 from billing.rating import cumulative_charge, whole_seconds
+from billing.selectors import instance_metered_total
 from billing.tick import meter_tick
 from billing.verify import ledger_verify
 from core.dbclock import db_now
@@ -75,7 +76,7 @@ def go_dark(node, iid, *, ran: int = 1000, alive: int = 600):
 def net_charged(iid) -> int:
     def total(code):
         return Transfer.objects.filter(instance_id=iid, code=code).aggregate(s=Sum("amount"))["s"] or 0
-    return total("meter") - total("node_dark")
+    return instance_metered_total(iid) - total("node_dark")  # a tick's transfers name no instance
 
 
 def test_dark_node_tells_the_user_and_charges_only_the_seconds_seen_alive(client, owner, dark_node,

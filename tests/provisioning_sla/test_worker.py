@@ -9,7 +9,7 @@ import time
 import pytest
 
 from billing.funds import available_funds
-from billing.models import Meter, Transfer, WriteOff
+from billing.models import Meter, MeterCharge, WriteOff
 from billing.rating import whole_seconds
 from billing.tasks import meter_tick_task
 from billing.verify import ledger_verify
@@ -189,7 +189,7 @@ def test_worker_killed_at_a_failpoint_then_reconciler_leaves_nothing_leaked(star
     assert client.post(f"{URL}{iid}/stop/").status_code == 202
     wait_for_state(iid, "stopped", worker=worker)
     meter.refresh_from_db()
-    charged = sum(Transfer.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
+    charged = sum(MeterCharge.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
     assert charged == meter.posted_amount  # every posting once
     assert meter.posted_amount + meter.written_off_amount == (
         meter.rate * meter.cards * whole_seconds(meter.opened_at, meter.closed_at) // 3600)
@@ -217,7 +217,7 @@ def test_funds_exhausted_during_a_run_stops_and_writes_off_the_rest(start_worker
     meter = Meter.objects.get(instance_id=iid)
     seconds = whole_seconds(meter.opened_at, meter.closed_at)
     assert seconds >= 3
-    charged = sum(Transfer.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
+    charged = sum(MeterCharge.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
     assert charged == meter.posted_amount == 1_000  # the ledger: everything the funds covered, up to the stop
     written = sum(WriteOff.objects.filter(meter=meter).values_list("amount", flat=True))
     assert written == meter.written_off_amount > 0  # the write-off rows: the rest

@@ -10,7 +10,7 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from billing.metering import meter_post_now
-from billing.models import Account, Meter, Transfer, WriteOff
+from billing.models import Account, Meter, MeterCharge, WriteOff
 from billing.tick import meter_tick
 from billing.verify import ledger_verify
 from billing.watch import funds_watch
@@ -42,7 +42,7 @@ def volume_meter_backdated(org, *, size_gib=100, name="ckpt"):
 
 def exact(meter) -> int:
     meter.refresh_from_db()
-    assert meter.posted_amount == sum(Transfer.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
+    assert meter.posted_amount == sum(MeterCharge.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
     assert meter.written_off_amount == sum(WriteOff.objects.filter(meter_id=meter.pk).values_list("amount", flat=True))
     return meter.posted_amount + meter.written_off_amount
 
