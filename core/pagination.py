@@ -266,3 +266,13 @@ class EnvelopePagination(LimitOffsetPagination):
 
 # The name the views and settings import.
 LimitOffsetEnvelopePagination = EnvelopePagination
+
+
+def list_parameters():
+    """The paging query parameters for the schema of a list an APIView pages itself (extend_schema(parameters=…));
+    generic list views get them from the paginator."""
+    from drf_spectacular.utils import OpenApiParameter
+
+    return [OpenApiParameter("limit", int, description="Number of results to return per page (default 50, max 500)."),
+            OpenApiParameter("offset", int, description="The initial index from which to return the results."),
+            OpenApiParameter("cursor", str, description=EnvelopePagination.cursor_query_description)]

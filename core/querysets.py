@@ -19,5 +19,5 @@ def json_rows(queryset, *, key: str, ordering=(), **fields):
     from django.db.models.functions import JSONObject
 
     rows = (queryset.order_by().values(key)
-            .annotate(j=JSONBAgg(JSONObject(**fields), ordering=ordering)).values("j"))
+            .annotate(j=JSONBAgg(JSONObject(**fields), order_by=ordering)).values("j"))
     return Subquery(rows, output_field=JSONField())

@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 
 from core.dbclock import db_now
 from core.idempotency import idempotent
-from core.pagination import LimitOffsetEnvelopePagination
+from core.pagination import LimitOffsetEnvelopePagination, list_parameters
 from core.serializers import body_refuse_unknown
 from storage.api.serializers import AttachmentInputSerializer
 from tenancy.permissions import require
@@ -76,7 +76,8 @@ class InstanceListCreateView(APIView):
     permission_classes = [require(read="read", write="instances")]
 
     @extend_schema(operation_id="instances_list",
-                   parameters=[OpenApiParameter("state", str, description="comma-separated states")],
+                   parameters=[OpenApiParameter("state", str, description="comma-separated states"),
+                               *list_parameters()],
                    responses={200: docs.PaginatedInstanceDoc})
     def get(self, request):
         # ?state=running,stopped (the documented form) and ?state=running&state=stopped both work: split
@@ -169,7 +170,7 @@ class InstanceEventsView(APIView):
 
     permission_classes = [require(read="read", write=None)]
 
-    @extend_schema(responses={200: docs.PaginatedInstanceEventDoc})
+    @extend_schema(parameters=list_parameters(), responses={200: docs.PaginatedInstanceEventDoc})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         paginator = LimitOffsetEnvelopePagination()
@@ -182,7 +183,7 @@ class InstanceReadinessView(APIView):
 
     permission_classes = [require(read="read", write=None)]
 
-    @extend_schema(responses={200: docs.PaginatedReadinessReportDoc})
+    @extend_schema(parameters=list_parameters(), responses={200: docs.PaginatedReadinessReportDoc})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         paginator = LimitOffsetEnvelopePagination()
