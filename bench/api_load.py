@@ -250,6 +250,8 @@ def main() -> int:
     parser.add_argument("--wrk", default=shutil.which("wrk") or "/usr/bin/wrk")
     parser.add_argument("--json", help="also write the results as JSON to this path")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument("--lists-only", action="store_true",
+                        help="only the baseline and the instance lists (offset and cursor pages)")
     args = parser.parse_args()
 
     base = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
@@ -303,7 +305,11 @@ def main() -> int:
              {**auth, "BODY_FILE": str(body_file)}, json.dumps(QUOTE_BODY).encode()),
             ("GET /instances/ (console, session)", "/instances/", "get_auth.lua",
              {"TOKEN": "", "COOKIE": seeded["cookie"], "SUMMARY_LUA": str(WRK_DIR / "summary.lua")}, None),
+            ("GET /api/v1/instances/?limit=100&cursor=", "/api/v1/instances/?limit=100&cursor=", "get_auth.lua", auth,
+             None),
         ]
+        if args.lists_only:
+            targets = [t for t in targets if "/instances/?" in t[1] or "ping" in t[1]]
         for _name, path, _script, wrk_env, body in targets:
             headers = ({"Cookie": seeded["cookie"]} if "COOKIE" in wrk_env else
                        {**bearer, "Content-Type": "application/json"})
@@ -325,7 +331,7 @@ def main() -> int:
         # A round whose ping answered nothing in the whole window (an overloaded machine) has no ratio.
         base_rounds = rounds[targets[0][0]]
         per_round = {name: [round(rounds[name][n]["rps"] / base_rounds[n]["rps"], 3) if base_rounds[n]["rps"] else None
-                            for n in range(args.rounds)] for name, *_ in targets[1:3]}
+                            for n in range(args.rounds)] for name, path, *_ in targets if "/api/v1/instances/?" in path}
         ok = True
         for name, ratios in per_round.items():
             p99_ratio = _median(rounds[name])["p99_us"] / (results[0][1]["p99_us"] or 1)

@@ -130,6 +130,18 @@ def instance_cost_expression(instance_id_ref):
             + Coalesce(Subquery(packages, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField()))
 
 
+def instance_package_expression(instance_id_ref):
+    """packages_current for one instance id (e.g. OuterRef("pk")) as an expression on PostgreSQL: its latest
+    package period as {"period", "state", "starts_at", "ends_at", "renewal"} (times as text), or NULL."""
+    from django.db.models import JSONField, TextField
+    from django.db.models.functions import JSONObject
+
+    latest = (Package.objects.filter(instance_id=instance_id_ref).order_by("-period")
+              .values(j=JSONObject(period="period", state="state", starts_at=Cast("starts_at", TextField()),
+                                   ends_at=Cast("ends_at", TextField()), renewal="renewal"))[:1])
+    return Subquery(latest, output_field=JSONField())
+
+
 def transfer_groups(*, org, tz):
     """The organization's ledger lines for reading, newest first: metered usage summed per instance, day (in `tz`)
     and pair of accounts — a tick posts one line per meter per minute, which buried everything else — and every

@@ -41,21 +41,66 @@ def instance_notices(instances) -> dict:
 def notice_card_health(incident, *, kind: str, billing: str) -> dict:
     """The notice of one card's open health incident: failed (not charged from `since`; a container may move to
     healthy cards, `action` "move") or degraded (charged, and not handed out again once released)."""
-    card = f"{incident.card.node.hostname} card {incident.card.index}"
-    if incident.failed_at is None:
-        return {"code": "card_degraded", "node": incident.card.node.hostname, "card": incident.card.index,
-                "since": incident.started_at, "billing": "charged", "action": None, "action_at": None,
-                "detail": incident.detail,
-                "message": f"{card} reports a problem ({incident.detail}). It keeps running and is charged; it will "
+    return _card_notice(incident.card.node.hostname, incident.card.index, incident.started_at, incident.failed_at,
+                        incident.detail, kind=kind, billing=billing)
+
+
+def _card_notice(hostname: str, index: int, started_at, failed_at, detail: str, *, kind: str, billing: str) -> dict:
+    card = f"{hostname} card {index}"
+    if failed_at is None:
+        return {"code": "card_degraded", "node": hostname, "card": index,
+                "since": started_at, "billing": "charged", "action": None, "action_at": None,
+                "detail": detail,
+                "message": f"{card} reports a problem ({detail}). It keeps running and is charged; it will "
                            "not be given to anyone after you release it."}
     paid = "Its monthly package period runs on" if billing == "monthly" else "You are not charged for it from then"
     move = kind == InstanceKind.CONTAINER
-    return {"code": "card_failed", "node": incident.card.node.hostname, "card": incident.card.index,
-            "since": incident.failed_at, "billing": "package" if billing == "monthly" else "not_charged",
-            "action": "move" if move else None, "action_at": None, "detail": incident.detail,
-            "message": f"{card} failed ({incident.detail}). {paid}. "
+    return {"code": "card_failed", "node": hostname, "card": index,
+            "since": failed_at, "billing": "package" if billing == "monthly" else "not_charged",
+            "action": "move" if move else None, "action_at": None, "detail": detail,
+            "message": f"{card} failed ({detail}). {paid}. "
                        + ("Move the instance to healthy cards (its volumes are kept), or stop it."
                           if move else "Stop the instance to release it.")}
+
+
+def instance_notice_expressions(instance_id_ref) -> dict:
+    """What instance_notices reads, for one instance id (e.g. OuterRef("pk")) as expressions on PostgreSQL, so the
+    list reads them in its page's statement: {"dark": JSON array of {h, t} (hostname, last heartbeat as text) of
+    its live groups on marked nodes, "health": JSON array of {h, i, s, f, d} of its open incidents, by start and
+    card}, NULL when none. Each is read per row only when the platform has any marked node / open incident at all
+    (checked once per statement)."""
+    from django.db.models import Case, Exists, F, Q, TextField, When
+    from django.db.models.functions import Cast
+
+    from core.querysets import json_rows
+
+    from .models import HealthIncident, NodeGroup
+
+    dark = json_rows(NodeGroup.objects.live().filter(instance_id=instance_id_ref,
+                                                     node__agent_credential__node_id__in=_dark_node_ids()),
+                     key="instance_id", h=F("node__hostname"),
+                     t=Cast("node__agent_credential__last_heartbeat_at", TextField()))
+    health = json_rows(HealthIncident.objects.filter(instance_id=instance_id_ref, ended_at__isnull=True),
+                       key="instance_id", ordering=("started_at", "card_id"), h=F("card__node__hostname"),
+                       i=F("card__index"), s=Cast("started_at", TextField()), f=Cast("failed_at", TextField()),
+                       d=F("detail"))
+    any_dark = Exists(NodeCredential.objects.filter(node_id__in=_dark_node_ids()))
+    any_open = Exists(HealthIncident.objects.filter(ended_at__isnull=True))
+    running = Q(state=S.RUNNING)  # of the outer query's instance
+    return {"dark": Case(When(running & any_dark, then=dark), default=None),
+            "health": Case(When(running & any_open, then=health), default=None)}
+
+
+def notices_of_row(*, kind: str, billing: str, dark, health) -> list:
+    """instance_notices' list for one instance from what instance_notice_expressions read."""
+    from core.dbclock import db_time
+
+    nodes = {g["h"]: g["t"] for g in dark or ()}
+    out = [notice_node_unreachable(node=host, since=db_time(last), kind=kind, billing=billing)
+           for host, last in sorted(nodes.items())]
+    out += [_card_notice(i["h"], i["i"], db_time(i["s"]), db_time(i["f"]), i["d"], kind=kind, billing=billing)
+            for i in health or ()]
+    return out
 
 
 def _dark_node_ids():

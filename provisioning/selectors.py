@@ -1,18 +1,33 @@
 """Reads of instances, always scoped to an organization (another tenant's id → 404)."""
 import json
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import NamedTuple
 
-from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
-from django.db.models import BigIntegerField, F, JSONField, OuterRef, Prefetch, Q, TextField, Value
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    F,
+    Func,
+    JSONField,
+    OuterRef,
+    Prefetch,
+    Q,
+    Subquery,
+    TextField,
+    Value,
+    When,
+)
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast, JSONObject
+from django.db.models.functions import Cast
 
 from billing.selectors import instance_cost_expression, instance_costs
 from core.dbclock import db_now
 from core.errors import NotFoundError
+from core.querysets import json_rows
 from inventory.models import CardAllocation
 from inventory.selectors import images_named
 
@@ -37,49 +52,128 @@ def instance_list(*, org, state: str | None = None):
 
 # The columns the API's instance body shows, in provisioning.api.rows.InstanceRow order; GROUP_BODY_FIELDS in
 # GroupRow order (the live node groups, fetched with the page as one JSON array per instance).
+# The body_* columns are the page's per-row figures, read in the page's one statement on PostgreSQL (None elsewhere):
+# cost so far, live groups, latest package period, notices' sources, volumes, datasets, waitlist position, the
+# list's row count (limit/offset pages only) and the statement's clock.
 INSTANCE_BODY_COLUMNS = (
     "id", "name", "kind", "state", "state_reason", "items", "policy", "zone_id", "zone__slug", "image", "images",
     "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline",
     "sla_event_id", "sla_settled_event_id", "sla_compensation", "organization_id", "body_cost", "body_groups",
+    "body_package", "body_dark", "body_health", "body_volumes", "body_datasets", "body_position", "body_total",
     "body_now")
+_EXTRA_COLUMNS = ("body_groups", "body_package", "body_dark", "body_health", "body_volumes", "body_datasets",
+                  "body_position", "body_total")
+# What the PostgreSQL statement selects: the JSON columns and figures travel in `body_extra`, one JSON array per
+# row (one decode per row); _decoded turns it into the INSTANCE_BODY_COLUMNS tuple.
+_PG_COLUMNS = (
+    "id", "name", "kind", "state", "state_reason", "zone_id", "zone__slug", "image", "billing", "package_renewal",
+    "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline", "sla_event_id", "sla_settled_event_id",
+    "sla_compensation", "organization_id", "body_cost", "body_extra", "body_position", "body_total", "body_now")
 GROUP_BODY_FIELDS = {"i": "item_index", "a": "accelerator", "c": "card_indices", "s": "state", "n": "node_id",
                      "h": "node__hostname", "sh": "node__ssh_host", "sp": "node__ssh_port",
                      "gp": "ssh_port", "cc": "node__card_count", "v": "node__accelerator__vendor"}
 
+# Waitlist positions of a page in its statement: every waitlisted instance's place among those of its shape
+# (waitlist_shape: kind, zone, accelerators and counts — or the policy), FIFO by waitlisted_at, created_at, id.
+# A CTE is computed only when a row reads it, i.e. only for pages that show a waitlisted instance; one pass over
+# the platform's waitlist per page instead of one per waitlisted row.
+_WAITQ = """WITH cardmix_waitq AS MATERIALIZED (
+  SELECT w.id, row_number() OVER (
+    PARTITION BY w.kind, COALESCE(w.zone_id::text, ''),
+      CASE WHEN jsonb_typeof(w.items) = 'array' AND w.items <> '[]'::jsonb
+        THEN (SELECT jsonb_agg(jsonb_build_array(e->'accelerator', e->'count') ORDER BY e->'accelerator', e->'count')
+              FROM jsonb_array_elements(w.items) e)
+        ELSE jsonb_build_array('policy', w.policy->'total_cards',
+          (SELECT jsonb_agg(v ORDER BY v) FROM jsonb_array_elements(CASE WHEN jsonb_typeof(w.policy->'compatible_vendors')
+             = 'array' THEN w.policy->'compatible_vendors' ELSE '[]'::jsonb END) v),
+          w.policy->'min_domestic_share') END
+    ORDER BY w.waitlisted_at, w.created_at, w.id) AS pos
+  FROM provisioning_instance w WHERE w.state = 'waitlisted') """
+_POSITION = ("CASE WHEN provisioning_instance.state = 'waitlisted' THEN "
+             "(SELECT q.pos FROM cardmix_waitq q WHERE q.id = provisioning_instance.id) END")
+# The list's order, and its keyset for ?cursor= (core.pagination): newest first.
+LIST_ORDER = ("-created_at", "-id")
 
-def _body_rows_query(*, org_id, states, text_times=False):
+
+def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=False):
+    """The page query. `beyond`: (created_at, id) a cursor page starts after (before, when `backwards`)."""
+    from billing.selectors import instance_package_expression
+    from core.pagination import keyset_beyond
+    from storage.selectors import instance_storage_expressions
+
+    from .notices import instance_notice_expressions
+
     qs = Instance.objects.filter(organization_id=org_id)
     if states:
         qs = qs.filter(state__in=states)
-    if connection.vendor == "postgresql":
-        groups = ArraySubquery(NodeGroup.objects.live().filter(instance_id=OuterRef("pk"))
-                               .order_by("item_index", "id").values(j=JSONObject(**GROUP_BODY_FIELDS)))
-        cost = instance_cost_expression(OuterRef("pk"))
-    else:  # SQLite (development without PostgreSQL): the view reads them with live_group_rows, instance_costs
-        groups = Value(None, output_field=JSONField())
-        cost = Value(None, output_field=BigIntegerField())
-    qs = qs.order_by("-created_at", "-id").annotate(body_cost=cost, body_groups=groups)
-    if not text_times:
-        return qs.annotate(body_now=Value(None, output_field=TextField())).values_list(*INSTANCE_BODY_COLUMNS)
+    if beyond is not None:
+        qs = qs.filter(keyset_beyond([("created_at", True, True), ("id", True, True)], [False, False], beyond,
+                                     backwards))
+    order = [f"{'' if c.startswith('-') else '-'}{c.lstrip('-')}" for c in LIST_ORDER] if backwards else LIST_ORDER
+    qs = qs.order_by(*order)
+    if connection.vendor != "postgresql":  # SQLite (development): the view reads the figures query by query
+        return qs.annotate(body_cost=Value(None, output_field=BigIntegerField()),
+                           **{c: Value(None, output_field=JSONField()) for c in _EXTRA_COLUMNS},
+                           body_now=Value(None, output_field=TextField())).values_list(*INSTANCE_BODY_COLUMNS)
+    pk = OuterRef("pk")
+    groups = json_rows(NodeGroup.objects.live().filter(instance_id=pk), key="instance_id",
+                       ordering=("item_index", "id"), **GROUP_BODY_FIELDS)
+    storage = instance_storage_expressions(pk, org_id=org_id)
+    notices = instance_notice_expressions(pk)
+    count = (Instance.objects.filter(organization_id=org_id, **({"state__in": states} if states else {}))
+             .order_by().values("organization_id").annotate(n=Count("pk")).values("n"))
+    # The row's JSON in one value (one decode per row): its own JSON columns, then the per-row figures.
+    extra = Func(F("items"), F("policy"), F("images"), groups,
+                 Case(When(billing="monthly", then=instance_package_expression(pk)), default=None),
+                 notices["dark"], notices["health"], storage["volumes"], storage["datasets"],
+                 function="jsonb_build_array", output_field=JSONField())
+    qs = qs.annotate(
+        body_cost=instance_cost_expression(pk), body_extra=extra,
+        body_position=RawSQL(_POSITION, (), output_field=BigIntegerField()),
+        body_total=Subquery(count, output_field=BigIntegerField()) if total else Value(None, BigIntegerField()))
     # Timestamps as the database's text: formatting that is cheaper than building datetimes (_api_time).
     # body_now: the database clock of this statement (what core.dbclock.db_now would answer), one query less.
     qs = qs.annotate(body_now=RawSQL("statement_timestamp()::text", ()),
                      **{f"body_{c}": Cast(c, TextField()) for c in _TIME_COLUMNS})
-    return qs.values_list(*[f"body_{c}" if c in _TIME_COLUMNS else c for c in INSTANCE_BODY_COLUMNS])
+    return qs.values_list(*[f"body_{c}" if c in _TIME_COLUMNS else c for c in _PG_COLUMNS])
 
 
 _TIME_COLUMNS = ("created_at", "ready_at", "sla_deadline")
-_ORG_SLOT = uuid.UUID(int=0xC0FFEE)  # stand-ins for the parameters of the compiled statement
-_JSON_COLUMNS = tuple(INSTANCE_BODY_COLUMNS.index(c) for c in ("items", "policy", "images"))
-_GROUPS_COLUMN = INSTANCE_BODY_COLUMNS.index("body_groups")
+# Stand-ins for the parameters of the compiled statement: the organization, the states, a cursor's row.
+_ORG_SLOT = uuid.UUID(int=0xC0FFEE)
+_AT_SLOT = datetime(1, 1, 1, 0, 0, 0, 7, tzinfo=UTC)
+_ID_SLOT = uuid.UUID(int=0xC0FFEF)
+_CREATED = INSTANCE_BODY_COLUMNS.index("created_at")  # in the decoded rows
+_TOTAL = INSTANCE_BODY_COLUMNS.index("body_total")
+
+
+def _prepared_cursor():
+    """A cursor (through Django's wrappers: query logging and counting still see it) whose statements PostgreSQL
+    prepares once per connection: the page statement's many subqueries took as long to plan as to run. Needs
+    session-level prepared statements (a direct connection, or PgBouncer ≥ 1.21 with max_prepared_statements)."""
+    connection.ensure_connection()
+    return connection._prepare_cursor(_prepared_cursor_class()(connection.connection))
+
+
+@lru_cache(maxsize=1)
+def _prepared_cursor_class():
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class Prepared(ServerBindingCursor):
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            return super().execute(query, params, prepare=True, binary=binary)
+
+    return Prepared
 
 
 class _BodyRows:
-    """The paginator's view of instance_list_rows on PostgreSQL: count() through the ORM, the page through
-    SQL compiled once per number of states (building and compiling the annotated query cost more than
-    running it). Returns the same tuples as the queryset would."""
+    """The paginator's view of instance_list_rows on PostgreSQL (core.pagination's keyset protocol): the page, its
+    per-row figures and (limit/offset) the list's count in one statement, through SQL compiled once per shape
+    (building and compiling the annotated query cost more than running it). Rows are the tuples the queryset
+    would return."""
 
     _compiled: dict = {}
+    keys = (("created_at", True, True), ("id", True, True))
 
     def __init__(self, *, org_id, states):
         self.org_id, self.states = org_id, states
@@ -88,23 +182,51 @@ class _BodyRows:
         qs = Instance.objects.filter(organization_id=self.org_id)
         return (qs.filter(state__in=self.states) if self.states else qs).count()
 
-    def _statement(self):
-        n = len(self.states)
-        if n not in self._compiled:
-            slots = [f"\x00state-slot-{i}" for i in range(n)]
-            sql, params = _body_rows_query(org_id=_ORG_SLOT, states=slots, text_times=True).query.sql_with_params()
-            self._compiled[n] = (sql, tuple(params), {_ORG_SLOT: 0, **{s: i + 1 for i, s in enumerate(slots)}})
-        return self._compiled[n]
+    def _statement(self, *, total: bool, cursor: str | None):
+        shape = (len(self.states), total, cursor)
+        if shape not in self._compiled:
+            slots = [f"\x00state-slot-{i}" for i in range(len(self.states))]
+            beyond = (_AT_SLOT, _ID_SLOT) if cursor else None
+            sql, params = _body_rows_query(org_id=_ORG_SLOT, states=slots, total=total,
+                                           beyond=beyond, backwards=cursor == "back").query.sql_with_params()
+            places = {_ORG_SLOT: 0, **{s: i + 1 for i, s in enumerate(slots)}, _AT_SLOT: len(slots) + 1,
+                      _ID_SLOT: len(slots) + 2}
+            self._compiled[shape] = (_WAITQ + sql, tuple(params), places)
+        return self._compiled[shape]
 
-    def __getitem__(self, page: slice) -> list:
-        sql, params, slots = self._statement()
-        values = (self.org_id, *self.states)
-        bound = [values[slots[p]] if isinstance(p, (str, uuid.UUID)) and p in slots else p for p in params]
-        with connection.cursor() as cur:
-            cur.execute(f"{sql} LIMIT %s OFFSET %s", [*bound, page.stop - page.start, page.start])
+    def _run(self, *, total=False, cursor=None, beyond=(None, None), limit, offset=0) -> list:
+        sql, params, places = self._statement(total=total, cursor=cursor)
+        values = (self.org_id, *self.states, *beyond)
+        bound = [values[places[p]] if isinstance(p, (str, uuid.UUID, datetime)) and p in places else p
+                 for p in params]
+        with _prepared_cursor() as cur:
+            cur.execute(f"{sql} LIMIT %s OFFSET %s", [*bound, limit, offset])
             rows = cur.fetchall()
         now = datetime.fromisoformat(rows[0][-1]) if rows else None  # the same for every row
         return [_decoded(r, now) for r in rows]
+
+    def __getitem__(self, page: slice) -> list:
+        return self._run(limit=page.stop - page.start, offset=page.start)
+
+    def page(self, offset: int, limit: int) -> list:
+        return self._run(limit=limit, offset=offset)
+
+    def page_and_count(self, offset: int, limit: int) -> tuple[list, int]:
+        rows = self._run(total=True, limit=limit, offset=offset)
+        return rows, (rows[0][_TOTAL] if rows else self.count())
+
+    def page_after(self, after, backwards: bool, limit: int) -> list:
+        if after is None:
+            return self._run(limit=limit, cursor="back" if backwards else None)
+        return self._run(cursor="back" if backwards else "on", beyond=after, limit=limit)
+
+    @staticmethod
+    def key(row) -> tuple:
+        return (_moment(row[_CREATED]), row[0])
+
+
+def _moment(value):
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
 def _api_time(text):
@@ -121,26 +243,24 @@ def _api_time(text):
     return datetime.fromisoformat(text)
 
 
-_TIME_INDEXES = tuple(INSTANCE_BODY_COLUMNS.index(c) for c in _TIME_COLUMNS)
-
-
-def _decoded(row: tuple, now) -> tuple:
+def _decoded(r: tuple, now) -> tuple:
+    """A row of the PostgreSQL statement (_PG_COLUMNS) as the INSTANCE_BODY_COLUMNS tuple."""
+    (pk, name, kind, state, reason, zone_id, zone_slug, image, billing, renewal, waitlist, created, ready, price,
+     deadline, sla_event, sla_settled, sla_compensation, org_id, cost, extra, position, total, _) = r
     # The database driver hands jsonb over as text (Django decodes it in the ORM's converters).
-    row = list(row)
-    for i in _TIME_INDEXES:
-        row[i] = _api_time(row[i])
-    for i in _JSON_COLUMNS:
-        if isinstance(row[i], str):
-            row[i] = json.loads(row[i])
-    row[_GROUPS_COLUMN] = [json.loads(g) if isinstance(g, str) else g for g in row[_GROUPS_COLUMN] or ()]
-    row[-1] = now
-    return tuple(row)
+    items, policy, images, groups, package, dark, health, volumes, datasets = (
+        json.loads(extra) if isinstance(extra, str) else extra)
+    return (pk, name, kind, state, reason, items, policy, zone_id, zone_slug, image, images, billing, renewal,
+            waitlist, _api_time(created), _api_time(ready), price, _api_time(deadline), sla_event, sla_settled,
+            sla_compensation, org_id, cost, groups or [], package, dark, health, volumes, datasets, position, total,
+            now)
 
 
 def instance_list_rows(*, org, state: str | None = None):
     """instance_list as tuples of INSTANCE_BODY_COLUMNS for the paginator: only the columns the API body shows,
-    the zone joined, the µCNY charged so far and the live node groups (by item index, id) read in the same
-    statement, so the page, its costs and its groups are one consistent snapshot and no model objects are built."""
+    the zone joined and, on PostgreSQL, every per-row figure of the body read in the same statement (see
+    INSTANCE_BODY_COLUMNS), so the page and its figures are one consistent snapshot and no model objects are
+    built. Pages by limit/offset or by cursor (core.pagination)."""
     states = [s for s in state.split(",") if s] if state else []
     if connection.vendor == "postgresql":
         return _BodyRows(org_id=org.pk, states=states)

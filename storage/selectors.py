@@ -68,6 +68,31 @@ def volumes_for_instances(instance_ids) -> dict:
     return out
 
 
+def instance_storage_expressions(instance_id_ref, *, org_id) -> dict:
+    """volumes_for_instances and datasets_for_instances for one instance id (e.g. OuterRef("pk")) of the
+    organization `org_id` as expressions on PostgreSQL, so a list reads them in its page's statement: {"volumes":
+    JSON array (by mount path), "datasets": JSON array (by slug)}, NULL when none; read only when the
+    organization has a volume / a mounted dataset at all (checked once per statement).
+    api.serializers.attachment_row_body / dataset_row_body build the bodies."""
+    from django.db.models import Case, Exists, F, TextField, When
+    from django.db.models.functions import Cast
+
+    from core.querysets import json_rows
+
+    volumes = json_rows(VolumeAttachment.objects.live().filter(instance_id=instance_id_ref), key="instance_id",
+                        ordering=("mount_path",), volume=Cast("volume_id", TextField()), name=F("volume__name"),
+                        kind=F("volume__kind"), mount_path="mount_path", size_gib=F("volume__size_gib"),
+                        usage_gib=Cast("volume__usage_gib", TextField()), over_quota=F("volume__over_quota"),
+                        rate=F("volume__rate"), attached_at=Cast("attached_at", TextField()))
+    datasets = json_rows(DatasetMount.objects.live().filter(instance_id=instance_id_ref), key="instance_id",
+                         ordering=("dataset__slug",), dataset=F("dataset__slug"), name=F("dataset__name"),
+                         kind=F("dataset__kind"), size_gib=F("dataset__size_gib"))
+    has_volumes = Exists(Volume.objects.filter(organization_id=org_id))
+    has_datasets = Exists(DatasetMount.objects.live().filter(organization_id=org_id))
+    return {"volumes": Case(When(has_volumes, then=volumes), default=None),
+            "datasets": Case(When(has_datasets, then=datasets), default=None)}
+
+
 def datasets_for_instance(*, instance_id) -> list[DatasetMount]:
     """The datasets mounted read-only into an instance, by slug."""
     return list(DatasetMount.objects.live().filter(instance_id=instance_id).select_related("dataset")

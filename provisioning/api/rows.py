@@ -46,9 +46,16 @@ class InstanceRow(NamedTuple):
     sla_settled_event_id: object
     sla_compensation: int
     organization_id: object  # its Slurm account (hardware.slurm.account_name)
-    # The list's page query adds these three (selectors.instance_list_rows); a model's row leaves them unset.
+    # The list's page query adds these (selectors.instance_list_rows); a model's row leaves them unset.
     body_cost: int = 0
     body_groups: list | None = None
+    body_package: dict | None = None
+    body_dark: list | None = None
+    body_health: list | None = None
+    body_volumes: list | None = None
+    body_datasets: list | None = None
+    body_position: int | None = None
+    body_total: int | None = None
     body_now: object = None  # the database clock of the page's statement (PostgreSQL)
 
     @property
@@ -130,9 +137,30 @@ def _package(package) -> dict | None:
             "ends_at": package.ends_at, "renewal": package.renewal}
 
 
-def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages=None,
-                  notices=None, storage=None) -> dict:
-    """The instance body from its row and its live group rows (ordered by item index, id)."""
+class RowFigures(NamedTuple):
+    """One row's per-row figures as the list's statement read them (instead of the page's dicts by id)."""
+
+    cost: int
+    position: int | None
+    package: object
+    notices: list
+    storage: dict
+
+
+@lru_cache(maxsize=1024)
+def _money(amount: int) -> str:
+    # Rates and prices repeat across rows.
+    return format_ucny(amount)
+
+
+def instance_body(row: InstanceRow, groups, *, costs: dict | None = None, positions: dict | None = None, now,
+                  packages=None, notices=None, storage=None, figures: RowFigures | None = None) -> dict:
+    """The instance body from its row and its live group rows (ordered by item index, id), with the per-row
+    figures from the page's dicts by instance id, or from `figures`."""
+    if figures is None:
+        pk = row.id
+        figures = RowFigures(costs.get(pk, 0), positions.get(pk), (packages or {}).get(pk),
+                             (notices or {}).get(pk, []), (storage or {}).get(pk, {}))
     nodes = [{"node": g.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
               "cards": g.card_indices, "state": g.state} for g in groups]
     ssh = ssh_entries(row.kind, groups)
@@ -160,7 +188,7 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         "state": state,
         "state_reason": row.state_reason,
         "items": [{"accelerator": it["accelerator"], "count": it["count"],
-                   "price_per_card_hour": format_ucny(int(it["rate"]))} for it in row.items],
+                   "price_per_card_hour": _money(int(it["rate"]))} for it in row.items],
         "policy": row.policy,
         "zone": row.zone_slug,
         "nodes": nodes,
@@ -168,22 +196,22 @@ def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now
         "images": row.images,
         "billing": row.billing,
         "package_renewal": row.package_renewal,
-        "package": _package((packages or {}).get(row.id)),
+        "package": _package(figures.package),
         "waitlist": row.waitlist,
         "created_at": row.created_at,
         "ready_at": row.ready_at,
-        "price_per_hour": format_ucny(price),
+        "price_per_hour": _money(price),
         "price_per_second": _per_second(price),
-        "cost_so_far": format_ucny(int(costs.get(row.id, 0) or 0)),
+        "cost_so_far": format_ucny(int(figures.cost or 0)),
         "ssh": ssh,
         "ssh_gateway": gateway_entry(row.id, row.name, ssh),  # one address for the fleet (provisioning/gateway/)
         "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
                 "compensation": format_ucny(granted) if granted else None},
-        "waitlist_position": positions.get(row.id),
+        "waitlist_position": figures.position,
         "slurm_partition": _slurm_partition(row, groups) if len(groups) > 1 else None,
         "actions": list(_actions(state)),
-        "notices": (notices or {}).get(row.id, []),  # e.g. its node stopped answering (provisioning/notices.py)
+        "notices": figures.notices,  # e.g. its node stopped answering (provisioning/notices.py)
         # storage: attached volumes (mount path, size, usage, price) and read-only datasets (storage_port.py)
-        "volumes": (storage or {}).get(row.id, {}).get("volumes", []),
-        "datasets": (storage or {}).get(row.id, {}).get("datasets", []),
+        "volumes": figures.storage.get("volumes", []),
+        "datasets": figures.storage.get("datasets", []),
     }

@@ -17,7 +17,8 @@ def _paginated(doc: type) -> type:
     name = doc.Meta.ref_name
     meta = type("Meta", (), {"ref_name": f"Paginated{name}"})
     return type(f"Paginated{name}Doc", (_Doc,), {
-        "Meta": meta, "count": serializers.IntegerField(), "next": serializers.CharField(allow_null=True),
+        "Meta": meta, "count": serializers.IntegerField(allow_null=True, help_text="Rows in the list; null on cursor pages."),
+        "next": serializers.CharField(allow_null=True),
         "previous": serializers.CharField(allow_null=True), "results": doc(many=True)})
 
 

@@ -7,14 +7,14 @@ from rest_framework.views import APIView
 
 from core.dbclock import db_now
 from core.idempotency import idempotent
-from core.pagination import LimitOffsetEnvelopePagination
+from core.pagination import LimitOffsetEnvelopePagination, list_parameters
 from core.serializers import body_refuse_unknown
 from storage.api.serializers import AttachmentInputSerializer
 from tenancy.permissions import require
 
 from .. import selectors
 from ..choices import InstanceState
-from ..notices import instance_notices
+from ..notices import instance_notices, notices_of_row
 from ..services import billing_port, storage_port
 from ..services.health_move import instance_move_healthy
 from ..services.instances import instance_create, instance_start, instance_stop, instance_terminate
@@ -23,7 +23,7 @@ from ..services.quotes import quote_compute
 from ..services.specs import spec_from_data
 from ..services.volumes import instance_volume_attach, instance_volume_detach
 from . import schema_docs as docs
-from .rows import InstanceRow, group_row_from, instance_body
+from .rows import InstanceRow, RowFigures, group_row_from, instance_body
 from .serializers import (
     InstanceCreateSerializer,
     InstanceEventSerializer,
@@ -45,6 +45,26 @@ def _context(instances) -> dict:
             "storage": storage_port.storage_bodies(ids) if ids else {}}
 
 
+def _page_bodies(rows, now) -> list[dict]:
+    """The bodies of a page of selectors.instance_list_rows: the per-row figures read off the rows on PostgreSQL
+    (the page's one statement), query by query elsewhere."""
+    if rows[0].body_now is None:  # SQLite (development)
+        groups, costs = selectors.page_groups_and_costs(rows, now=now)
+        context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
+                   "packages": billing_port.packages_current(rows), "notices": instance_notices(rows),
+                   "storage": storage_port.storage_bodies([r.id for r in rows])}
+        return [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
+    out = []
+    for r in rows:
+        package = billing_port.package_of_row(r.body_package) if r.body_package else None
+        notices = (notices_of_row(kind=r.kind, billing=r.billing, dark=r.body_dark, health=r.body_health)
+                   if r.body_dark or r.body_health else [])
+        storage = storage_port.storage_body_of_row(r.body_volumes, r.body_datasets)
+        figures = RowFigures(r.body_cost, r.body_position, package, notices, storage)
+        out.append(instance_body(r, [group_row_from(r.id, g) for g in r.body_groups], now=now, figures=figures))
+    return out
+
+
 def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:
     fresh = selectors.instance_get(org=request.org, instance_id=instance.pk)
     return Response(InstanceSerializer(fresh, context=_context([fresh])).data, status=code)
@@ -56,7 +76,8 @@ class InstanceListCreateView(APIView):
     permission_classes = [require(read="read", write="instances")]
 
     @extend_schema(operation_id="instances_list",
-                   parameters=[OpenApiParameter("state", str, description="comma-separated states")],
+                   parameters=[OpenApiParameter("state", str, description="comma-separated states"),
+                               *list_parameters()],
                    responses={200: docs.PaginatedInstanceDoc})
     def get(self, request):
         # ?state=running,stopped (the documented form) and ?state=running&state=stopped both work: split
@@ -72,13 +93,9 @@ class InstanceListCreateView(APIView):
         rows = [InstanceRow._make(t) for t in page]
         data = []
         if rows:
-            # On PostgreSQL costs, live groups and the database clock came with the page (one statement).
+            # On PostgreSQL every per-row figure and the database clock came with the page (one statement).
             now = rows[0].body_now or db_now()
-            groups, costs = selectors.page_groups_and_costs(rows, now=now)
-            context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
-                       "packages": billing_port.packages_current(rows), "notices": instance_notices(rows),
-                       "storage": storage_port.storage_bodies([r.id for r in rows])}
-            data = [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
+            data = _page_bodies(rows, now)
         return paginator.get_paginated_response(data)
 
     @extend_schema(request=InstanceCreateSerializer, responses={201: docs.InstanceDoc, 202: docs.InstanceDoc})
@@ -153,7 +170,7 @@ class InstanceEventsView(APIView):
 
     permission_classes = [require(read="read", write=None)]
 
-    @extend_schema(responses={200: docs.PaginatedInstanceEventDoc})
+    @extend_schema(parameters=list_parameters(), responses={200: docs.PaginatedInstanceEventDoc})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         paginator = LimitOffsetEnvelopePagination()
@@ -166,7 +183,7 @@ class InstanceReadinessView(APIView):
 
     permission_classes = [require(read="read", write=None)]
 
-    @extend_schema(responses={200: docs.PaginatedReadinessReportDoc})
+    @extend_schema(parameters=list_parameters(), responses={200: docs.PaginatedReadinessReportDoc})
     def get(self, request, instance_id):
         instance = selectors.instance_get(org=request.org, instance_id=instance_id)
         paginator = LimitOffsetEnvelopePagination()

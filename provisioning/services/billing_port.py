@@ -59,6 +59,17 @@ def packages_current(instances) -> dict:
     return packages.packages_current(ids)
 
 
+def package_of_row(fields: dict):
+    """A package period as billing.selectors.instance_package_expression read it (the list's statement), with the
+    attributes the instance body shows (rows._package)."""
+    from types import SimpleNamespace
+
+    from core.dbclock import db_time
+
+    return SimpleNamespace(period=fields["period"], state=fields["state"], starts_at=db_time(fields["starts_at"]),
+                           ends_at=db_time(fields["ends_at"]), renewal=fields["renewal"])
+
+
 def meters_close(*, instance_id, at=None) -> None:
     """Close the instance's open meters to the second (on leaving running)."""
     billing_services.meters_close(instance_id=instance_id, at=at)

@@ -10,7 +10,7 @@ from core.errors import NotFoundError, ValidationFailed
 from inventory.models import Zone
 from storage import selectors as storage_selectors
 from storage import services as storage_services
-from storage.api.serializers import attachment_body, dataset_mount_body
+from storage.api.serializers import attachment_body, attachment_row_body, dataset_mount_body, dataset_row_body
 from storage.models import Dataset
 from storage.selectors import volume_get
 
@@ -125,6 +125,12 @@ def storage_bodies(instance_ids) -> dict:
     dsets = storage_selectors.datasets_for_instances(instance_ids)
     return {i: {"volumes": [attachment_body(a) for a in vols.get(i, [])],
                 "datasets": [dataset_mount_body(m) for m in dsets.get(i, [])]} for i in instance_ids}
+
+
+def storage_body_of_row(volumes, datasets) -> dict:
+    """storage_bodies' entry for one instance from what storage.selectors.instance_storage_expressions read."""
+    return {"volumes": [attachment_row_body(a) for a in volumes or ()],
+            "datasets": [dataset_row_body(m) for m in datasets or ()]}
 
 
 def quote_storage(*, org, volumes: list[dict], datasets: list) -> dict:

@@ -67,6 +67,23 @@ def dataset_mount_body(m) -> dict:
             "size_gib": d.size_gib}
 
 
+def attachment_row_body(a: dict) -> dict:
+    """attachment_body from a row of selectors.instance_storage_expressions (the instance list's path)."""
+    from decimal import Decimal
+
+    from core.dbclock import db_time
+
+    return {"volume": a["volume"], "name": a["name"], "kind": a["kind"], "mount_path": a["mount_path"],
+            "size_gib": a["size_gib"], "usage_gib": f"{Decimal(a['usage_gib']):.3f}", "over_quota": a["over_quota"],
+            "price_per_hour": format_ucny(a["size_gib"] * a["rate"]), "attached_at": db_time(a["attached_at"])}
+
+
+def dataset_row_body(m: dict) -> dict:
+    """dataset_mount_body from a row of selectors.instance_storage_expressions."""
+    return {"dataset": m["dataset"], "name": m["name"], "kind": m["kind"], "mount_path": f"/datasets/{m['dataset']}",
+            "read_only": True, "size_gib": m["size_gib"]}
+
+
 def dataset_body(d) -> dict:
     return {"id": str(d.pk), "slug": d.slug, "name": d.name, "kind": d.kind, "size_gib": d.size_gib,
             "description": d.description, "licence": d.licence, "mount_path": d.mount_path,

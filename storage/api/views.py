@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 
 from billing.selectors import instance_costs
 from core.idempotency import idempotent
-from core.pagination import LimitOffsetEnvelopePagination
+from core.pagination import LimitOffsetEnvelopePagination, list_parameters
 from core.serializers import body_refuse_unknown
 from inventory.selectors import zone_for_filter
 from tenancy.permissions import require
@@ -34,7 +34,7 @@ class VolumeListCreateView(APIView):
 
     permission_classes = [require(read="read", write="instances")]
 
-    @extend_schema(operation_id="volumes_list", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="volumes_list", parameters=list_parameters(), responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         zone = request.query_params.get("zone")
         kind = request.query_params.get("kind")
@@ -90,7 +90,7 @@ class DatasetListView(APIView):
 
     permission_classes = [require(read="catalog")]
 
-    @extend_schema(operation_id="datasets_list", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="datasets_list", parameters=list_parameters(), responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         zone = request.query_params.get("zone")
         qs = selectors.dataset_list(zone=zone_for_filter(zone) if zone else None)

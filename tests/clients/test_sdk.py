@@ -94,6 +94,9 @@ def test_errors_pages_and_names_against_the_live_server(live_server, member_fact
         InstanceFactory(organization=owner.organization, name=f"row-{n}", state="stopped")
     with Client(token=secret, base_url=live_server.url) as c:
         assert sorted(i.name for i in c.instances.list(page_size=3)) == [f"row-{n}" for n in range(7)]
+        # Cursor pages (the default) and offset pages give the same rows in the same order.
+        assert ([i.id for i in c.instances.list(page_size=3)]
+                == [i.id for i in c.instances.list(page_size=3, cursor=False)])
         assert c.instances.get("row-4").name == "row-4"
         with pytest.raises(NotFound):
             c.instances.get("row-99")

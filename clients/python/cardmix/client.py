@@ -98,9 +98,15 @@ class Client:
                              retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None)
         return body
 
-    def paginate(self, path: str, params: dict | None = None, *, page_size: int = 100) -> Iterator[dict]:
-        """Every row of a list endpoint, following `next` page by page."""
-        params = {"limit": page_size, **(params or {})}
+    def paginate(self, path: str, params: dict | None = None, *, page_size: int = 100,
+                 cursor: bool = True) -> Iterator[dict]:
+        """Every row of a list endpoint, following `next` page by page.
+
+        `cursor` (default): pages by the API's opaque cursor (`?cursor=`), so each page costs the server the
+        same however deep the list, and rows added while iterating are neither repeated nor skipped. A server
+        that predates cursors ignores the parameter and pages by offset; its `next` links are followed alike.
+        `cursor=False` pages by limit/offset."""
+        params = {"limit": page_size, **({"cursor": ""} if cursor else {}), **(params or {})}
         body = self.request("GET", path, params=params)
         while True:
             yield from body.get("results", [])

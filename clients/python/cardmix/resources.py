@@ -33,9 +33,10 @@ class _Area:
 
 
 class Instances(_Area):
-    def list(self, *, state: str | None = None, page_size: int = 100) -> Iterator[Instance]:
+    def list(self, *, state: str | None = None, page_size: int = 100, cursor: bool = True) -> Iterator[Instance]:
+        """The organization's instances, newest first (by cursor pages unless `cursor=False`)."""
         params = {"state": state} if state else {}
-        for row in self._c.paginate("instances/", params, page_size=page_size):
+        for row in self._c.paginate("instances/", params, page_size=page_size, cursor=cursor):
             yield Instance.from_dict(row)
 
     def get(self, id_or_name: str) -> Instance:
