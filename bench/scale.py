@@ -454,7 +454,7 @@ def run(args, base: str, name: str) -> dict:
     from django.core.management import call_command
     from django.db import connections
 
-    out: dict = {"nodes": args.nodes, "instances": args.instances, "orgs": args.orgs, "cards_per_node": CARDS}
+    out: dict = {"database": name, "nodes": args.nodes, "instances": args.instances, "orgs": args.orgs, "cards_per_node": CARDS}
     deployment = None
     try:
         t0 = time.perf_counter()

@@ -194,8 +194,11 @@ _MARK = f"""(SELECT coalesce(max(id), 0) FROM {_LOG}),
 # read: a later transaction takes later row ids, an earlier one was either committed (seen) or pending. So a
 # read costs what changed since, not the fleet. The function (migration inventory 0011) keeps its plans per
 # session and reads the changed nodes by primary key.
+# The two constants are written into the statement (plain identifiers of this code): fewer parameters to adapt
+# per decision, which runs this on every placement.
+assert CardHealth.OK.isidentifier() and NodeState.RETIRED.isidentifier()
 _CHANGES_SQL = ("SELECT last_id, pending, changed, own, rebuild, nodes FROM inventory_placement_changes("
-                "%(last)s, %(pending)s::bigint[], %(also)s::uuid[], %(ok)s, %(retired)s)")
+                f"%(last)s, %(pending)s::bigint[], %(also)s::uuid[], '{CardHealth.OK}', '{NodeState.RETIRED}')")
 
 
 def _mark(last_id, pending) -> PlacementMark:
@@ -205,8 +208,7 @@ def _mark(last_id, pending) -> PlacementMark:
 def placement_changes(*, since: PlacementMark, also=()) -> PlacementChanges:
     """Nodes changed in change rows new since `since` (an earlier read's mark), plus the nodes `also`, with
     their placement snapshot rows now (as `placement_snapshot`; a retired or deleted node has none)."""
-    params = {"last": since.last_id, "pending": list(since.pending), "also": [str(i) for i in also],
-              "ok": CardHealth.OK, "retired": NodeState.RETIRED}
+    params = {"last": since.last_id, "pending": list(since.pending), "also": [str(i) for i in also]}
     with connection.cursor() as cursor:
         cursor.execute(_CHANGES_SQL, params)
         last_id, pending, changed, own, rebuild, nodes = cursor.fetchone()
