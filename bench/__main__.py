@@ -79,6 +79,15 @@ def _api(_: list[dict], json_path: Path) -> list[str]:
             for r in results[1:]]
 
 
+def _scale(rows: list[dict], _: Path) -> list[str]:
+    r = rows[-1]
+    p, t, a, s = r["placement"], r["tick"], r["api"], r["stops"]
+    return [f"{r['nodes']} nodes, {r['instances']} instances: placement_decide p99 {p['wall_p99_ms']} ms "
+            f"(CPU {p['cpu_p99_ms']} ms); tick / raw baseline = {t['ratio']}",
+            f"instances?limit=100 / ping req/s = {a['ratio']}; stop p99 during a beat-run tick "
+            f"{s['during_p99_ms']} ms ({s['during_tick']} stops), with no tick {s['no_tick_p99_ms']} ms"]
+
+
 # name → (arguments at a quick size, what it needs, how its ratios are read)
 BENCHMARKS = {
     "placement": (["bench.placement", "--utilisations", "0.97", "--seeds", "1", "--steps", "2000"], (), _churn),
@@ -87,6 +96,7 @@ BENCHMARKS = {
                               "--baseline-requests", "30"], ("pg",), _production),
     "metering": (["bench.metering", "--meters", "2000", "--repeat", "3"], ("pg",), _metering),
     "provisioning": (["bench.provisioning", "--instances", "20"], ("pg", "redis"), _provisioning),
+    "scale": (["bench.scale", "--quick", "--duration", "3s", "--rounds", "1"], ("pg", "redis", "wrk"), _scale),
     "api": (["bench.api_load", "--duration", "3s", "--rounds", "1", "--json", "{json}"], ("pg", "wrk"), _api),
 }
 

@@ -396,11 +396,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(row), flush=True)
     if args.production:
         for r in rows[:-1]:
-            print(f"{r['nodes']:>6} nodes: placement_decide p50 {r['wall_median_ms']} ms, p99 {r['wall_p99_ms']} ms "
-                  f"(full snapshot: p50 {r['full_snapshot_median_ms']} ms, p99 {r['full_snapshot_p99_ms']} ms)",
+            print(f"{r['nodes']:>6} nodes: placement_decide wall p50 {r['wall_median_ms']} ms, p99 {r['wall_p99_ms']} ms; "
+                  f"CPU p50 {r['cpu_median_ms']} ms, p99 {r['cpu_p99_ms']} ms; in its own transaction wall p99 "
+                  f"{r['own_transaction_wall_p99_ms']} ms (full snapshot: p50 {r['full_snapshot_median_ms']} ms, "
+                  f"p99 {r['full_snapshot_p99_ms']} ms); load average {r['load_average'][0]}–{r['load_average'][1]}",
                   file=sys.stderr)
-        print(f"p99 {rows[-1]['sizes'][1]} / {rows[-1]['sizes'][0]} nodes = {rows[-1]['ratio_p99_large_small']}",
+        last = rows[-1]
+        large, small = last["sizes"][1], last["sizes"][0]
+        print(f"p99 {large} / {small} nodes = {last['ratio_p99_large_small']} (CPU {last['ratio_cpu_p99_large_small']})",
               file=sys.stderr)
+        print(f"goal p99 ≤ {last['goal_p99_ms_at_large']} ms at {large} nodes (wall): "
+              f"{'MET' if last['met_p99'] else 'NOT MET'}; goal p99 {large}/{small} ≤ {last['goal_ratio_p99']}: "
+              f"{'MET' if last['met_ratio'] else 'NOT MET'}", file=sys.stderr)
     elif not args.timing:
         print(table(rows), file=sys.stderr)
     return 0

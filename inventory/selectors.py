@@ -187,31 +187,18 @@ class PlacementChanges:
 
 _LOG = PlacementChange._meta.db_table
 _OWN = "pg_current_xact_id_if_assigned()::text::bigint"
-# A row is new to a reader if it lies above the highest row it saw, or belongs to a transaction that was still
-# writing when it read: a later transaction takes later row ids, an earlier one was either committed (seen) or
-# pending. So a read costs what changed since, not what changed while some long transaction ran.
-_NEW = "(id > %(last)s OR xid = ANY(%(pending)s::bigint[]))"
 _MARK = f"""(SELECT coalesce(max(id), 0) FROM {_LOG}),
        ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x) || {_OWN}"""
-_NODES = f"""SELECT coalesce(json_agg(json_build_object(
-           'id', n.id, 'zone', z.slug, 'accelerator', a.slug, 'card_count', n.card_count, 'state', n.state,
-           'free', ARRAY(SELECT c.index FROM {Card._meta.db_table} c WHERE c.node_id = n.id AND c.health = %(ok)s
-                         AND NOT EXISTS (SELECT 1 FROM {CardAllocation._meta.db_table} al
-                                         WHERE al.card_id = c.id AND al.released_at IS NULL)))), '[]')
-    FROM {Node._meta.db_table} n JOIN {Zone._meta.db_table} z ON z.id = n.zone_id
-    JOIN {Accelerator._meta.db_table} a ON a.id = n.accelerator_id
-    WHERE n.state <> %(retired)s AND n.id IN (SELECT node_id FROM changed)"""
-# One statement, one snapshot, one round trip: the mark, the changed nodes' ids and their state now.
-_CHANGES_SQL = f"""
-WITH changed AS (SELECT node_id FROM {_LOG} WHERE {_NEW} AND node_id IS NOT NULL
-                 UNION SELECT unnest(%(also)s::uuid[]))
-SELECT {_MARK},
-       ARRAY(SELECT node_id FROM changed),
-       ARRAY(SELECT DISTINCT node_id FROM {_LOG} WHERE xid = {_OWN} AND node_id IS NOT NULL),
-       EXISTS(SELECT 1 FROM {_LOG} WHERE {_NEW} AND horizon IS NOT NULL
-              AND (horizon > %(last)s OR horizon_xid >= ANY(%(pending)s::bigint[]))),
-       ({_NODES})
-"""
+# One call, one snapshot, one round trip: the mark, the changed nodes' ids and their state now. A row is new to
+# a reader if it lies above the highest row it saw, or belongs to a transaction that was still writing when it
+# read: a later transaction takes later row ids, an earlier one was either committed (seen) or pending. So a
+# read costs what changed since, not the fleet. The function (migration inventory 0011) keeps its plans per
+# session and reads the changed nodes by primary key.
+# The two constants are written into the statement (plain identifiers of this code): fewer parameters to adapt
+# per decision, which runs this on every placement.
+assert CardHealth.OK.isidentifier() and NodeState.RETIRED.isidentifier()
+_CHANGES_SQL = ("SELECT last_id, pending, changed, own, rebuild, nodes FROM inventory_placement_changes("
+                f"%(last)s, %(pending)s::bigint[], %(also)s::uuid[], '{CardHealth.OK}', '{NodeState.RETIRED}')")
 
 
 def _mark(last_id, pending) -> PlacementMark:
@@ -221,8 +208,7 @@ def _mark(last_id, pending) -> PlacementMark:
 def placement_changes(*, since: PlacementMark, also=()) -> PlacementChanges:
     """Nodes changed in change rows new since `since` (an earlier read's mark), plus the nodes `also`, with
     their placement snapshot rows now (as `placement_snapshot`; a retired or deleted node has none)."""
-    params = {"last": since.last_id, "pending": list(since.pending), "also": [str(i) for i in also],
-              "ok": CardHealth.OK, "retired": NodeState.RETIRED}
+    params = {"last": since.last_id, "pending": list(since.pending), "also": [str(i) for i in also]}
     with connection.cursor() as cursor:
         cursor.execute(_CHANGES_SQL, params)
         last_id, pending, changed, own, rebuild, nodes = cursor.fetchone()
