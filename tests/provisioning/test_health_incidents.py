@@ -188,3 +188,22 @@ def test_move_to_healthy_cards_keeps_the_instance_and_leaves_the_failed_card(cli
     assert AgentCommand.objects.filter(node=node, kind="release").count() == 1
     assert instance_advance(iid) == "running"
     assert client.post(f"{URL}{iid}/move/").status_code == 409  # its incident ended with the move
+
+
+def test_a_move_back_onto_the_same_node_and_first_card_queues_the_old_containers_release_first(client, node):
+    node, secret = node
+    r = create(client, 4)
+    iid = r.json()["id"]
+    assert instance_advance(iid) == "running"
+    [old] = NodeGroup.objects.live().filter(instance_id=iid)
+    assert old.card_indices == [0, 1, 2, 3]
+    other = create(client, 3).json()["id"]  # holds 4, 5, 6: after card 2 fails only 0, 1, 3 and 7 are free
+    assert instance_advance(other) == "running"
+    beat(secret, xid())  # card 2 (bus 0000:3b:00) fails
+    assert client.post(f"{URL}{iid}/move/").status_code == 202
+    [new] = NodeGroup.objects.live().filter(instance_id=iid)
+    assert new.node_id == node.pk and new.card_indices == [0, 1, 3, 7]
+    # The same container name (its first card, 0): the old one's release is queued, and before the new prepare.
+    [release] = AgentCommand.objects.filter(node=node, kind="release")
+    assert release.payload == {"cards": [0], "instance_id": iid, "name": f"cardmix-{iid}-0"}
+    assert instance_advance(iid) == "running"
