@@ -201,7 +201,8 @@ class CardRetest(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     node = models.ForeignKey("inventory.Node", on_delete=models.PROTECT, related_name="+")
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="card_retests")
+    # None: a warm-pool node whose check failed (services/warm_pool.py), held by no instance.
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.CASCADE, related_name="card_retests")
     group = models.ForeignKey(NodeGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     card_ids = models.JSONField(default=list)
     card_indices = models.JSONField(default=list)

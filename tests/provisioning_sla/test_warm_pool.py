@@ -8,9 +8,10 @@ import pytest
 from core.dbclock import db_now
 from inventory.models import Card, CardAllocation, Image, Node
 from provisioning.choices import PROVISIONED_WARM
-from provisioning.models import InstanceEvent, NodeGroup, ReadinessReport, WarmNode, WarmPool
+from provisioning.models import CardRetest, InstanceEvent, NodeGroup, ReadinessReport, WarmNode, WarmPool
 from provisioning.services.cleaning import node_clean
 from provisioning.services.fleet import fault_force
+from provisioning.services.retest import card_retest_run
 from provisioning.services.warm_pool import (
     warm_node_prepare,
     warm_node_verify,
@@ -112,9 +113,16 @@ def test_another_image_boots_cold_and_a_failing_node_leaves_the_pool(client):
     assert nodes[0].state == "maintenance" and nodes[0].state_reason.startswith("warm pool: deploy failed")
     assert not CardAllocation.objects.live().filter(card__node=nodes[0]).exists()
     fault_force(node=nodes[1], operation="readiness", faults=["low_bandwidth"])
-    assert _fill() == ["left"]
+    assert _fill() == ["retest"]  # its check failed: the second pass, like any readiness failure
     nodes[1].refresh_from_db()
-    assert nodes[1].state == "maintenance" and "readiness failed (report #" in nodes[1].state_reason
+    assert nodes[1].state == "quarantined" and nodes[1].state_reason.startswith(
+        "second pass pending: warm check failed on warm pool node")
+    retest = CardRetest.objects.get(node=nodes[1])
+    assert (retest.cause, retest.instance, retest.first_report.passed) == ("warm_check_failed", None, False)
+    assert card_retest_run(retest_id=retest.pk) == "failed"  # still slow: quarantined with both reports
+    nodes[1].refresh_from_db()
+    assert nodes[1].state == "quarantined" and "after the warm pool's check" in nodes[1].state_reason
+    assert f"report #{retest.first_report_id}" in nodes[1].state_reason
     assert _fill() == ["warm"]
     assert WarmNode.objects.get().node_id == nodes[2].pk
     # A create asking another image than the pool's boots a cold node: none is free, so it is refused.
@@ -151,3 +159,21 @@ def test_a_warm_node_taken_out_of_service_leaves_the_pool_and_is_replaced(client
     Node.objects.filter(pk=first.node_id).update(state="available")  # undrained
     assert _fill() == ["warm"] and WarmNode.objects.get().node_id == first.node_id
     assert nodes[2].pk == NodeGroup.objects.get(instance_id=iid).node_id
+
+
+def test_a_warm_node_failing_its_check_once_passes_its_second_pass_and_serves_the_pool_again(client):
+    nodes = make_fleet(h100=1)
+    pool = _pool(1)
+    fault_force(node=nodes[0], operation="readiness", faults=["data_errors"], times=1)
+    assert _fill() == ["retest"]
+    assert not WarmNode.objects.exists() and not CardAllocation.objects.live().exists()
+    assert set(Card.objects.filter(node=nodes[0]).values_list("health", flat=True)) == {"degraded"}  # held
+    assert _fill() == []  # nothing to claim meanwhile: the node waits for its pass
+    retest = CardRetest.objects.get(node=nodes[0])
+    assert card_retest_run(retest_id=retest.pk) == "passed"
+    retest.refresh_from_db()
+    assert retest.second_report.passed and retest.second_report.instance is None
+    nodes[0].refresh_from_db()
+    assert nodes[0].state == "available" and nodes[0].state_reason.startswith("second pass passed")
+    assert set(Card.objects.filter(node=nodes[0]).values_list("health", flat=True)) == {"ok"}
+    assert _fill() == ["warm"] and warm_pool_status(pool)[0] == 1
