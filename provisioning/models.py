@@ -148,6 +148,8 @@ class NodeGroup(models.Model):
     checked_at = models.DateTimeField(null=True, blank=True)
     # Taken from the warm pool: deployed and verified beforehand, so the boot and image steps were skipped.
     warm = models.BooleanField(default=False)
+    # A warm group's hand-over: when the driver installed the instance's keys (Driver.install_keys) on the node.
+    keys_installed_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)  # set: a past placement
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -112,7 +112,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     None: the instance left `provisioning` or the group was released meanwhile; stop provisioning.
     """
     if group.prepared_at is not None:
-        return True
+        return True if not group.warm or group.keys_installed_at is not None else group_keys_install(instance, group)
     node = group.node
     driver = driver_for(node)
     ref = node_ref(node)
@@ -158,6 +158,32 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
             return None
         if out.ok:
             return True
+    return False
+
+
+def group_keys_install(instance: Instance, group: NodeGroup) -> bool | None:
+    """A warm group's hand-over: the node was deployed before its tenant was known, so the instance's keys (the users'
+    and the platform's) are installed now through its driver, tried like a prepare; the driver's answer is appended to
+    the group's prepare output. None: the instance left `provisioning` or the group was released meanwhile."""
+    node = group.node
+    driver = driver_for(node)
+    keys = authorized_keys(instance)
+    for _attempt in range(PREPARE_ATTEMPTS):
+        if not _group_live(group, S.PROVISIONING):
+            return None
+        out = _call(group, driver.install_keys, node_ref(node), instance_id=str(instance.pk), ssh_keys=keys,
+                    **forced_faults(driver, [node.pk], "install_keys"))
+        group.prepare_output = clip(f"{group.prepare_output}{out.text}")
+        group.keys_installed_at = db_now() if out.ok else None
+        if not _group_write(instance.pk, group, S.PROVISIONING, prepare_output=group.prepare_output,
+                            keys_installed_at=group.keys_installed_at, driver_seconds=group.driver_seconds):
+            # Released while the driver ran: that release may have come before the keys did; take them away.
+            _driver_release(instance, group)
+            return None
+        if out.ok:
+            return True
+    group.prepare_exit_code = out.exit_code
+    NodeGroup.objects.filter(pk=group.pk).update(prepare_exit_code=out.exit_code)
     return False
 
 

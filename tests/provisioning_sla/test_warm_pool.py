@@ -8,7 +8,17 @@ import pytest
 from core.dbclock import db_now
 from inventory.models import Card, CardAllocation, Image, Node
 from provisioning.choices import PROVISIONED_WARM
-from provisioning.models import CardRetest, InstanceEvent, NodeGroup, ReadinessReport, WarmNode, WarmPool
+from provisioning.drivers.base import key_fingerprint
+from provisioning.models import (
+    CardRetest,
+    Instance,
+    InstanceEvent,
+    NodeGroup,
+    ReadinessReport,
+    WarmNode,
+    WarmPool,
+)
+from provisioning.platform_keys import authorized_keys
 from provisioning.services.cleaning import node_clean
 from provisioning.services.fleet import fault_force
 from provisioning.services.retest import card_retest_run
@@ -20,6 +30,7 @@ from provisioning.services.warm_pool import (
 )
 from provisioning.tasks import instance_advance
 from tests.factories.provisioning import container_body, make_fleet
+from tests.factories.tenancy import SshKeyFactory
 
 from .helpers import URL
 
@@ -41,14 +52,15 @@ def _fill() -> list[str]:
             WarmNode.objects.filter(state="preparing").values_list("pk", flat=True)]
 
 
-def _bare(client, count=8, image=IMAGE) -> str:
-    body = {**container_body("h100-sxm-80g", count), "kind": "bare_metal", "image": image}
+def _bare(client, count=8, image=IMAGE, **extra) -> str:
+    body = {**container_body("h100-sxm-80g", count), "kind": "bare_metal", "image": image, **extra}
     r = client.post(URL, body, format="json")
     assert r.status_code in (201, 202), r.json()
     return r.json()["id"]
 
 
-def test_a_bare_metal_create_takes_a_warm_node_skips_boot_and_image_and_the_pool_refills(client, operator_client):
+def test_a_bare_metal_create_takes_a_warm_node_skips_boot_and_image_and_the_pool_refills(client, owner,
+                                                                                         operator_client):
     make_fleet(h100=3)
     pool = _pool(2)
     assert warm_pools_refill()[str(pool.pk)] == "refilling"
@@ -59,13 +71,20 @@ def test_a_bare_metal_create_takes_a_warm_node_skips_boot_and_image_and_the_pool
     assert ReadinessReport.objects.filter(instance=None, node_id__in=warm_nodes, passed=True).count() == 2
     assert warm_pools_refill()[str(pool.pk)] == "idle"
 
-    iid = _bare(client)
+    key = SshKeyFactory(user=owner.user)
+    iid = _bare(client, ssh_key_ids=[str(key.pk)])
     group = NodeGroup.objects.get(instance_id=iid)
     assert group.warm and group.node_id in warm_nodes
     assert instance_advance(iid) == "running"
     group.refresh_from_db()
     assert group.prepare_attempts == 0  # no deploy ran for this instance
     assert "boot and image steps skipped" in group.prepare_output
+    # Deployed before its tenant was known: the hand-over installed the instance's keys (the user's and the
+    # platform's) on the node, and only then did it go checking.
+    keys = authorized_keys(Instance.objects.get(pk=iid))
+    assert len(keys) == 2 and keys[0] == key.public_key and group.keys_installed_at is not None
+    assert f"2 ssh key(s) of {iid} in /root/.ssh/authorized_keys" in group.prepare_output
+    assert all(key_fingerprint(k) in group.prepare_output for k in keys)
     events = list(InstanceEvent.objects.filter(instance_id=iid).order_by("created_at", "id")
                   .values_list("to_state", "reason"))
     assert ("checking", PROVISIONED_WARM) in events and events[-1][0] == "running"
