@@ -18,12 +18,14 @@ from billing.tick import meter_tick
 from billing.verify import ledger_verify
 from billing.zone import billing_tz
 from core.dbclock import db_now
-from hardware.models import AgentCommand
+from core.failpoints import armed
+from hardware.models import AgentCommand, CardSignal
 from inventory.catalog_seed import seed_catalog
 from inventory.models import Card, CardAllocation
 from inventory.services import cards_set_health
 from provisioning.models import HealthIncident, Instance, NodeGroup
 from provisioning.services.health_move import HEALTH_MOVED
+from provisioning.services.health_sweep import health_incidents_sweep
 from provisioning.tasks import instance_advance
 from tests.factories.hardware import agent_node
 from tests.factories.inventory import ZoneFactory
@@ -207,3 +209,83 @@ def test_a_move_back_onto_the_same_node_and_first_card_queues_the_old_containers
     [release] = AgentCommand.objects.filter(node=node, kind="release")
     assert release.payload == {"cards": [0], "instance_id": iid, "name": f"cardmix-{iid}-0"}
     assert instance_advance(iid) == "running"
+
+
+def test_a_listener_that_failed_is_made_good_by_the_sweep_exactly_and_once(
+        client, owner, node, django_capture_on_commit_callbacks):
+    node, secret = node
+    iid = running(client)
+    opened = db_now() - timedelta(seconds=1000)
+    Meter.objects.filter(instance_id=iid).update(opened_at=opened)
+    meter_tick(now=db_now() + timedelta(seconds=300))  # a tick ran ahead: 1300 s posted
+    with armed({"health:listener"}):  # the listener raises once; hardware logs it and the heartbeat lands
+        beat(secret, xid())
+    card = Card.objects.get(node=node, index=2)
+    signal = CardSignal.objects.get(card=card)
+    assert card.health == "failed" and not HealthIncident.objects.exists()
+    assert Meter.objects.filter(instance_id=iid).count() == 1 and not mail.outbox  # nothing done: still charged
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert health_incidents_sweep() == {"recorded": 1, "split": 0}
+    incident = HealthIncident.objects.get(instance_id=iid)
+    assert (incident.klass, incident.failed_at) == ("failed", signal.seen_at)  # from the signal's second, not now
+    old, rest = Meter.objects.filter(instance_id=iid).order_by("pk")
+    through = whole_seconds(opened, signal.seen_at)
+    assert old.closed_at == signal.seen_at and rest.opened_at == signal.seen_at and rest.cards == CARDS - 1
+    assert old.posted_amount - old.credited_amount == cumulative_charge(RATE, CARDS, through)
+    assert incident.credited == cumulative_charge(RATE, CARDS, 1300) - cumulative_charge(RATE, CARDS, through) > 0
+    assert Transfer.objects.get(code="health_incident").key == f"health:{incident.pk}:{old.pk}"
+    assert [m.to for m in mail.outbox] == [[owner.user.email]]  # told, late but once
+    # Again (the next beat, or beside a listener that works): nothing more.
+    with django_capture_on_commit_callbacks(execute=True):
+        assert health_incidents_sweep() == {"recorded": 0, "split": 0}
+        beat(secret, xid())
+    assert HealthIncident.objects.count() == 1 and Transfer.objects.filter(code="health_incident").count() == 1
+    assert len(mail.outbox) == 1 and Meter.objects.filter(instance_id=iid).count() == 2
+    meter_tick(now=signal.seen_at + timedelta(seconds=600))
+    assert net_charged(iid) == cumulative_charge(RATE, CARDS, through) + cumulative_charge(RATE, CARDS - 1, 600)
+    assert ledger_verify() == []
+
+
+def test_the_sweep_escalates_a_degraded_incident_and_does_a_missing_billing_split(client, node):
+    node, secret = node
+    iid = running(client)
+    opened = db_now() - timedelta(seconds=500)
+    Meter.objects.filter(instance_id=iid).update(opened_at=opened)
+    beat(secret, {"nvlink": {"output": (CORPUS / "nvlink-down.txt").read_text(), "exit_code": 0}})  # card 3
+    with armed({"health:listener"}):  # then card 3 fails, and its listener raises
+        beat(secret, {"nvidia_gpu": GPU, "nvidia_remap": {
+            "output": (CORPUS / "nvidia_remap-failure.txt").read_text().replace("3B", "5D"), "exit_code": 0}})
+    incident = HealthIncident.objects.get(instance_id=iid)
+    assert (incident.klass, incident.failed_at) == ("degraded", None)
+    assert health_incidents_sweep() == {"recorded": 1, "split": 0}
+    incident.refresh_from_db()
+    failed = CardSignal.objects.get(card_id=incident.card_id, klass="failed")
+    assert (incident.klass, incident.failed_at) == ("failed", failed.seen_at)
+    assert Meter.objects.get(instance_id=iid, closed_at__isnull=True).cards == CARDS - 1
+
+    # A failed incident whose split never happened (written failed, its item still metered whole).
+    other = running_on_spare(client, node)
+    Meter.objects.filter(instance_id=other).update(opened_at=db_now() - timedelta(seconds=1000))
+    meter_tick(now=db_now() + timedelta(seconds=200))
+    card = Card.objects.filter(node__hostname="gpu-health-03.test").order_by("index").first()
+    at = db_now() - timedelta(seconds=100)
+    broken = HealthIncident.objects.create(instance_id=other, card=card, item_index=0, klass="failed", detail="Xid 79",
+                                           started_at=at, failed_at=at, rate=RATE)
+    [whole] = Meter.objects.filter(instance_id=other)
+    assert health_incidents_sweep() == {"recorded": 0, "split": 1}
+    whole.refresh_from_db()
+    broken.refresh_from_db()
+    through = whole_seconds(whole.opened_at, at)
+    assert whole.closed_at == at and whole.posted_amount - whole.credited_amount == cumulative_charge(RATE, CARDS,
+                                                                                                      through)
+    assert broken.credited == whole.credited_amount > 0
+    assert Meter.objects.get(instance_id=other, closed_at__isnull=True).opened_at == at
+    assert health_incidents_sweep() == {"recorded": 0, "split": 0}  # done once
+    assert ledger_verify() == []
+
+
+def running_on_spare(client, node) -> str:
+    """An 8-card instance on a fresh node of the zone (the first is busy)."""
+    agent_node(driver="simulated", zone=node.zone, hostname="gpu-health-03.test")
+    return running(client)
