@@ -23,9 +23,11 @@ from hardware.models import AgentCommand, CardSignal
 from inventory.catalog_seed import seed_catalog
 from inventory.models import Card, CardAllocation
 from inventory.services import cards_set_health
-from provisioning.models import HealthIncident, Instance, NodeGroup
+from provisioning.models import CardRetest, HealthIncident, Instance, NodeGroup, ReadinessReport
 from provisioning.services.health_move import HEALTH_MOVED
 from provisioning.services.health_sweep import health_incidents_sweep
+from provisioning.services.retest import card_retest_run
+from provisioning.services.steps import group_check, instance_check, instance_provision
 from provisioning.tasks import instance_advance
 from tests.factories.hardware import agent_node
 from tests.factories.inventory import ZoneFactory
@@ -289,3 +291,67 @@ def running_on_spare(client, node) -> str:
     """An 8-card instance on a fresh node of the zone (the first is busy)."""
     agent_node(driver="simulated", zone=node.zone, hostname="gpu-health-03.test")
     return running(client)
+
+
+def test_a_card_failing_during_readiness_fails_the_check_and_goes_through_the_second_pass(client, node):
+    node, secret = node
+    r = create(client)
+    assert r.status_code == 201, r.json()
+    iid = r.json()["id"]
+    instance_provision(iid)
+    assert Instance.objects.get(pk=iid).state == "checking"
+    spare, _ = agent_node(driver="simulated", zone=node.zone, hostname="gpu-health-04.test")
+    beat(secret, xid())  # card 2 falls off the bus while the instance is checking: nothing to credit, no incident
+    assert not HealthIncident.objects.exists()
+    instance_check(iid)
+    # Readiness failed on the card's word (no second attempt), re-placed like any readiness failure.
+    instance = Instance.objects.get(pk=iid)
+    assert instance.state == "provisioning" and instance.state_reason == f"re-placed: {node.hostname} failed readiness"
+    [report] = ReadinessReport.objects.filter(instance_id=iid, node=node)
+    assert (report.scope, report.passed, report.cards) == ("health", False, [2])
+    assert "card 2 reported failed: Xid 79" in report.errors[0]
+    listed = client.get(f"{URL}{iid}/readiness/").json()["results"]
+    assert [(x["passed"], x["cards"]) for x in listed] == [(False, [2])]
+    # The second pass holds the node's other cards; the failed one stays failed whatever the pass says.
+    retest = CardRetest.objects.get(node=node)
+    assert (retest.cause, retest.first_report_id) == ("readiness_failed", report.pk)
+    healths = dict(Card.objects.filter(node=node).values_list("index", "health"))
+    assert healths[2] == "failed" and {healths[i] for i in healths if i != 2} == {"degraded"}
+    assert instance_advance(iid) == "running"
+    assert NodeGroup.objects.live().get(instance_id=iid).node_id == spare.pk
+    assert card_retest_run(retest_id=retest.pk) == "passed"
+    healths = dict(Card.objects.filter(node=node).values_list("index", "health"))
+    assert healths[2] == "failed" and {healths[i] for i in healths if i != 2} == {"ok"}
+    assert not HealthIncident.objects.exists() and not Transfer.objects.filter(code="health_incident").exists()
+
+
+def test_a_card_failing_after_its_check_passed_is_not_handed_over(client, node):
+    node, secret = node
+    iid = create(client).json()["id"]
+    instance_provision(iid)
+    instance = Instance.objects.get(pk=iid)
+    [group] = NodeGroup.objects.live().filter(instance_id=iid)
+    assert group_check(instance, group) is True  # passed; the instance has not gone running yet
+    spare, _ = agent_node(driver="simulated", zone=node.zone, hostname="gpu-health-05.test")
+    beat(secret, xid())
+    instance_check(iid)  # under the lock that would open its meters, it sees the failed card
+    instance.refresh_from_db()
+    assert instance.state == "provisioning" and not Meter.objects.filter(instance_id=iid).exists()
+    assert ReadinessReport.objects.filter(instance_id=iid, scope="health", passed=False, cards=[2]).exists()
+    assert instance_advance(iid) == "running"
+    assert NodeGroup.objects.live().get(instance_id=iid).node_id == spare.pk
+
+
+def test_a_card_failing_while_its_instance_stops_credits_nothing_beyond_the_stop(client, node):
+    node, secret = node
+    iid = running(client)
+    assert client.post(f"{URL}{iid}/stop/").status_code == 202
+    [meter] = Meter.objects.filter(instance_id=iid)
+    assert meter.closed_at is not None  # closed as it left running
+    beat(secret, xid())
+    assert not HealthIncident.objects.exists() and not Transfer.objects.filter(code="health_incident").exists()
+    assert instance_advance(iid) == "stopped"
+    assert Card.objects.get(node=node, index=2).health == "failed"  # never placed again until an operator says so
+    meter.refresh_from_db()
+    assert meter.credited_amount == 0 and Meter.objects.filter(instance_id=iid).count() == 1
+    assert ledger_verify() == []
