@@ -223,3 +223,8 @@ def sla_compensation_total(*, grant_refs) -> int:
     if not grant_refs:
         return 0
     return sum(Transfer.objects.filter(code="sla", grant_ref__in=list(grant_refs)).values_list("amount", flat=True))
+
+
+def item_meter_open(*, instance_id, item_index: int) -> Meter | None:
+    """The open meter of one instance item (one at most: a partial unique index), or None."""
+    return Meter.objects.filter(instance_id=instance_id, item_index=item_index, closed_at__isnull=True).first()

@@ -13,6 +13,7 @@ class CommandKind(models.TextChoices):
     REACHABILITY = "reachability"  # TCP from this node's parts to the other parts of its cluster
     VOLUME_GROW = "volume_grow"  # raise a mounted volume's quota (nothing detached)
     VOLUME_DELETE = "volume_delete"  # remove a deleted volume's directory from the zone's storage root
+    INSTALL_KEYS = "install_keys"  # a warm bare-metal node's hand-over: the tenant's keys in root's authorized_keys
 
 
 class CommandState(models.TextChoices):

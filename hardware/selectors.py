@@ -5,7 +5,7 @@ from inventory.choices import HolderKind, NodeState
 from inventory.models import CardAllocation
 
 from .bmc_secrets import bmc_decrypt
-from .models import BmcCredential, NodeCredential
+from .models import BmcCredential, CardSignal, NodeCredential
 from .tokens import NODE_TOKEN_PREFIX, node_token_hash
 
 
@@ -79,3 +79,10 @@ def dark_nodes(node_ids=None, *, silent: bool = False) -> dict:
 def agent_token_issued(*, node_id) -> bool:
     """Whether the node was ever given an agent token (a revoked one included)."""
     return NodeCredential.objects.filter(node_id=node_id).exists()
+
+
+def card_signal_first(*, card_id, klass: str, since):
+    """The card's first kept signal of `klass` seen at or after `since` (DB clock), or None: what a card health
+    listener would have acted on (provisioning's health sweep reads it when the listener failed)."""
+    return (CardSignal.objects.filter(card_id=card_id, klass=klass, seen_at__gte=since)
+            .order_by("seen_at", "pk").first())

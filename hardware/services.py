@@ -342,7 +342,8 @@ def _may_have_started(state, delivered_at, lease_id, started_at) -> bool:
 
 
 def agent_prepare_reached(*, node_id, instance_id, cards=None) -> bool:
-    """Whether a prepare of this instance (on `cards`, for one container) ever reached the node's agent.
+    """Whether a prepare of this instance (on `cards`, for one container; or the install_keys of a warm node's hand-over)
+    ever reached the node's agent.
 
     Prepares that cannot have started are withdrawn first (expired), under their row locks: those still queued
     (or put back after a lease ran out) and those delivered under a lease the agent has not acknowledged (the
@@ -351,7 +352,8 @@ def agent_prepare_reached(*, node_id, instance_id, cards=None) -> bool:
     not wait for a dead agent.
     """
     with transaction.atomic():
-        prepares = AgentCommand.objects.filter(node_id=node_id, kind=CommandKind.PREPARE,
+        # A warm-pool node was prepared before its tenant was known: the keys its hand-over installed count too.
+        prepares = AgentCommand.objects.filter(node_id=node_id, kind__in=[CommandKind.PREPARE, CommandKind.INSTALL_KEYS],
                                                payload__instance_id=str(instance_id))
         if cards:
             prepares = prepares.filter(payload__cards=list(cards))

@@ -90,6 +90,7 @@ class RefillState(models.TextChoices):
 class RetestCause(models.TextChoices):
     READINESS_FAILED = "readiness_failed"
     DEGRADED = "degraded"
+    WARM_CHECK_FAILED = "warm_check_failed"  # a warm-pool node's check (no instance)
 
 
 class RetestState(models.TextChoices):

@@ -148,6 +148,8 @@ class NodeGroup(models.Model):
     checked_at = models.DateTimeField(null=True, blank=True)
     # Taken from the warm pool: deployed and verified beforehand, so the boot and image steps were skipped.
     warm = models.BooleanField(default=False)
+    # A warm group's hand-over: when the driver installed the instance's keys (Driver.install_keys) on the node.
+    keys_installed_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)  # set: a past placement
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -201,7 +203,8 @@ class CardRetest(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     node = models.ForeignKey("inventory.Node", on_delete=models.PROTECT, related_name="+")
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="card_retests")
+    # None: a warm-pool node whose check failed (services/warm_pool.py), held by no instance.
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.CASCADE, related_name="card_retests")
     group = models.ForeignKey(NodeGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     card_ids = models.JSONField(default=list)
     card_indices = models.JSONField(default=list)

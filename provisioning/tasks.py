@@ -138,6 +138,14 @@ def card_retest_task(self, retest_id: int) -> str:
         raise self.retry(countdown=60) from waits
 
 
+@shared_task(name="provisioning.health_incidents_sweep")
+def health_incidents_sweep_task() -> dict:
+    """By beat: incidents and billing splits a failed card health listener left undone (services/health_sweep.py)."""
+    from .services.health_sweep import health_incidents_sweep
+
+    return health_incidents_sweep()
+
+
 @shared_task(name="provisioning.warm_pools_refill")
 def warm_pools_refill_task() -> dict:
     """By beat and after each take: keep every warm pool filled and its checks fresh (services/warm_pool.py)."""

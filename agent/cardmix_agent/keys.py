@@ -1,4 +1,5 @@
-"""Bare metal: the tenant's SSH keys in root's authorized_keys, the operator's own saved and given back."""
+"""Bare metal: the tenant's SSH keys in root's authorized_keys, the operator's own saved and given back; a warm node's
+hand-over (`install_keys`) writes them on a node deployed before its tenant was known."""
 from __future__ import annotations
 
 import base64
@@ -72,6 +73,25 @@ class BareMetalKeys:
         (where / KEYS_MARKER).write_text(os.path.abspath(target) + "\n")  # this agent saved what was there
         atomic_put(target, data="".join(k.strip() + "\n" for k in keys).encode(), mode=0o600)
         return target, said
+
+    def do_install_keys(self, payload: dict):
+        """A warm bare-metal node's hand-over (agents from 1.7.0): the instance's keys become root's authorized_keys,
+        replaced atomically (the operator's own file saved first, once), and its state dir records them so its
+        release (or a wipe) takes them away and gives the operator's back. A line that is not one key is refused
+        before anything is written: a newline inside one would add a key nobody chose."""
+        instance_id = str(payload["instance_id"])
+        keys = [str(k).strip() for k in payload.get("ssh_keys") or []]
+        bad = [i for i, k in enumerate(keys) if not k or "\n" in k or "\r" in k or "\0" in k]
+        if bad:
+            return (f"cardmix-agent: ssh key(s) {bad} of {instance_id} are not one line each; nothing written\n", 65,
+                    {"instance_id": instance_id})
+        where = self.instance_dir(instance_id)
+        where.mkdir(parents=True, exist_ok=True)
+        target, said = self.install_bare_metal_keys(where, keys)
+        if not (where / "environment").exists():  # a bare-metal instance's dir (what a wipe revokes keys of)
+            (where / "environment").write_text("")
+        return (f"{said}{len(keys)} ssh key(s) of {instance_id} in {target}\n", 0,
+                {"instance_id": instance_id, "ssh_keys": len(keys), "target": str(target)})
 
     def restore_original_keys(self, saved: Path) -> str:
         """Put a saved original back in place of the tenant's keys (atomically, with its mode and owner where

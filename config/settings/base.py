@@ -361,6 +361,9 @@ CELERY_BEAT_SCHEDULE["provisioning-expire-due"] = {"task": "provisioning.expire_
 WARM_POOL_MAX_AGE_HOURS = env.float("WARM_POOL_MAX_AGE_HOURS", default=24.0)
 CELERY_BEAT_SCHEDULE["provisioning-warm-pools"] = {
     "task": "provisioning.warm_pools_refill", "schedule": env.float("WARM_POOL_REFILL_SECONDS", default=60.0)}
+# Health incidents (provisioning/services/health_sweep.py): complete what a failed card-health listener left undone.
+CELERY_BEAT_SCHEDULE["provisioning-health-incidents"] = {
+    "task": "provisioning.health_incidents_sweep", "schedule": env.float("HEALTH_SWEEP_SECONDS", default=60.0)}
 # --- end provisioning SLA ------------------------------------------------------------------
 # --- Faults (issue 14): the transactional outbox's drain (core/outbox.py) -------------------
 CELERY_BEAT_SCHEDULE["core-outbox-drain"] = {

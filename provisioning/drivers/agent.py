@@ -148,7 +148,7 @@ class AgentDriver(Driver):
         """Remove the container on `cards`, or the bare-metal instance's keys (no cards); the container's disk
         goes with it (`docker rm`): nothing is kept.
 
-        When no prepare of it ever reached the agent (still queued ones are withdrawn), nothing runs there:
+        When no prepare (or, for a warm-pool node, no install_keys) of it ever reached the agent (still queued ones are withdrawn), nothing runs there:
         answer at once rather than wait for an agent that may be gone.
         """
         if not agent_prepare_reached(node_id=node.id, instance_id=instance_id, cards=list(cards) or None):
@@ -158,6 +158,12 @@ class AgentDriver(Driver):
         if cards:
             payload["name"] = container_name(instance_id, cards)
         return self.run(node, "release", payload, meta={"instance_id": instance_id})
+
+    def install_keys(self, node: NodeRef, *, instance_id: str, ssh_keys: Sequence[str]) -> DriverOutput:
+        """The agent writes root's authorized_keys atomically (agents from 1.7.0; the operator's own file is kept
+        and comes back at the release, as after a bare-metal prepare)."""
+        return self.run(node, "install_keys", {"instance_id": instance_id, "ssh_keys": list(ssh_keys)},
+                        meta={"instance_id": instance_id, "ssh_keys": len(ssh_keys)})
 
     def wipe(self, node: NodeRef) -> DriverOutput:
         """Wipe the node's local scratch disks and reset its accelerators."""

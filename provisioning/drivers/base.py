@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import abc
+import base64
+import binascii
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +106,13 @@ class Driver(abc.ABC):
         """
 
     @abc.abstractmethod
+    def install_keys(self, node: NodeRef, *, instance_id: str, ssh_keys: Sequence[str]) -> DriverOutput:
+        """Hand-over of a node deployed before its tenant was known (the warm pool): make `ssh_keys` (the users'
+        keys chosen at create and the instance's platform key) root's authorized_keys on the running OS, replacing
+        whatever keys an earlier hand-over put there. A bare-metal release (`release` with no cards) or the node's
+        wipe takes them away again."""
+
+    @abc.abstractmethod
     def wipe(self, node: NodeRef) -> DriverOutput:
         """Erase a node's local disks before it is handed to another tenant."""
 
@@ -111,6 +121,18 @@ def container_name(instance_id: str, cards: Sequence[int]) -> str:
     """A container's name on its node: one instance may hold two groups (two containers) on one node,
     and a group's first card is its own while it lives."""
     return f"cardmix-{instance_id}-{min(cards)}" if cards else f"cardmix-{instance_id}"
+
+
+def key_fingerprint(line: str) -> str:
+    """`SHA256:…` of an authorized_keys line, as ssh-keygen -l prints it ("?" when it is not one)."""
+    parts = line.split()
+    try:
+        blob = base64.b64decode(parts[1], validate=True) if len(parts) >= 2 else b""
+    except (binascii.Error, ValueError):
+        blob = b""
+    if not blob:
+        return "?"
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
 # Commands per SPEC §3; kept here so every driver (simulated, agent, redfish) runs the same test.

@@ -215,6 +215,10 @@ class RedfishDriver(Driver):
 
         return self._guarded(node, step, {"command": "wipe", "boot_target": self.boot_target})
 
+    def install_keys(self, node: NodeRef, *, instance_id: str, ssh_keys: Sequence[str]) -> DriverOutput:
+        """The node runs (a warm-pool node, deployed and verified): its agent writes the keys; no BMC step."""
+        return self.agent.install_keys(node, instance_id=instance_id, ssh_keys=ssh_keys)
+
     def power_state(self, node: NodeRef) -> str:
         """The BMC's current power state ("On", "Off", …) — for operators and tests."""
         system = self._system(node)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from . import sim_output as out
-from .base import Driver, DriverOutput, NodeRef, readiness_command
+from .base import Driver, DriverOutput, NodeRef, key_fingerprint, readiness_command
 from .registry import register_driver
 from .sim_bandwidth import LOW_BANDWIDTH_FACTOR, inter_node_busbw, model_for
 from .sim_profiles import PROFILES, SimProfile
@@ -205,6 +205,20 @@ class SimulatedDriver(Driver):
         return DriverOutput(
             text, 0, slept, {"instance_id": instance_id, "cards": list(cards), "modeled_s": modeled}
         )
+
+    def install_keys(self, node: NodeRef, *, instance_id: str, ssh_keys: Sequence[str],
+                     forced_faults: Iterable[str] = ()) -> DriverOutput:
+        """root's authorized_keys written on the running OS, as the agent reports it (each key's SHA256
+        fingerprint, as ssh-keygen -l prints it); a forced `timeout` is an agent that never answers."""
+        faults = self._faults([node], forced_faults, [])
+        meta: dict[str, Any] = {"instance_id": instance_id, "ssh_keys": len(ssh_keys),
+                                "fingerprints": [key_fingerprint(k) for k in ssh_keys],
+                                "simulated_faults": sorted(faults)}
+        if "timeout" in faults:
+            return DriverOutput(f"{node.hostname}: the agent did not answer install_keys\n", EXIT_TIMEOUT, 0.0, meta)
+        text = (f"[os] {node.hostname}: {len(ssh_keys)} ssh key(s) of {instance_id} in /root/.ssh/authorized_keys\n"
+                + "".join(f"  {fp}\n" for fp in meta["fingerprints"]))
+        return DriverOutput(text, 0, 0.0, meta)
 
     def wipe(self, node: NodeRef) -> DriverOutput:
         """Discard every NVMe namespace of the node."""

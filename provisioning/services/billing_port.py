@@ -87,6 +87,11 @@ def meter_cards_drop(*, instance_id, item_index: int, cards: int, at, key: str, 
                                              key=key, flag=flag)
 
 
+def item_meter_open(*, instance_id, item_index: int):
+    """The item's open meter (opened_at, cards), or None (a monthly package, or not running)."""
+    return billing_selectors.item_meter_open(instance_id=instance_id, item_index=item_index)
+
+
 def meter_flag(*, instance_id, item_index: int, flag: str) -> bool:
     """A line on the item's open meter the statement shows (a degraded card: charged and flagged)."""
     return billing_services.meter_flag(instance_id=instance_id, item_index=item_index, flag=flag)

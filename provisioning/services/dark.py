@@ -34,6 +34,7 @@ from ..models import DarkEpisode, Instance, NodeGroup
 from . import billing_port, slurm_partitions
 from .fleet import driver_touched
 from .instances import instance_dispatch, step_deadline
+from .orphans import group_container_release
 from .transitions import instance_transition
 
 logger = logging.getLogger("cardmix.provisioning")
@@ -143,11 +144,14 @@ def dark_follow(*, episode_id) -> str | None:
     return outcome
 
 
-def groups_move(instance: Instance, groups, *, node_ids, now, reason: str) -> bool:
+def groups_move(instance: Instance, groups, *, node_ids, now, reason: str, release_old: bool = False) -> bool:
     """Place the container's groups on `node_ids` again (same zone, same cards per node; a dark node, or one with a
     failed card: services/health_move.py) and go provisioning; False (nothing changed) when one finds no room.
-    Call under the instance's lock. The old container is left to the orphan sweep (reconciler) once its agent is
-    back: waiting on a dead agent would hold this lock for the command timeout. Volumes stay attached."""
+    Call under the instance's lock. A dark node's old container is left to the orphan sweep (reconciler) once its
+    agent is back: waiting on a dead agent would hold this lock for the command timeout. `release_old` (a node that
+    answers): each old container's release is queued between its group's release and the new placement, so a new
+    group landing on the same node and first card (the same container name) finds it queued before its prepare,
+    never skipped as "still held". Volumes stay attached."""
     from .quarantine import _place_again
 
     try:
@@ -157,6 +161,8 @@ def groups_move(instance: Instance, groups, *, node_ids, now, reason: str) -> bo
                     continue
                 cards_release(holder_id=instance.pk, card_ids=group.card_ids)
                 NodeGroup.objects.filter(pk=group.pk).update(state=GroupState.RELEASED, released_at=now)
+                if release_old and driver_touched(group):
+                    group_container_release(group)
                 if not _place_again(instance, group):
                     raise _NoRoom
     except _NoRoom:

@@ -20,6 +20,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 
 from core.dbclock import db_now
+from core.failpoints import failpoint
 from inventory.choices import HolderKind
 from inventory.models import CardAllocation
 from tenancy.audit import audit_record
@@ -35,7 +36,9 @@ Klass = HealthIncident.Klass
 
 
 def card_health_heard(*, node_id, signals) -> None:
-    """hardware's card health listener: each held card's worst new signal, acted on for its instance."""
+    """hardware's card health listener: each held card's worst new signal, acted on for its instance. If it fails
+    (hardware logs it and goes on), the beat sweep (health_sweep.py) does what it left undone."""
+    failpoint("health:listener")
     cards = {s.card_id for s in signals if s.card_id}
     holders = dict(CardAllocation.objects.live().filter(card_id__in=cards, holder_kind=HolderKind.INSTANCE)
                    .values_list("card_id", "holder_id"))

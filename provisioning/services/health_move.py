@@ -1,6 +1,7 @@
 """The one-click move of a running container off a failed card (issue 29): its groups holding a failed card are
 placed on healthy cards in the same zone by the node-dark move (dark.groups_move: provisioning again, its own SLA
-window, volumes kept attached); the old container's release is queued on its node at once."""
+window, volumes kept attached); the old container's release is queued on its node at once, before the new placement
+(which may land on the same node and first card: the same container name)."""
 from django.db import transaction
 
 from core.dbclock import db_now
@@ -12,7 +13,6 @@ from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
 from ..models import HealthIncident, Instance
 from .dark import _live_groups, groups_move
-from .orphans import group_container_release
 
 HEALTH_MOVED = "re-placed: a card failed"
 
@@ -31,11 +31,10 @@ def instance_move_healthy(*, org, instance_id, actor, request=None) -> Instance:
             raise InvalidState("None of this instance's cards failed: there is nothing to move it from.")
         groups = _live_groups(instance.pk)
         moving = [g for g in groups if failed & set(g.card_ids)]
-        if not groups_move(instance, groups, node_ids={g.node_id for g in moving}, now=db_now(), reason=HEALTH_MOVED):
+        if not groups_move(instance, groups, node_ids={g.node_id for g in moving}, now=db_now(), reason=HEALTH_MOVED,
+                           release_old=True):
             raise InsufficientCapacity("No healthy cards are free in this instance's zone now; try again later, or "
                                        "stop it.")
-        for group in moving:
-            group_container_release(group)
         audit_record(action="instance.move_healthy", org=org, actor=actor, target=instance, request=request,
                      details={"cards": sorted(str(c) for c in failed)})
     return instance

@@ -1,7 +1,8 @@
 """The second pass before quarantine (Azure's and GCP's practice): suspect cards are re-tested once on release.
 
-Cards of a group that failed readiness twice (services/quarantine.py), and cards whose health is `degraded` (the
-agent's health signals, or an operator) when their instance releases them, are marked degraded in the transaction
+Cards of a group that failed readiness twice (services/quarantine.py), a warm-pool node whose check failed
+(services/warm_pool.py), and cards whose health is `degraded` (the agent's health signals, or an operator) when their
+instance releases them, are marked degraded in the transaction
 that frees them, so nothing is placed on them meanwhile, and a CardRetest row records the failed report. The
 `provisioning.card_retest` task then runs the readiness test on just those cards through the node's driver:
 passing returns them to the pool (health ok); failing quarantines the node with both reports, which the admin's
@@ -40,19 +41,24 @@ class RetestWaits(Exception):
     """The node cannot run the test now; look again later."""
 
 
-def retest_begin(*, instance: Instance, group: NodeGroup, cause: str, card_ids, card_indices,
-                 first_report: ReadinessReport | None = None) -> CardRetest:
+def retest_begin(*, instance: Instance | None, group: NodeGroup | None, cause: str, card_ids, card_indices,
+                 first_report: ReadinessReport | None = None, node: Node | None = None) -> CardRetest:
     """Hold released cards out of the pool (degraded) and queue their second pass; inside the releasing transaction.
 
     A readiness failure may be the node's (an NVSwitch, a PCIe link) rather than its cards': the node takes nothing
-    new until the pass ends, as a quarantine did before; a card only reported degraded holds just itself."""
-    reason = (f"{PENDING} {cause.replace('_', ' ')} on instance {instance.pk}"
+    new until the pass ends, as a quarantine did before; a card only reported degraded holds just itself. A card
+    already `failed` (its agent said so, or an operator) stays failed: the pass never makes it healthier, only an
+    operator does. `instance`/`group` None: a warm-pool node whose check failed (`node` given)."""
+    node = group.node if group is not None else node
+    held_by = f"instance {instance.pk}" if instance is not None else f"warm pool node {node.hostname}"
+    reason = (f"{PENDING} {cause.replace('_', ' ')} on {held_by}"
               + (f" (report #{first_report.pk})" if first_report else ""))
-    node = group.node
-    if cause == RetestCause.READINESS_FAILED and node.state not in (NodeState.QUARANTINED, NodeState.RETIRED):
+    if cause != RetestCause.DEGRADED and node.state not in (NodeState.QUARANTINED, NodeState.RETIRED):
         node_set_state(node=node, state=NodeState.QUARANTINED, reason=reason)  # the node's lock before its cards'
-    cards_set_health(card_ids=list(card_ids), health=CardHealth.DEGRADED, reason=reason)
-    retest = CardRetest.objects.create(node_id=group.node_id, instance=instance, group=group, cause=cause,
+    held = list(Card.objects.filter(pk__in=list(card_ids)).exclude(health=CardHealth.FAILED)
+                .values_list("pk", flat=True))
+    cards_set_health(card_ids=held, health=CardHealth.DEGRADED, reason=reason)
+    retest = CardRetest.objects.create(node_id=node.pk, instance=instance, group=group, cause=cause,
                                        card_ids=list(card_ids), card_indices=list(card_indices),
                                        first_report=first_report)
     outbox_send("provisioning.card_retest", args=[retest.pk])
@@ -92,9 +98,8 @@ def card_retest_run(*, retest_id) -> str:
     retest = _claim(retest_id)
     if retest is None:
         return CardRetest.objects.values_list("state", flat=True).get(pk=retest_id)
-    group = retest.group or NodeGroup(instance=retest.instance, node=node, accelerator=node.accelerator.slug)
-    try:
-        report = cards_test(retest.instance, group, node, retest.card_indices, attempt=1, scope=ReportScope.SECOND_PASS)
+    try:  # no group (a warm-pool node's, or a group deleted since): the report names the node only
+        report = cards_test(retest.instance, retest.group, node, retest.card_indices, attempt=1, scope=ReportScope.SECOND_PASS)
     except Exception:  # a driver that crashed is no verdict: let a later pass take the claim over
         CardRetest.objects.filter(pk=retest.pk).update(started_at=None)
         raise
@@ -131,6 +136,7 @@ def _quarantine(node: Node, retest: CardRetest, report: ReadinessReport) -> None
     """Quarantine the node with both reports (an operator's quarantine or retirement stays as it is)."""
     if node.state == NodeState.RETIRED or (node.state == NodeState.QUARANTINED and not _held_by_pass(node)):
         return
-    why = (f"second pass failed on cards {retest.card_indices} after instance {retest.instance_id} — "
+    after = f"instance {retest.instance_id}" if retest.instance_id else "the warm pool's check"
+    why = (f"second pass failed on cards {retest.card_indices} after {after} — "
            f"{_evidence('first', retest.first_report)} — {_evidence('second', report)}")
     node_set_state(node=node, state=NodeState.QUARANTINED, reason=why[:500])

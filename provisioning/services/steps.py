@@ -38,6 +38,13 @@ from .cluster import (
     needs_slot,
 )
 from .fleet import driver_for, driver_touched, forced_faults, instance_env, node_ref, release_cards
+from .readiness_health import (
+    CardsFailed,
+    cards_failed,
+    groups_with_failed_cards,
+    health_failure_reason,
+    health_failure_report,
+)
 from .readiness_run import cards_test, clip, report_write
 from .readiness_run import driver_call as _call
 from .transitions import instance_transition
@@ -62,6 +69,10 @@ def _advance(instance_id, *, expect: str, to: str, reason: str, **fields) -> Ins
         if instance.state != expect:
             return None
         if to == S.RUNNING:
+            # A card its agent reported failed since the check: not handed over (readiness_health.py).
+            failed = groups_with_failed_cards(_groups(instance_id))
+            if failed:
+                raise CardsFailed(failed[0])
             failpoint("provision:before_meter")
             billing_port.meters_open(instance=instance)
         instance_transition(instance=instance, to=to, reason=reason, **fields)
@@ -112,7 +123,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     None: the instance left `provisioning` or the group was released meanwhile; stop provisioning.
     """
     if group.prepared_at is not None:
-        return True
+        return True if not group.warm or group.keys_installed_at is not None else group_keys_install(instance, group)
     node = group.node
     driver = driver_for(node)
     ref = node_ref(node)
@@ -161,6 +172,32 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     return False
 
 
+def group_keys_install(instance: Instance, group: NodeGroup) -> bool | None:
+    """A warm group's hand-over: the node was deployed before its tenant was known, so the instance's keys (the users'
+    and the platform's) are installed now through its driver, tried like a prepare; the driver's answer is appended to
+    the group's prepare output. None: the instance left `provisioning` or the group was released meanwhile."""
+    node = group.node
+    driver = driver_for(node)
+    keys = authorized_keys(instance)
+    for _attempt in range(PREPARE_ATTEMPTS):
+        if not _group_live(group, S.PROVISIONING):
+            return None
+        out = _call(group, driver.install_keys, node_ref(node), instance_id=str(instance.pk), ssh_keys=keys,
+                    **forced_faults(driver, [node.pk], "install_keys"))
+        group.prepare_output = clip(f"{group.prepare_output}{out.text}")
+        group.keys_installed_at = db_now() if out.ok else None
+        if not _group_write(instance.pk, group, S.PROVISIONING, prepare_output=group.prepare_output,
+                            keys_installed_at=group.keys_installed_at, driver_seconds=group.driver_seconds):
+            # Released while the driver ran: that release may have come before the keys did; take them away.
+            _driver_release(instance, group)
+            return None
+        if out.ok:
+            return True
+    group.prepare_exit_code = out.exit_code
+    NodeGroup.objects.filter(pk=group.pk).update(prepare_exit_code=out.exit_code)
+    return False
+
+
 def instance_provision(instance_id) -> None:
     """provisioning → checking once every group is prepared; failed when a group will not boot."""
     instance = Instance.objects.select_related("organization").get(pk=instance_id)
@@ -200,6 +237,8 @@ def group_check(instance: Instance, group: NodeGroup) -> bool | None:
     ref = node_ref(node)
     topology = _call(group, driver.topology, ref).text
     while group.check_attempts < CHECK_ATTEMPTS:
+        if _health_failed(instance, group):
+            return False
         group.check_attempts += 1
         if not _group_write(instance.pk, group, S.CHECKING, check_attempts=group.check_attempts,
                             driver_seconds=group.driver_seconds):
@@ -207,11 +246,28 @@ def group_check(instance: Instance, group: NodeGroup) -> bool | None:
         report = cards_test(instance, group, node, group.card_indices, attempt=group.check_attempts,
                             topology=topology)
         failpoint("provision:after_readiness")
+        if report.passed and _health_failed(instance, group):
+            return False
         if report.passed:
             group.state, group.checked_at = GroupState.CHECKED, db_now()
             return _group_write(instance.pk, group, S.CHECKING, state=group.state, checked_at=group.checked_at,
                                 driver_seconds=group.driver_seconds) or None
     return False
+
+
+def _health_failed(instance: Instance, group: NodeGroup) -> bool:
+    """A card of the group was reported failed by its agent: the check fails at once, with a report saying so."""
+    failed = cards_failed(group)
+    if failed:
+        health_failure_report(instance, group, failed)
+    return bool(failed)
+
+
+def _check_failed(instance: Instance, group: NodeGroup) -> None:
+    """A group failed its check: its cards' health, when that was why, else the test twice."""
+    failed = cards_failed(group)
+    group_failed(instance, group, health_failure_reason(group, failed) if failed
+                 else f"{group.node.hostname}: readiness failed twice")
 
 
 def _passed_since_placed(first: NodeGroup, groups: list[NodeGroup], scope: str) -> bool:
@@ -292,7 +348,7 @@ def instance_check(instance_id) -> None:
         if checked is None:
             return
         if not checked:
-            group_failed(instance, group, f"{group.node.hostname}: readiness failed twice")
+            _check_failed(instance, group)
             return
     # Multi-node: one run across all nodes of each vendor (one group per node: two containers of the instance
     # on one node share its links). A hybrid: every part reaches every other one on the cluster network.
@@ -321,6 +377,12 @@ def instance_check(instance_id) -> None:
                          step_deadline=None)
     except InsufficientFunds as exc:  # a monthly package charged on entering running, spent elsewhere meanwhile
         _failed_for_funds(instance, exc.message)
+        return
+    except CardsFailed as exc:  # after its check passed: failed like one its test had caught
+        group = exc.group
+        health_failure_report(instance, group, cards_failed(group))
+        group.state = GroupState.PREPARED  # its node's failure (quarantine.py), not an inter-node one
+        _check_failed(instance, group)
         return
     if moved is not None:
         slurm_partitions.partition_open(instance=moved, groups=groups)

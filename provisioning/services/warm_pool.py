@@ -4,8 +4,10 @@ An operator sets, per zone and accelerator, how many nodes to keep (WarmPool, in
 `provisioning.warm_pools_refill` (and one queued after each take) claims whole free nodes for the pool (their
 cards allocated to a WarmNode row, holder kind warm_pool, so nothing else is placed there), deploys them through
 the node's driver and runs the readiness test on all their cards. A node counts as warm while its check is younger
-than WARM_POOL_MAX_AGE_HOURS; an older one is re-verified before it counts again. A node whose deploy or check
-fails leaves the pool for maintenance, with the reason.
+than WARM_POOL_MAX_AGE_HOURS; an older one is re-verified before it counts again. A node whose deploy fails leaves
+the pool for maintenance, with the reason; one whose check fails leaves it for the second pass, like any readiness
+failure (services/retest.py: its cards re-tested once; passing returns the node, failing quarantines it with both
+reports).
 
 A bare-metal create whose items all fit on fresh warm nodes of one zone, with the image the pool was deployed
 with, takes them (`warm_take`, in the create's transaction): its groups start prepared, so the worker skips the
@@ -25,12 +27,13 @@ from inventory.selectors import placement_snapshot
 from inventory.services import CardsUnavailable, cards_allocate, cards_release, node_set_state
 from tenancy.audit import audit_record
 
-from ..choices import GroupState, RefillState, WarmState
+from ..choices import GroupState, RefillState, RetestCause, WarmState
 from ..models import NodeGroup, WarmNode, WarmPool
 from ..placement import BARE_METAL, Assignment, PlacementResult
 from .cleaning import node_clean_begin
 from .fleet import driver_for, forced_faults, node_ref
 from .readiness_run import cards_test, clip, driver_call
+from .retest import retest_begin
 
 logger = logging.getLogger("cardmix.provisioning")
 
@@ -235,15 +238,14 @@ def warm_node_prepare(*, warm_id) -> str:
 
 
 def warm_node_verify(*, warm_id) -> str:
-    """Run the readiness test on all the node's cards: pass → warm (the check's time), fail → maintenance."""
+    """Run the readiness test on all the node's cards: pass → warm (the check's time), fail → its second pass."""
     warm = _load(warm_id, WarmState.VERIFYING)
     if warm is None:
         return "gone"
     node = warm.node
     report = cards_test(None, None, node, range(node.card_count), attempt=1)
     if not report.passed:
-        errors = "; ".join(str(e) for e in report.errors[:3])
-        return _leave(warm, f"warm pool: readiness failed (report #{report.pk}): {errors}")
+        return _retest(warm, report)
     WarmNode.objects.filter(pk=warm.pk, state=WarmState.VERIFYING).update(
         state=WarmState.WARM, verified_at=report.finished_at, report=report)
     warm_pool_refill(pool_id=warm.pool_id)  # its refill state, now that this node counts
@@ -261,6 +263,24 @@ def _leave(warm: WarmNode, reason: str) -> str:
         outbox_send("provisioning.warm_pools_refill")
     logger.warning("warm pool node left", extra={"node": warm.node.hostname, "reason": reason[:300]})
     return "left"
+
+
+def _retest(warm: WarmNode, report) -> str:
+    """The check failed: the node leaves the pool for its second pass (quarantined pending, cards held degraded), as
+    an instance's readiness failure does; the pool refills elsewhere."""
+    with transaction.atomic():
+        if WarmNode.objects.select_for_update().filter(pk=warm.pk).first() is None:
+            return "gone"
+        node = Node.objects.select_for_update(of=("self",)).get(pk=warm.node_id)
+        cards = list(Card.objects.filter(node=node).order_by("index").values_list("pk", "index"))
+        cards_release(holder_id=warm.pk)
+        WarmNode.objects.filter(pk=warm.pk).delete()
+        retest_begin(instance=None, group=None, node=node, cause=RetestCause.WARM_CHECK_FAILED,
+                     card_ids=[pk for pk, _ in cards], card_indices=[i for _, i in cards], first_report=report)
+        outbox_send("provisioning.warm_pools_refill")
+    logger.warning("warm pool node left for its second pass", extra={"node": node.hostname, "report": report.pk,
+                                                                     "errors": [str(e) for e in report.errors[:3]]})
+    return "retest"
 
 
 def warm_pool_status(pool: WarmPool) -> tuple[int, float | None]:

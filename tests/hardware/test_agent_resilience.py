@@ -663,6 +663,34 @@ def test_bare_metal_release_puts_the_operators_own_keys_back_byte_for_byte(tmp_p
     assert [p.name for p in root_keys.parent.iterdir()] == ["authorized_keys"]  # no temporary file left
 
 
+def test_a_warm_nodes_hand_over_installs_the_tenants_keys_and_its_release_gives_the_operators_back(tmp_path, docker):
+    root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
+    root_keys.parent.mkdir(parents=True)
+    root_keys.write_bytes(OPERATORS)
+    root_keys.chmod(0o640)
+    agent = bare_metal_agent(tmp_path, root_keys)
+    # The warm pool deploys the node for nobody: no keys, the operator's file saved.
+    assert agent.do_prepare({**BARE, "instance_id": "warm-1", "ssh_keys": []})[1] == 0
+    assert root_keys.read_bytes() == b""
+    keys = ["ssh-ed25519 AAAA tenant-one", "ssh-ed25519 PPPP cardmix-platform"]
+    # A key that is two lines would add one nobody chose: refused, nothing written.
+    text, code, _ = agent.do_install_keys({"instance_id": "bm-1", "ssh_keys": [keys[0] + "\nssh-rsa EVIL x"]})
+    assert code == 65 and "not one line" in text and root_keys.read_bytes() == b""
+    text, code, meta = agent.do_install_keys({"instance_id": "bm-1", "ssh_keys": keys})
+    assert code == 0 and f"2 ssh key(s) of bm-1 in {root_keys}" in text, text
+    assert root_keys.read_text() == "".join(k + "\n" for k in keys) and mode(root_keys) == 0o600
+    assert meta == {"instance_id": "bm-1", "ssh_keys": 2, "target": str(root_keys)}
+    assert agent.do_install_keys({"instance_id": "bm-1", "ssh_keys": keys})[1] == 0  # a retry: the same file
+    assert len(saved_originals(tmp_path)) == 1 and [p.name for p in root_keys.parent.iterdir()] == ["authorized_keys"]
+    text, code, _ = agent.do_release({"cards": [], "instance_id": "bm-1"})
+    assert code == 0 and "the operator's" in text, text
+    assert root_keys.read_bytes() == OPERATORS and mode(root_keys) == 0o640 and saved_originals(tmp_path) == []
+    # Another hand-over whose release never came: the wipe takes its keys away too.
+    assert agent.do_install_keys({"instance_id": "bm-2", "ssh_keys": keys[:1]})[1] == 0
+    assert agent.do_wipe({"collective": "nccl"})[1] == 0
+    assert root_keys.read_bytes() == OPERATORS and agent.instances() == []
+
+
 def test_wipe_puts_the_operators_own_keys_back(tmp_path, docker):
     root_keys = tmp_path / "root" / ".ssh" / "authorized_keys"
     root_keys.parent.mkdir(parents=True)

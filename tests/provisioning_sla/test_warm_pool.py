@@ -8,9 +8,20 @@ import pytest
 from core.dbclock import db_now
 from inventory.models import Card, CardAllocation, Image, Node
 from provisioning.choices import PROVISIONED_WARM
-from provisioning.models import InstanceEvent, NodeGroup, ReadinessReport, WarmNode, WarmPool
+from provisioning.drivers.base import key_fingerprint
+from provisioning.models import (
+    CardRetest,
+    Instance,
+    InstanceEvent,
+    NodeGroup,
+    ReadinessReport,
+    WarmNode,
+    WarmPool,
+)
+from provisioning.platform_keys import authorized_keys
 from provisioning.services.cleaning import node_clean
 from provisioning.services.fleet import fault_force
+from provisioning.services.retest import card_retest_run
 from provisioning.services.warm_pool import (
     warm_node_prepare,
     warm_node_verify,
@@ -19,6 +30,7 @@ from provisioning.services.warm_pool import (
 )
 from provisioning.tasks import instance_advance
 from tests.factories.provisioning import container_body, make_fleet
+from tests.factories.tenancy import SshKeyFactory
 
 from .helpers import URL
 
@@ -40,14 +52,15 @@ def _fill() -> list[str]:
             WarmNode.objects.filter(state="preparing").values_list("pk", flat=True)]
 
 
-def _bare(client, count=8, image=IMAGE) -> str:
-    body = {**container_body("h100-sxm-80g", count), "kind": "bare_metal", "image": image}
+def _bare(client, count=8, image=IMAGE, **extra) -> str:
+    body = {**container_body("h100-sxm-80g", count), "kind": "bare_metal", "image": image, **extra}
     r = client.post(URL, body, format="json")
     assert r.status_code in (201, 202), r.json()
     return r.json()["id"]
 
 
-def test_a_bare_metal_create_takes_a_warm_node_skips_boot_and_image_and_the_pool_refills(client, operator_client):
+def test_a_bare_metal_create_takes_a_warm_node_skips_boot_and_image_and_the_pool_refills(client, owner,
+                                                                                         operator_client):
     make_fleet(h100=3)
     pool = _pool(2)
     assert warm_pools_refill()[str(pool.pk)] == "refilling"
@@ -58,13 +71,20 @@ def test_a_bare_metal_create_takes_a_warm_node_skips_boot_and_image_and_the_pool
     assert ReadinessReport.objects.filter(instance=None, node_id__in=warm_nodes, passed=True).count() == 2
     assert warm_pools_refill()[str(pool.pk)] == "idle"
 
-    iid = _bare(client)
+    key = SshKeyFactory(user=owner.user)
+    iid = _bare(client, ssh_key_ids=[str(key.pk)])
     group = NodeGroup.objects.get(instance_id=iid)
     assert group.warm and group.node_id in warm_nodes
     assert instance_advance(iid) == "running"
     group.refresh_from_db()
     assert group.prepare_attempts == 0  # no deploy ran for this instance
     assert "boot and image steps skipped" in group.prepare_output
+    # Deployed before its tenant was known: the hand-over installed the instance's keys (the user's and the
+    # platform's) on the node, and only then did it go checking.
+    keys = authorized_keys(Instance.objects.get(pk=iid))
+    assert len(keys) == 2 and keys[0] == key.public_key and group.keys_installed_at is not None
+    assert f"2 ssh key(s) of {iid} in /root/.ssh/authorized_keys" in group.prepare_output
+    assert all(key_fingerprint(k) in group.prepare_output for k in keys)
     events = list(InstanceEvent.objects.filter(instance_id=iid).order_by("created_at", "id")
                   .values_list("to_state", "reason"))
     assert ("checking", PROVISIONED_WARM) in events and events[-1][0] == "running"
@@ -112,9 +132,16 @@ def test_another_image_boots_cold_and_a_failing_node_leaves_the_pool(client):
     assert nodes[0].state == "maintenance" and nodes[0].state_reason.startswith("warm pool: deploy failed")
     assert not CardAllocation.objects.live().filter(card__node=nodes[0]).exists()
     fault_force(node=nodes[1], operation="readiness", faults=["low_bandwidth"])
-    assert _fill() == ["left"]
+    assert _fill() == ["retest"]  # its check failed: the second pass, like any readiness failure
     nodes[1].refresh_from_db()
-    assert nodes[1].state == "maintenance" and "readiness failed (report #" in nodes[1].state_reason
+    assert nodes[1].state == "quarantined" and nodes[1].state_reason.startswith(
+        "second pass pending: warm check failed on warm pool node")
+    retest = CardRetest.objects.get(node=nodes[1])
+    assert (retest.cause, retest.instance, retest.first_report.passed) == ("warm_check_failed", None, False)
+    assert card_retest_run(retest_id=retest.pk) == "failed"  # still slow: quarantined with both reports
+    nodes[1].refresh_from_db()
+    assert nodes[1].state == "quarantined" and "after the warm pool's check" in nodes[1].state_reason
+    assert f"report #{retest.first_report_id}" in nodes[1].state_reason
     assert _fill() == ["warm"]
     assert WarmNode.objects.get().node_id == nodes[2].pk
     # A create asking another image than the pool's boots a cold node: none is free, so it is refused.
@@ -151,3 +178,21 @@ def test_a_warm_node_taken_out_of_service_leaves_the_pool_and_is_replaced(client
     Node.objects.filter(pk=first.node_id).update(state="available")  # undrained
     assert _fill() == ["warm"] and WarmNode.objects.get().node_id == first.node_id
     assert nodes[2].pk == NodeGroup.objects.get(instance_id=iid).node_id
+
+
+def test_a_warm_node_failing_its_check_once_passes_its_second_pass_and_serves_the_pool_again(client):
+    nodes = make_fleet(h100=1)
+    pool = _pool(1)
+    fault_force(node=nodes[0], operation="readiness", faults=["data_errors"], times=1)
+    assert _fill() == ["retest"]
+    assert not WarmNode.objects.exists() and not CardAllocation.objects.live().exists()
+    assert set(Card.objects.filter(node=nodes[0]).values_list("health", flat=True)) == {"degraded"}  # held
+    assert _fill() == []  # nothing to claim meanwhile: the node waits for its pass
+    retest = CardRetest.objects.get(node=nodes[0])
+    assert card_retest_run(retest_id=retest.pk) == "passed"
+    retest.refresh_from_db()
+    assert retest.second_report.passed and retest.second_report.instance is None
+    nodes[0].refresh_from_db()
+    assert nodes[0].state == "available" and nodes[0].state_reason.startswith("second pass passed")
+    assert set(Card.objects.filter(node=nodes[0]).values_list("health", flat=True)) == {"ok"}
+    assert _fill() == ["warm"] and warm_pool_status(pool)[0] == 1

@@ -15,7 +15,9 @@ from billing.tasks import meter_tick_task
 from billing.verify import ledger_verify
 from inventory.models import Card, CardAllocation, Image, Node
 from provisioning.choices import PROVISIONED_WARM
+from provisioning.drivers.base import key_fingerprint
 from provisioning.models import CardRetest, Instance, InstanceEvent, NodeGroup, WarmNode, WarmPool
+from provisioning.platform_keys import authorized_keys
 from provisioning.services.fleet import fault_force
 from provisioning.services.reconciler import reconcile
 from provisioning.services.sla import sla_settle_due
@@ -140,6 +142,9 @@ def test_a_warm_pool_of_two_serves_a_bare_metal_create_without_boot_and_refills(
     wait_for_state(iid, "running", worker=worker)
     group = NodeGroup.objects.get(instance_id=iid)
     assert group.warm and group.node_id in warm and group.prepare_attempts == 0  # no boot, no image step
+    # The hand-over put the instance's keys (the platform's: it was created without one) on the node first.
+    [key] = authorized_keys(Instance.objects.get(pk=iid))
+    assert group.keys_installed_at is not None and key_fingerprint(key) in group.prepare_output
     reasons = [e["reason"] for e in client.get(f"{URL}{iid}/events/").json()["results"]]
     assert PROVISIONED_WARM in reasons and "provisioned" not in reasons
     # The take queued a refill: the third node is deployed and verified, without waiting for the beat.
