@@ -332,10 +332,12 @@ class ProxyTarget(NamedTuple):
 
 
 def instance_ports(*, instance) -> list[dict]:
-    """The instance's declared HTTP ports (its images', then its users'), with their proxy paths."""
+    """The instance's declared HTTP ports (its images', then its users'): `path` is the prefix the app is served
+    under, `url` where a browser opens it in the operator's proxy mode."""
     images = images_named(instance.images.values())
     jport = http_ports.jupyter_port(images)
-    return [{**p, "path": http_ports.port_path(instance.pk, p["port"]), "jupyter": p["port"] == jport}
+    return [{**p, "path": http_ports.port_path(instance.pk, p["port"]), "url": http_ports.port_url(instance.pk, p["port"]),
+             "jupyter": p["port"] == jport}
             for p in http_ports.declared_ports(instance, images)]
 
 
