@@ -392,14 +392,21 @@ def _head_group(instance):
             .order_by("item_index", "id").first())
 
 
-def instance_ssh_endpoint(*, instance) -> tuple[str, int]:
-    """(host, port) of the sshd of the instance's head group (the web terminal's way in); 404 when unplaced."""
+class SshEndpoint(NamedTuple):
+    host: str
+    port: int
+    group_id: int
+    host_key: str  # pinned ("" none yet: provisioning/host_keys.py)
+
+
+def instance_ssh_endpoint(*, instance) -> SshEndpoint:
+    """The sshd of the instance's head group (the web terminal's way in) and its host key; 404 when unplaced."""
     head = _head_group(instance)
     if head is None:
         raise NotFoundError("The instance is not placed on a node.")
     host = head.node.ssh_host or head.node.hostname
     own_network = instance.kind == InstanceKind.CONTAINER and head.ssh_port
-    return host, head.ssh_port if own_network else head.node.ssh_port
+    return SshEndpoint(host, head.ssh_port if own_network else head.node.ssh_port, head.pk, head.ssh_host_key)
 
 
 def instance_state(*, instance_id) -> str | None:

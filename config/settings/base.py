@@ -408,6 +408,10 @@ if PROXY_MODE not in ("path", "subdomain") or (PROXY_MODE == "subdomain" and not
 # terminal checks that its instance still runs (it closes within that long after a stop).
 TERMINAL_CONNECT_TIMEOUT_SECONDS = env.float("TERMINAL_CONNECT_TIMEOUT_SECONDS", default=15.0)
 TERMINAL_STATE_CHECK_SECONDS = env.float("TERMINAL_STATE_CHECK_SECONDS", default=5.0)
+# A terminal's shell outlives a dropped WebSocket this long (a reconnect reattaches to it), keeping at most this
+# much of what it printed meanwhile for the reconnect (console/terminal_sessions.py).
+TERMINAL_GRACE_SECONDS = env.float("TERMINAL_GRACE_SECONDS", default=120.0)
+TERMINAL_BACKLOG_BYTES = env.int("TERMINAL_BACKLOG_BYTES", default=256 * 1024)
 # One cluster per instance (provisioning/services/cluster.py): the parts of a multi-node or hybrid instance get a
 # /24 of CLUSTER_SUBNET_POOL (VXLAN zones) and VXLAN id CLUSTER_VNI_BASE + its slot; the rendezvous port is
 # CLUSTER_MASTER_PORT_BASE + the master part's first card, the readiness TCP probe CLUSTER_PROBE_PORT_BASE + a part's

@@ -36,6 +36,8 @@ class Target:
     port: int
     user: str
     private_key: str  # the instance's platform key (OpenSSH PEM): the gateway's only way in
+    group_id: int = 0  # the node group whose sshd this is, and its pinned host key ("" none yet: host_keys.py)
+    host_key: str = ""
 
 
 def logins_for_key(public_blob: bytes) -> list[Login]:
@@ -81,13 +83,13 @@ def target_for(logins: list[Login], ref: str) -> tuple[Login, Target]:
 def _target(instance, shown: str) -> Target:
     if instance.state != InstanceState.RUNNING:
         raise Refused(f"Instance {shown} is {instance.state}; it can be reached while running.")
-    groups = [group_row_of(g) for g in selectors.instance_groups_live(instance=instance)]
-    entries = ssh_entries(instance.kind, groups)
+    live = selectors.instance_groups_live(instance=instance)
+    entries = ssh_entries(instance.kind, [group_row_of(g) for g in live])
     if not entries:
         raise Refused(f"Instance {shown} has no sshd to reach yet.")
     entry = entries[0]  # a multi-node instance: its first node (the others by their direct ports)
     return Target(str(instance.pk), instance.name, str(instance.organization_id), entry["host"], int(entry["port"]),
-                  SSH_USER, platform_private_key(instance))
+                  SSH_USER, platform_private_key(instance), group_id=live[0].pk, host_key=live[0].ssh_host_key)
 
 
 def session_refusal(login: Login, target: Target | None) -> str | None:
