@@ -15,11 +15,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from console.routing import websocket_urlpatterns  # noqa: E402
+from console.routing import PortHostRouter, websocket_urlpatterns  # noqa: E402
 from console.ws_origin import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter({
     "http": django_application,
-    "websocket": SameOriginValidator(AllowedHostsOriginValidator(AuthMiddlewareStack(
-        URLRouter(websocket_urlpatterns)))),
+    "websocket": SameOriginValidator(AllowedHostsOriginValidator(PortHostRouter(AuthMiddlewareStack(
+        URLRouter(websocket_urlpatterns))))),
 })

@@ -19,6 +19,8 @@ from tenancy.selectors import membership_for_session
 # A share link carries its secret once in the query (http_ports.SHARE_PARAM); the proxy moves it into this cookie,
 # scoped to the port's path, and redirects, so the secret leaves the address bar and the upstream never sees it.
 SHARE_COOKIE = "cardmix_share"
+# Subdomain mode: the cookie of a port's own host naming its grant (port_grants.py).
+GRANT_COOKIE = "cardmix_port"
 
 
 def member_instance(*, user, session, instance_id):
@@ -48,7 +50,7 @@ def running_instance(*, user, session, instance_id):
 
 def platform_cookie_names() -> frozenset[str]:
     """The platform's own cookies, which never travel to an instance."""
-    return frozenset({settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME, SHARE_COOKIE})
+    return frozenset({settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME, SHARE_COOKIE, GRANT_COOKIE})
 
 
 def cookie_header_without_platform(header: str) -> str:
@@ -61,12 +63,17 @@ def cookie_header_without_platform(header: str) -> str:
     return "; ".join(kept)
 
 
-def share_cookie_value(header: str) -> str:
-    """The share secret in a Cookie header ('' when none)."""
+def cookie_value(header: str, name: str) -> str:
+    """One cookie's value in a Cookie header ('' when none)."""
     jar = SimpleCookie()
     try:
         jar.load(header or "")
-    except Exception:  # noqa: BLE001 - a malformed Cookie header carries no share
+    except Exception:  # noqa: BLE001 - a malformed Cookie header carries nothing
         return ""
-    morsel = jar.get(SHARE_COOKIE)
+    morsel = jar.get(name)
     return morsel.value if morsel else ""
+
+
+def share_cookie_value(header: str) -> str:
+    """The share secret in a Cookie header ('' when none)."""
+    return cookie_value(header, SHARE_COOKIE)

@@ -87,6 +87,8 @@ urlpatterns += [
     path("instances/<str:instance_id>/retry/", instance_retry.instance_retry_view, name="instance_retry"),
     # The Access section: ports, share links (before the action pattern, which would take "ports").
     path("instances/<str:instance_id>/ports/", instance_access.instance_port_add_view, name="instance_port_add"),
+    path("instances/<str:instance_id>/ports/<int:port>/open/", instance_access.instance_port_open_view,
+         name="instance_port_open"),
     path("instances/<str:instance_id>/ports/<int:port>/remove/", instance_access.instance_port_remove_view,
          name="instance_port_remove"),
     path("instances/<str:instance_id>/ports/<int:port>/share/", instance_access.instance_port_share_view,

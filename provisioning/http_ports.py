@@ -1,8 +1,9 @@
 """An instance's HTTP ports and where the platform's proxy finds them.
 
 An instance declares ports: its images' (e.g. 8888 JupyterLab, 6006 TensorBoard) and the ones its users add.
-Each is reached at `/proxy/<instance id>/<port>/…`; the upstream sees the same path the browser asked for
-(the prefix kept), so an app that builds absolute links is started under that prefix (CARDMIX_PROXY_BASE).
+Each is reached at `/proxy/<instance id>/<port>/…` or, in subdomain mode (settings.PROXY_MODE), at
+`<port>-<instance id hex>.<PROXY_BASE_DOMAIN>/…`; either way the upstream sees the path under that prefix, so an
+app that builds absolute links is started under it (CARDMIX_PROXY_BASE) and works in both modes.
 
 Where a port lives: bare metal and a container on the host network listen on the node itself (node address +
 port). A container in its own network has its declared ports published at prepare on node ports
@@ -14,7 +15,10 @@ JupyterLab's token is derived from SECRET_KEY and the instance id: the image get
 proxy adds it to the requests it forwards, the user never sees it.
 """
 import hashlib
+import re
 import secrets
+import uuid
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils.crypto import salted_hmac
@@ -24,6 +28,7 @@ from .choices import InstanceKind
 JUPYTER_TOKEN_SALT = "cardmix.provisioning.jupyter-token"
 # A share link is the port's path with its secret in this query parameter (the proxy turns it into a cookie).
 SHARE_PARAM = "cardmix_share"
+PORT_LABEL = re.compile(r"(?P<port>[0-9]{1,5})-(?P<hex>[0-9a-f]{32})")
 
 
 def proxy_base(instance_id) -> str:
@@ -35,14 +40,52 @@ def port_path(instance_id, port: int) -> str:
     return f"{proxy_base(instance_id)}{port}/"
 
 
+def subdomain_mode() -> bool:
+    """The operator's choice (settings.PROXY_MODE): each port on a host of its own rather than a path."""
+    return settings.PROXY_MODE == "subdomain"
+
+
+def port_host(instance_id, port: int) -> str:
+    """`<port>-<instance id, 32 hex>.<PROXY_BASE_DOMAIN>`: one origin per port. The whole id, not its 8-character
+    short form, so two instances never share an origin (and a cookie jar)."""
+    return f"{port}-{uuid.UUID(str(instance_id)).hex}.{settings.PROXY_BASE_DOMAIN}"
+
+
+def parse_port_host(host: str) -> tuple[str, int] | None:
+    """(instance id, port) a request's Host names in subdomain mode, or None for any other host."""
+    name = host.lower().rsplit(":", 1)[0]
+    base = settings.PROXY_BASE_DOMAIN.rsplit(":", 1)[0]
+    label, dot, rest = name.partition(".")
+    if not dot or rest != base:
+        return None
+    found = PORT_LABEL.fullmatch(label)
+    if not found or not 1 <= int(found["port"]) <= 65535:
+        return None
+    return str(uuid.UUID(found["hex"])), int(found["port"])
+
+
+def port_url(instance_id, port: int) -> str:
+    """Where a browser opens the port: the path on the platform, or (subdomain mode) its own origin."""
+    if subdomain_mode():
+        return f"{urlsplit(settings.SITE_URL).scheme or 'https'}://{port_host(instance_id, port)}/"
+    return port_path(instance_id, port)
+
+
+def upstream_path(instance_id, port: int, path: str) -> str:
+    """The path the instance's app gets: always under its prefix (its apps were started with CARDMIX_PROXY_BASE),
+    which a subdomain's address may leave out (`/lab` there is `/proxy/<id>/<port>/lab` upstream)."""
+    prefix = port_path(instance_id, port)
+    return path if path.startswith(prefix) else prefix + path.lstrip("/")
+
+
 def jupyter_token(instance_id) -> str:
     """The token the instance's JupyterLab is started with (never shown: the proxy sends it)."""
     return salted_hmac(JUPYTER_TOKEN_SALT, str(instance_id), algorithm="sha256").hexdigest()
 
 
 def share_url(instance_id, port: int, secret: str) -> str:
-    """The path a share link opens (the caller makes it absolute)."""
-    return f"{port_path(instance_id, port)}?{SHARE_PARAM}={secret}"
+    """The address a share link opens (a path in path mode: the caller makes it absolute)."""
+    return f"{port_url(instance_id, port)}?{SHARE_PARAM}={secret}"
 
 
 def share_secret() -> str:

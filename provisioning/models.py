@@ -145,6 +145,10 @@ class NodeGroup(models.Model):
     ssh_port = models.PositiveIntegerField(null=True, blank=True)
     # {"8888": 31008}: the node ports this container's HTTP ports were published on at prepare (http_ports.py).
     http_ports = models.JSONField(default=dict, blank=True)
+    # The instance's sshd host key on this group (OpenSSH public key line): reported by the driver at prepare, or
+    # pinned by the first platform connection (gateway, web terminal); later ones must present it (host_keys.py).
+    # Cleared at each prepare: a new container has new keys.
+    ssh_host_key = models.TextField(blank=True, default="")
     checked_at = models.DateTimeField(null=True, blank=True)
     # Taken from the warm pool: deployed and verified beforehand, so the boot and image steps were skipped.
     warm = models.BooleanField(default=False)

@@ -452,10 +452,12 @@ class ProxyTarget(NamedTuple):
 
 
 def instance_ports(*, instance) -> list[dict]:
-    """The instance's declared HTTP ports (its images', then its users'), with their proxy paths."""
+    """The instance's declared HTTP ports (its images', then its users'): `path` is the prefix the app is served
+    under, `url` where a browser opens it in the operator's proxy mode."""
     images = images_named(instance.images.values())
     jport = http_ports.jupyter_port(images)
-    return [{**p, "path": http_ports.port_path(instance.pk, p["port"]), "jupyter": p["port"] == jport}
+    return [{**p, "path": http_ports.port_path(instance.pk, p["port"]), "url": http_ports.port_url(instance.pk, p["port"]),
+             "jupyter": p["port"] == jport}
             for p in http_ports.declared_ports(instance, images)]
 
 
@@ -510,14 +512,21 @@ def _head_group(instance):
             .order_by("item_index", "id").first())
 
 
-def instance_ssh_endpoint(*, instance) -> tuple[str, int]:
-    """(host, port) of the sshd of the instance's head group (the web terminal's way in); 404 when unplaced."""
+class SshEndpoint(NamedTuple):
+    host: str
+    port: int
+    group_id: int
+    host_key: str  # pinned ("" none yet: provisioning/host_keys.py)
+
+
+def instance_ssh_endpoint(*, instance) -> SshEndpoint:
+    """The sshd of the instance's head group (the web terminal's way in) and its host key; 404 when unplaced."""
     head = _head_group(instance)
     if head is None:
         raise NotFoundError("The instance is not placed on a node.")
     host = head.node.ssh_host or head.node.hostname
     own_network = instance.kind == InstanceKind.CONTAINER and head.ssh_port
-    return host, head.ssh_port if own_network else head.node.ssh_port
+    return SshEndpoint(host, head.ssh_port if own_network else head.node.ssh_port, head.pk, head.ssh_host_key)
 
 
 def instance_state(*, instance_id) -> str | None:

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "console.port_hosts.PortHostMiddleware",  # subdomain mode: a port's host reaches the proxy only
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "core.middleware.RequestIdMiddleware",
@@ -413,10 +414,23 @@ if not 1 <= HTTP_PORTS_PER_INSTANCE <= 32 or not 1024 <= CONTAINER_HTTP_PORT_BAS
 # The proxy's longest wait for an instance's HTTP port to answer (seconds); a share link's longest life (days).
 PROXY_UPSTREAM_TIMEOUT_SECONDS = env.float("PROXY_UPSTREAM_TIMEOUT_SECONDS", default=60.0)
 PORT_SHARE_MAX_DAYS = env.int("PORT_SHARE_MAX_DAYS", default=30)
+# Where the proxy serves ports (provisioning/http_ports.py): "path" is /proxy/<instance>/<port>/ on the platform's
+# own origin; "subdomain" is <scheme>://<port>-<instance id hex>.PROXY_BASE_DOMAIN/ (a wildcard DNS name and
+# certificate), each port its own origin, so an app there cannot read the console. PROXY_BASE_DOMAIN may carry a
+# :port; the scheme is SITE_URL's. A console hand-off signs a browser in on one port for PROXY_GRANT_SECONDS.
+PROXY_MODE = env.str("PROXY_MODE", default="path")
+PROXY_BASE_DOMAIN = env.str("PROXY_BASE_DOMAIN", default="").strip().strip(".").lower()
+PROXY_GRANT_SECONDS = env.int("PROXY_GRANT_SECONDS", default=12 * 3600)
+if PROXY_MODE not in ("path", "subdomain") or (PROXY_MODE == "subdomain" and not PROXY_BASE_DOMAIN):
+    raise ImproperlyConfigured('PROXY_MODE must be "path" or "subdomain", and "subdomain" needs PROXY_BASE_DOMAIN.')
 # The web terminal (console/consumers/terminal.py): how long its SSH connection may take, and how often an open
 # terminal checks that its instance still runs (it closes within that long after a stop).
 TERMINAL_CONNECT_TIMEOUT_SECONDS = env.float("TERMINAL_CONNECT_TIMEOUT_SECONDS", default=15.0)
 TERMINAL_STATE_CHECK_SECONDS = env.float("TERMINAL_STATE_CHECK_SECONDS", default=5.0)
+# A terminal's shell outlives a dropped WebSocket this long (a reconnect reattaches to it), keeping at most this
+# much of what it printed meanwhile for the reconnect (console/terminal_sessions.py).
+TERMINAL_GRACE_SECONDS = env.float("TERMINAL_GRACE_SECONDS", default=120.0)
+TERMINAL_BACKLOG_BYTES = env.int("TERMINAL_BACKLOG_BYTES", default=256 * 1024)
 # One cluster per instance (provisioning/services/cluster.py): the parts of a multi-node or hybrid instance get a
 # /24 of CLUSTER_SUBNET_POOL (VXLAN zones) and VXLAN id CLUSTER_VNI_BASE + its slot; the rendezvous port is
 # CLUSTER_MASTER_PORT_BASE + the master part's first card, the readiness TCP probe CLUSTER_PROBE_PORT_BASE + a part's

@@ -1,4 +1,5 @@
-"""The WebSocket half of `/proxy/<instance>/<port>/…` (JupyterLab's kernels and terminals need it).
+"""The WebSocket half of `/proxy/<instance>/<port>/…` and of a port's own host in subdomain mode (JupyterLab's
+kernels and terminals need it).
 
 Same check as HTTP (proxy_access.port_target), then a `websockets` connection to the upstream with the
 same path, the browser's subprotocols and the JupyterLab token; frames are passed both ways unchanged. A
@@ -11,11 +12,17 @@ import websockets
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.utils.encoding import escape_uri_path
 
 from core.errors import NotFoundError
+from provisioning.http_ports import subdomain_mode, upstream_path
 
+from .. import port_grants
 from .. import proxy_access as access
 from ..views.proxy import upstream_headers
+
+# Set by PortHostRouter (console/routing.py) on a WebSocket to a port's own host (subdomain mode).
+PORT_HOST_SCOPE_KEY = "cardmix_port_host"
 
 
 def _headers(scope) -> dict:
@@ -28,19 +35,28 @@ class PortProxyConsumer(AsyncWebsocketConsumer):
 
     async def connect(self):
         kwargs = self.scope["url_route"]["kwargs"]
+        instance_id, port = kwargs["instance_id"], int(kwargs["port"])
         headers = _headers(self.scope)
         cookie = headers.get("Cookie", "")
+        on_port_host = self.scope.get(PORT_HOST_SCOPE_KEY, False)
+        if subdomain_mode() and not on_port_host:  # the platform's origin serves no port in subdomain mode
+            await self.close()
+            return
         try:
-            target = await database_sync_to_async(access.port_target)(
-                user=self.scope.get("user"), session=self.scope.get("session") or {},
-                instance_id=kwargs["instance_id"], port=int(kwargs["port"]),
-                share_secret=access.share_cookie_value(cookie))
+            if on_port_host:
+                target = await database_sync_to_async(port_grants.host_target)(
+                    cookie=cookie, share_secret="", instance_id=instance_id, port=port)
+            else:
+                target = await database_sync_to_async(access.port_target)(
+                    user=self.scope.get("user"), session=self.scope.get("session") or {},
+                    instance_id=instance_id, port=port, share_secret=access.share_cookie_value(cookie))
         except NotFoundError:
             await self.close()
             return
         host = f"{target.host}:{target.upstream_port}"
         query = self.scope.get("query_string", b"").decode("latin-1")
-        url = f"ws://{host}{self.scope['path']}" + (f"?{query}" if query else "")
+        path = upstream_path(instance_id, port, self.scope["path"])
+        url = f"ws://{host}{escape_uri_path(path)}" + (f"?{query}" if query else "")
         sent = upstream_headers({k: v for k, v in headers.items() if not k.startswith("Sec-Websocket")},
                                 cookie=cookie, token=target.jupyter_token, host=host,
                                 origin_host=headers.get("Host", ""))

@@ -1,4 +1,5 @@
-"""`/proxy/<instance>/<port>/…`: the platform's authenticating reverse proxy to an instance's HTTP ports.
+"""`/proxy/<instance>/<port>/…` (or, in subdomain mode, `<port>-<instance>.<base domain>/…`): the platform's
+authenticating reverse proxy to an instance's HTTP ports.
 
 HTTP here (httpx, streamed both ways); the WebSocket upgrade of the same paths is console/consumers/proxy.py.
 The upstream sees the path the browser asked for, the prefix kept (http_ports.py), without the platform's
@@ -10,12 +11,20 @@ from urllib.parse import urlencode
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import Http404, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpResponse,
+    HttpResponseNotFound,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
+from django.utils.encoding import escape_uri_path
 from django.views.decorators.csrf import csrf_exempt
 
 from core.errors import NotFoundError
-from provisioning.http_ports import SHARE_PARAM
+from provisioning.http_ports import SHARE_PARAM, port_path, subdomain_mode, upstream_path
 
+from .. import port_grants
 from .. import proxy_access as access
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) and the ones the proxy sets itself.
@@ -42,27 +51,40 @@ def upstream_headers(headers, *, cookie: str, token: str | None, host: str, orig
     return out
 
 
+def _share(request) -> str:
+    return request.GET.get(SHARE_PARAM) or access.share_cookie_value(request.headers.get("Cookie", ""))
+
+
 def _target(request, instance_id, port):
-    share = request.GET.get(SHARE_PARAM) or access.share_cookie_value(request.headers.get("Cookie", ""))
     try:
         return access.port_target(user=request.user, session=request.session, instance_id=instance_id, port=port,
-                                  share_secret=share)
+                                  share_secret=_share(request))
     except NotFoundError as exc:
         raise Http404(exc.message) from exc
 
 
-def _share_redirect(request, instance_id, port, target):
-    """A share link's first request: its secret into a cookie scoped to the port, the address cleaned."""
+def _host_target(request, instance_id, port):
+    return port_grants.host_target(cookie=request.headers.get("Cookie", ""), share_secret=request.GET.get(SHARE_PARAM, ""),
+                                   instance_id=instance_id, port=port)
+
+
+def _without_share_param(request, path: str):
     query = urlencode([(k, v) for k, vs in request.GET.lists() if k != SHARE_PARAM for v in vs])
-    response = HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
-    response.set_cookie(access.SHARE_COOKIE, request.GET[SHARE_PARAM], path=f"/proxy/{instance_id}/{port}/",
+    return HttpResponseRedirect(path + (f"?{query}" if query else ""))
+
+
+def _share_redirect(request, cookie_path: str):
+    """A share link's first request: its secret into a cookie scoped to the port, the address cleaned."""
+    response = _without_share_param(request, request.path)
+    response.set_cookie(access.SHARE_COOKIE, request.GET[SHARE_PARAM], path=cookie_path,
                         httponly=True, samesite="Lax", secure=request.is_secure())
     return response
 
 
 def _upstream_cookies(response, lines, *, prefix: str) -> None:
     """The instance's Set-Cookie lines, kept to its own path: never one of the platform's names (an instance must
-    not replace the visitor's session), never outside the port's prefix."""
+    not replace the visitor's session), never outside the port's prefix, never for a wider domain than its own
+    host (on a port's subdomain, a `Domain=` cookie would reach every other instance's)."""
     jar = SimpleCookie()
     for line in lines:
         try:
@@ -74,6 +96,7 @@ def _upstream_cookies(response, lines, *, prefix: str) -> None:
             continue
         if not (morsel["path"] or "").startswith(prefix):
             morsel["path"] = prefix
+        morsel["domain"] = ""
         response.cookies[name] = morsel
 
 
@@ -86,28 +109,67 @@ async def _stream(upstream: httpx.Response, client: httpx.AsyncClient):
         await client.aclose()
 
 
-@csrf_exempt  # the instance's app has its own (e.g. Jupyter's _xsrf); the platform's cookies never reach it
-async def proxy(request, instance_id, port, rest=""):
-    """Forward one request to the instance's port, or 404 when the caller may not reach it."""
-    port = int(port)
-    target = await sync_to_async(_target)(request, instance_id, port)
-    if request.GET.get(SHARE_PARAM):
-        return _share_redirect(request, instance_id, port, target)
+async def _forward(request, target, *, path: str, cookie_prefix: str):
+    """Send the request to the target's port at `path` (the query kept); stream the answer back."""
     host = f"{target.host}:{target.upstream_port}"
     headers = upstream_headers(request.headers, cookie=request.headers.get("Cookie", ""), token=target.jupyter_token,
                                host=host, origin_host=request.get_host())
     body = await sync_to_async(lambda: request.body)()
+    query = request.META.get("QUERY_STRING", "")
     client = httpx.AsyncClient(timeout=settings.PROXY_UPSTREAM_TIMEOUT_SECONDS, follow_redirects=False)
     try:
-        upstream = await client.send(client.build_request(request.method, f"http://{host}{request.get_full_path()}",
+        upstream = await client.send(client.build_request(request.method, f"http://{host}{escape_uri_path(path)}"
+                                                          + (f"?{query}" if query else ""),
                                                           headers=headers, content=body), stream=True)
     except httpx.HTTPError:
         await client.aclose()
-        return HttpResponse(f"Port {port} of the instance does not answer.", status=502,
+        return HttpResponse(f"Port {target.port} of the instance does not answer.", status=502,
                             content_type="text/plain; charset=utf-8")
     response = StreamingHttpResponse(_stream(upstream, client), status=upstream.status_code)
     for name, value in upstream.headers.multi_items():
         if name.lower() not in RESPONSE_DROPPED:
             response[name] = value
-    _upstream_cookies(response, upstream.headers.get_list("set-cookie"), prefix=f"/proxy/{instance_id}/{port}/")
+    _upstream_cookies(response, upstream.headers.get_list("set-cookie"), prefix=cookie_prefix)
     return response
+
+
+@csrf_exempt  # the instance's app has its own (e.g. Jupyter's _xsrf); the platform's cookies never reach it
+async def proxy(request, instance_id, port, rest=""):
+    """Forward one request to the instance's port, or 404 when the caller may not reach it. In subdomain mode
+    the platform's origin serves no port at all (port_host below does)."""
+    if subdomain_mode():
+        raise Http404("Ports are served on their own hosts.")
+    port = int(port)
+    target = await sync_to_async(_target)(request, instance_id, port)
+    if request.GET.get(SHARE_PARAM):
+        return _share_redirect(request, port_path(instance_id, port))
+    return await _forward(request, target, path=request.path, cookie_prefix=port_path(instance_id, port))
+
+
+def _not_found():
+    # Plain: the console's 404 page needs middleware a port's host does not run.
+    return HttpResponseNotFound("Not found.", content_type="text/plain; charset=utf-8")
+
+
+async def port_host(request, instance_id: str, port: int):
+    """Subdomain mode: a request to `<port>-<instance>.<base domain>` (console/port_hosts.py sends it here). The
+    console's hand-off path trades a ticket for this host's grant cookie; a share link works as on a path;
+    anything else needs the grant or the share cookie, or is a 404."""
+    request.get_host()  # ALLOWED_HOSTS applies here too (DisallowedHost: a 400)
+    if request.path == port_grants.AUTH_PATH:
+        try:
+            grant, next_path = await sync_to_async(port_grants.ticket_redeem)(
+                request.GET.get("ticket", ""), instance_id=instance_id, port=port)
+        except NotFoundError:
+            return _not_found()
+        response = HttpResponseRedirect("/" + next_path.lstrip("/"))
+        response.set_cookie(port_grants.GRANT_COOKIE, grant, max_age=settings.PROXY_GRANT_SECONDS, path="/",
+                            httponly=True, samesite="Lax", secure=request.is_secure())
+        return response
+    try:
+        target = await sync_to_async(_host_target)(request, instance_id, port)
+    except NotFoundError:
+        return _not_found()
+    if request.GET.get(SHARE_PARAM):
+        return _share_redirect(request, "/")
+    return await _forward(request, target, path=upstream_path(instance_id, port, request.path), cookie_prefix="/")

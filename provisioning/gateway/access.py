@@ -2,6 +2,7 @@
 thread). A login is a public key registered on the platform; a target is a running instance of an organization
 in which that key's owner has a role that may use instances (tenancy/permissions.py); anything else is refused
 with a reason the user reads in their ssh client. Another organization's instance is "no such instance"."""
+import re
 from dataclasses import dataclass
 
 from tenancy.permissions import role_can
@@ -36,6 +37,8 @@ class Target:
     port: int
     user: str
     private_key: str  # the instance's platform key (OpenSSH PEM): the gateway's only way in
+    group_id: int = 0  # the node group whose sshd this is, and its pinned host key ("" none yet: host_keys.py)
+    host_key: str = ""
 
 
 def logins_for_key(public_blob: bytes) -> list[Login]:
@@ -54,14 +57,28 @@ def _usable_org_ids(user_id) -> tuple[set, set]:
     return usable, member
 
 
+# `<instance>-<part>`: the part-th node group (0 the first) of a multi-node instance.
+PART_REF = re.compile(r"(?P<ref>.+)-(?P<part>[0-9]{1,3})")
+
+
+def _found(org_ids, ref: str) -> tuple[list, int]:
+    """The instances `ref` names (as a whole first: a name may end in -2), and which of their parts."""
+    found = selectors.gateway_instances(org_ids=org_ids, ref=ref)
+    part = PART_REF.fullmatch(ref)
+    if found or part is None:
+        return found, 0
+    return selectors.gateway_instances(org_ids=org_ids, ref=part["ref"]), int(part["part"])
+
+
 def target_for(logins: list[Login], ref: str) -> tuple[Login, Target]:
-    """The instance `ref` names for the first of `logins` that may use it, or Refused."""
+    """The instance `ref` names for the first of `logins` that may use it, or Refused. `<ref>-<n>` names part n
+    of a multi-node instance (0 is the first, the same as `<ref>`)."""
     ref = (ref or "").strip()
     shown = ref[:64]
     seen_role_refusal = False
     for login in logins:
         usable, member = _usable_org_ids(login.user_id)
-        found = selectors.gateway_instances(org_ids=member, ref=ref)
+        found, part = _found(member, ref)
         allowed = [i for i in found if i.organization_id in usable]
         if found and not allowed:
             seen_role_refusal = True
@@ -72,22 +89,24 @@ def target_for(logins: list[Login], ref: str) -> tuple[Login, Target]:
             raise Refused(f"{shown} names more than one instance; use its short id "
                           f"({', '.join(str(i.pk)[:8] for i in allowed)}).")
         if allowed:
-            return login, _target(allowed[0], shown)
+            return login, _target(allowed[0], shown, part)
     if seen_role_refusal:
         raise Refused(f"Your role does not allow using instance {shown} (viewers may only look).")
     raise Refused(f"No instance {shown} that you may use.")
 
 
-def _target(instance, shown: str) -> Target:
+def _target(instance, shown: str, part: int = 0) -> Target:
     if instance.state != InstanceState.RUNNING:
         raise Refused(f"Instance {shown} is {instance.state}; it can be reached while running.")
-    groups = [group_row_of(g) for g in selectors.instance_groups_live(instance=instance)]
-    entries = ssh_entries(instance.kind, groups)
+    live = selectors.instance_groups_live(instance=instance)
+    if live and part >= len(live):
+        raise Refused(f"Instance {shown} has parts 0 to {len(live) - 1} (<instance>-<part>).")
+    entries = ssh_entries(instance.kind, [group_row_of(live[part])]) if live else []
     if not entries:
         raise Refused(f"Instance {shown} has no sshd to reach yet.")
-    entry = entries[0]  # a multi-node instance: its first node (the others by their direct ports)
+    entry, group = entries[0], live[part]
     return Target(str(instance.pk), instance.name, str(instance.organization_id), entry["host"], int(entry["port"]),
-                  SSH_USER, platform_private_key(instance))
+                  SSH_USER, platform_private_key(instance), group_id=group.pk, host_key=group.ssh_host_key)
 
 
 def session_refusal(login: Login, target: Target | None) -> str | None:

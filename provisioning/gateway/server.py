@@ -25,6 +25,8 @@ from asyncssh.constants import EXTENDED_DATA_STDERR
 from asyncssh.stream import SSHReader, SSHTCPStreamSession, SSHWriter
 from django.db import close_old_connections
 
+from .. import host_keys
+from ..services import host_keys as host_key_services
 from ..services import ssh_sessions
 from . import access
 
@@ -241,8 +243,13 @@ class Gateway:
             process.exit(1)
             return
         try:
-            async with asyncssh.connect(
-                    target.host, target.port, username=target.user, known_hosts=None, config=None, agent_path=None,
+            async with await host_keys.connect_checked(
+                    target.host, target.port, pinned=target.host_key,
+                    pin=lambda line: _db(host_key_services.host_key_pin, group_id=target.group_id, line=line),
+                    refuse=lambda expected, offered: _db(
+                        host_key_services.host_key_refused, group_id=target.group_id, user_id=server.login.user_id,
+                        via="ssh-gateway", expected=expected, offered=offered, ip=server.peer[0]),
+                    username=target.user, config=None, agent_path=None,
                     client_keys=[asyncssh.import_private_key(target.private_key)], preferred_auth="publickey",
                     connect_timeout=15) as conn:
                 server.remotes.add(conn)
@@ -254,6 +261,10 @@ class Gateway:
                 await process.stdout.drain()
                 status = finished.exit_status
                 process.exit(status if status is not None and status >= 0 else 255)
+        except host_keys.HostKeyMismatch as exc:
+            log.warning("ssh gateway: %s's sshd at %s:%s: %s", target.name, target.host, target.port, exc)
+            process.stderr.write(f"cardmix: {exc}\r\n".encode())
+            process.exit(255)
         except (OSError, asyncssh.Error) as exc:
             log.warning("ssh gateway: %s's sshd at %s:%s: %s", target.name, target.host, target.port, exc)
             process.stderr.write(f"cardmix: the instance's sshd did not answer: {exc}\r\n".encode())

@@ -115,6 +115,13 @@ def _published_http(meta: dict) -> dict:
     return {str(k): v for k, v in ports.items() if str(k).isdigit() and type(v) is int and 0 < v < 65536}
 
 
+def _reported_host_key(meta: dict) -> str:
+    """The instance sshd's host key as the driver read it at prepare ("" when it did not: pinned on first use)."""
+    from ..host_keys import key_line
+
+    return key_line(meta.get("ssh_host_key"))
+
+
 # -- provisioning ----------------------------------------------------------------------------
 
 def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
@@ -159,10 +166,12 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
             # The port the driver says it published (an agent that predates published ports says none).
             group.ssh_port = _published_port(out.meta) if container else None
             group.http_ports = _published_http(out.meta) if container else {}
+            group.ssh_host_key = _reported_host_key(out.meta)  # else pinned on first use (host_keys.py)
         if not _group_write(instance.pk, group, S.PROVISIONING, prepare_attempts=group.prepare_attempts,
                             prepare_output=group.prepare_output, prepare_exit_code=group.prepare_exit_code,
                             prepared_at=group.prepared_at, state=group.state, driver_seconds=group.driver_seconds,
-                            ssh_port=group.ssh_port, http_ports=group.http_ports):
+                            ssh_port=group.ssh_port, http_ports=group.http_ports,
+                            ssh_host_key=group.ssh_host_key):
             # Released while the driver ran: that release may have come before the container did, so
             # stop here whatever this call started, or it keeps running on cards given back.
             _driver_release(instance, group)

@@ -1,10 +1,12 @@
 // The instance page's web terminal: xterm.js over a WebSocket to the instance's shell (console/consumers/terminal.py).
-// Binary frames are keystrokes and output; a text frame {"resize": [cols, rows]} follows the panel's size.
-// A dropped connection reconnects with backoff; close codes 4000 (instance stopped) and 4001 (sshd not answering),
-// or a first connection that never opened (refused), do not.
+// Binary frames are keystrokes and output; a text frame {"resize": [cols, rows]} follows the panel's size, and the
+// server's text frame {"session": id, "reattached": bool} names the shell. A dropped connection reconnects with
+// backoff and that id, so the server gives the same shell back (and what it printed meanwhile) while it keeps it.
+// Close codes 4000 (instance stopped), 4001 (sshd not answering), 4003 (taken over by another window), 4004 (the
+// instance's host key changed), or a first connection that never opened (refused), do not reconnect.
 (function () {
   "use strict";
-  const STOPPED = 4000, UNREACHABLE = 4001;
+  const STOPPED = 4000, UNREACHABLE = 4001, TAKEN_OVER = 4003, HOST_KEY = 4004;
 
   // xterm.js writes its theme and cell sizes into <style> elements it creates; the page's CSP lets only those
   // carrying this response's nonce apply, so each one made from now on gets it (markup stays without inline style).
@@ -27,7 +29,7 @@
     const status = panel.querySelector(".terminal-status");
     const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + panel.dataset.ws;
     const encoder = new TextEncoder();
-    let socket = null, delay = 500, everOpened = false;
+    let socket = null, delay = 500, everOpened = false, shellId = "", reconnects = 0;
 
     function say(text) { status.textContent = text; }
     function sendResize() {
@@ -35,16 +37,31 @@
     }
     function connect() {
       say("Connecting…");
-      socket = new WebSocket(url);
+      socket = new WebSocket(url + (shellId ? "?session=" + encodeURIComponent(shellId) : ""));
       socket.binaryType = "arraybuffer";
-      socket.onopen = () => { everOpened = true; delay = 500; say("Connected"); panel.dataset.connected = "1"; sendResize(); term.focus(); };
-      socket.onmessage = (ev) => term.write(typeof ev.data === "string" ? ev.data : new Uint8Array(ev.data));
+      socket.onopen = () => { everOpened = true; delay = 500; sendResize(); term.focus(); };
+      socket.onmessage = (ev) => {
+        if (typeof ev.data !== "string") { term.write(new Uint8Array(ev.data)); return; }
+        let notice = null;
+        try { notice = JSON.parse(ev.data); } catch (e) { return; }
+        if (!notice || !notice.session) return;
+        const fresh = reconnects > 0 && !notice.reattached;
+        shellId = notice.session;
+        panel.dataset.shell = notice.reattached ? "reattached" : "new";
+        panel.dataset.reconnects = String(reconnects);
+        panel.dataset.connected = "1";
+        say(reconnects === 0 ? "Connected" : (fresh ? "Reconnected: a new shell (the previous one had ended)"
+                                                    : "Reconnected to the same shell"));
+      };
       socket.onclose = (ev) => {
         panel.dataset.connected = "";
         if (ev.code === STOPPED) { say("The instance stopped: terminal closed."); return; }
         if (ev.code === UNREACHABLE) { say("The instance's shell does not answer."); return; }
+        if (ev.code === TAKEN_OVER) { say("This shell was opened in another window."); return; }
+        if (ev.code === HOST_KEY) { say("The instance's SSH host key changed: refused (see the terminal)."); return; }
         if (!everOpened) { say("The terminal is not available."); return; }
-        say("Connection lost: reconnecting…");  // a network blip: a new shell once the socket is back
+        say("Connection lost: reconnecting in " + Math.round(delay / 100) / 10 + " s…");
+        reconnects += 1;
         setTimeout(connect, delay);
         delay = Math.min(delay * 2, 10000);
       };

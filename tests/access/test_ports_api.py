@@ -28,7 +28,8 @@ def test_ports_list_the_images_then_the_users_and_refuse_bad_ones(running, token
     assert body[0]["path"] == f"/proxy/{instance.pk}/8888/"
     added = client.post(url, {"port": 7860, "name": "gradio"}, format="json")
     assert added.status_code == 201 and added.json()["results"][-1] == {
-        "port": 7860, "name": "gradio", "source": "user", "path": f"/proxy/{instance.pk}/7860/", "jupyter": False}
+        "port": 7860, "name": "gradio", "source": "user", "path": f"/proxy/{instance.pk}/7860/",
+        "url": f"/proxy/{instance.pk}/7860/", "jupyter": False}
     assert AuditEvent.objects.filter(action="instance.port_added").count() == 1
     assert client.post(url, {"port": 7860}, format="json").status_code == 409  # already declared
     assert client.post(url, {"port": 8888}, format="json").status_code == 409  # the image's
@@ -80,6 +81,32 @@ def test_the_proxy_lets_in_the_roles_that_use_instances(role, allowed, member_fa
     response = login_client(member).get(f"/proxy/{instance.pk}/8888/api/status")
     assert response.status_code == (502 if allowed else 404)  # …so an allowed caller gets the upstream's silence
     assert login_client(member).get(f"/proxy/{instance.pk}/5000/").status_code == 404  # not a declared port
+
+
+@pytest.mark.parametrize("role,allowed", [("owner", True), ("admin", True), ("member", True), ("billing", False),
+                                          ("viewer", False)])
+def test_the_open_hand_off_lets_in_the_roles_that_use_instances_in_both_modes(role, allowed, member_factory, catalog,
+                                                                           settings):
+    member = member_factory(role=role)
+    instance = loopback_instance(member.organization, kind="bare_metal")
+    url = f"/instances/{instance.pk}/ports/8888/open/"
+    path_mode = login_client(member).get(url, {"next": "lab"})
+    assert path_mode.status_code == (302 if allowed else 404)
+    if allowed:
+        assert path_mode["Location"] == f"/proxy/{instance.pk}/8888/lab"
+        # A `next` that a browser would read as another host is dropped.
+        assert login_client(member).get(url, {"next": "/\\evil.example"})["Location"] == f"/proxy/{instance.pk}/8888/"
+    settings.PROXY_MODE, settings.PROXY_BASE_DOMAIN = "subdomain", "ports.example.net"
+    handed = login_client(member).get(url, {"next": "lab"})
+    assert handed.status_code == (302 if allowed else 404)
+    if allowed:
+        assert handed["Location"].startswith(f"http://8888-{instance.pk.hex}.ports.example.net/__cardmix_auth__?ticket=")
+        page = login_client(member).get(f"/instances/{instance.pk}/").content.decode()
+        assert f'href="/instances/{instance.pk}/ports/8888/open/?next=lab"' in page  # Open JupyterLab
+        assert f"http://6006-{instance.pk.hex}.ports.example.net/" in page  # the ports list shows their hosts
+    assert login_client(member).get(f"/proxy/{instance.pk}/8888/").status_code == 404  # no port on this origin
+    other = member_factory(role="owner")
+    assert login_client(other).get(url).status_code == 404
 
 
 def test_the_proxy_answers_404_for_a_stopped_instance_and_an_unpublished_port(member_factory, catalog):

@@ -109,3 +109,27 @@ def test_the_body_shows_the_gateway_form_only_where_there_is_an_sshd(settings):
     assert gateway_entry(iid, "trainer", []) is None
     settings.SSH_GATEWAY_PUBLIC_HOST = ""
     assert gateway_entry(iid, "trainer", direct) is None
+
+
+def test_a_multi_node_instance_is_reached_on_each_part_by_its_index(member_factory):
+    nodes = make_fleet(h100=2)
+    owner = member_factory(role="owner")
+    logins = logins_for_key(_blob(SshKeyFactory(user=owner.user)))
+    inst = InstanceFactory(organization=owner.organization, name="pair", state="running")
+    groups = [NodeGroup.objects.create(instance=inst, item_index=0, accelerator="h100-sxm-80g", node=node,
+                                       card_indices=[0], card_ids=[], ssh_port=30000 + i)
+              for i, node in enumerate(nodes)]
+    short = short_id(inst.pk)
+    for ref, group in ((short, groups[0]), (f"{short}-0", groups[0]), (f"{short}-1", groups[1]),
+                       ("pair-1", groups[1]), (str(inst.pk) + "-1", groups[1])):
+        _, target = target_for(logins, ref)
+        assert (target.group_id, target.port, target.host) == (group.pk, group.ssh_port,
+                                                               group.node.ssh_host or group.node.hostname), ref
+    with pytest.raises(Refused, match="parts 0 to 1"):
+        target_for(logins, f"{short}-2")
+    # A name that itself ends in -<n> is that instance, not a part of another.
+    named = _running(owner.organization, nodes[0], name="pair-1")
+    assert target_for(logins, "pair-1")[1].instance_id == str(named.pk)
+    stranger = logins_for_key(_blob(SshKeyFactory(user=member_factory(role="owner").user)))
+    with pytest.raises(Refused, match="No instance"):
+        target_for(stranger, f"{short}-1")

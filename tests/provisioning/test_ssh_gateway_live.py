@@ -18,7 +18,8 @@ from rest_framework.test import APIClient
 
 from hardware.models import NodeCredential
 from provisioning.endpoints import short_id
-from provisioning.models import Instance
+from provisioning.host_keys import fingerprint, key_line
+from provisioning.models import Instance, NodeGroup
 from tenancy.models import AuditEvent
 from tests.conftest import ROOT, _worker_env
 from tests.factories.hardware import agent_node
@@ -212,3 +213,18 @@ def test_openssh_reaches_the_instance_through_the_gateway_and_only_members_who_m
                            capture_output=True, text=True, timeout=60)
     assert block.returncode == 0 and block.stdout == "ok\n", block
     assert Instance.objects.get(pk=inst.pk).state == "running"
+
+    # The gateway's first connection pinned the instance sshd's host key; another key (the sshd re-reads its
+    # key file for each connection) is refused with the reason, and audited with both fingerprints.
+    pinned = key_line((tmp_path / "host.pub").read_text())
+    assert NodeGroup.objects.live().get(instance=inst).ssh_host_key == pinned
+    for name in ("host", "host.pub"):
+        (tmp_path / name).unlink()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "host")], check=True)
+    swapped = owner.ssh("-p", str(gateway.port), f"{short}@127.0.0.1", "echo ok")
+    assert swapped.returncode == 255 and "ok" not in swapped.stdout, swapped
+    assert "host key is not the one the platform recorded" in swapped.stderr, swapped
+    row = AuditEvent.objects.get(organization=org, action="instance.host_key_mismatch", target_id=str(inst.pk))
+    assert row.actor_id == owner.membership.user_id and row.details["via"] == "ssh-gateway"
+    assert row.details["expected"] == fingerprint(pinned)
+    assert row.details["offered"] == fingerprint(key_line((tmp_path / "host.pub").read_text()))

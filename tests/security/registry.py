@@ -338,6 +338,7 @@ OBJECT_FACTORIES = {
     "api:instance-port-share": port_share,
     "console:proxy": proxied_port,
     "console:instance_port_add": instance_ports,
+    "console:instance_port_open": instance_port,
     "console:instance_port_remove": instance_port,
     "console:instance_port_share": instance_port,
     "console:instance_share_revoke": port_share,
