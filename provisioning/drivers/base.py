@@ -60,6 +60,7 @@ class Driver(abc.ABC):
         ssh_port: int | None = None,
         cluster: Mapping[str, Any] | None = None,
         storage: Mapping[str, Any] | None = None,
+        registry_auth: Mapping[str, Any] | None = None,
     ) -> DriverOutput:
         """Start a container on `cards` (kind="container") or deploy the whole node (kind="bare_metal").
 
@@ -67,7 +68,8 @@ class Driver(abc.ABC):
         `cluster`: this part's view of its multi-part instance (provisioning/services/cluster.py part_view): the
         network to join or set up, its address and the hostfile every part gets. `storage`: `{"storage_root",
         "volumes": [{"id", "kind", "dir", "mount_path", "read_only", "size_bytes"}]}` (storage/agent_port.py), the
-        volumes and datasets to mount.
+        volumes and datasets to mount. `registry_auth`: the login a private `image` is pulled with
+        (inventory/custom_images.py pull_auth: `{"registry", "username", "sealed"}`, opened only as the node gets it).
         """
 
     @abc.abstractmethod

@@ -186,12 +186,14 @@ class RedfishDriver(Driver):
 
     def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
                 env: Mapping[str, str], instance_id: str, ssh_port: int | None = None,
-                cluster: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None) -> DriverOutput:
+                cluster: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
+                registry_auth: Mapping[str, Any] | None = None) -> DriverOutput:
         """Bare metal: one-time PXE boot + power on + agent registration, then the agent installs keys (and links
         the volumes at their mount paths)."""
         if kind != "bare_metal":
             return self.agent.prepare(node, cards, kind=kind, image=image, ssh_keys=ssh_keys, env=env,
-                                      instance_id=instance_id, ssh_port=ssh_port, cluster=cluster, storage=storage)
+                                      instance_id=instance_id, ssh_port=ssh_port, cluster=cluster, storage=storage,
+                                      registry_auth=registry_auth)
 
         def step(lines):
             self._boot(node, lines)
