@@ -13,6 +13,7 @@ class CommandKind(models.TextChoices):
     REACHABILITY = "reachability"  # TCP from this node's parts to the other parts of its cluster
     VOLUME_GROW = "volume_grow"  # raise a mounted volume's quota (nothing detached)
     VOLUME_DELETE = "volume_delete"  # remove a deleted volume's directory from the zone's storage root
+    IMAGE_SAVE = "image_save"  # commit an instance's container and push it to the operator's registry
 
 
 class CommandState(models.TextChoices):

@@ -5,7 +5,7 @@ import http.client
 import logging
 import urllib.error
 
-VERSION = "1.6.0"
+VERSION = "1.7.0"
 OUTPUT_HEAD = OUTPUT_TAIL = 128 * 1024  # upload at most 256 KiB per command: the head and the tail
 NVIDIA_QUERY = "index,name,uuid,memory.total,driver_version,temperature.gpu,utilization.gpu"
 # Health while running (agents from 1.6.0; the platform's hardware/health/parsers.py reads these columns). The

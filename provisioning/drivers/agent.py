@@ -79,6 +79,14 @@ class AgentDriver(Driver):
         # meta's ssh_port is the agent's own answer: an agent that predates per-container ports omits it.
         return self.run(node, "prepare", payload, meta={"kind": kind, "image": image, "cards": list(cards)})
 
+    def image_save(self, node: NodeRef, *, container: str, reference: str,
+                   registry_auth: Mapping[str, Any] | None = None, timeout_s: float = 3600.0) -> DriverOutput:
+        """The node's agent commits the container and pushes it (docker runtime); the login stays sealed in the row."""
+        payload = {"container": container, "reference": reference, "timeout_s": timeout_s,
+                   **({"registry_auth": dict(registry_auth)} if registry_auth else {})}
+        return self.run(node, "image_save", payload, timeout_s=timeout_s + 60,
+                        meta={"container": container, "reference": reference})
+
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
         """all_reduce_perf / all_reduce_test over `cards` on the node."""
         command, tool = readiness_command(node.collective, len(cards))

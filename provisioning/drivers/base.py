@@ -72,6 +72,13 @@ class Driver(abc.ABC):
         (inventory/custom_images.py pull_auth: `{"registry", "username", "sealed"}`, opened only as the node gets it).
         """
 
+    def image_save(self, node: NodeRef, *, container: str, reference: str,
+                   registry_auth: Mapping[str, Any] | None = None, timeout_s: float = 3600.0) -> DriverOutput:
+        """"Save as image": commit `container` as `reference` and push it with `registry_auth` (sealed); meta may
+        carry the pushed `digest`. Drivers without containers to save answer exit 2."""
+        return DriverOutput(f"{node.hostname}: the {self.name} driver cannot save a container as an image\n", 2,
+                            0.0, {})
+
     @abc.abstractmethod
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
         """Run the intra-node all_reduce test over `cards`; meta carries command, tool and ranks."""

@@ -225,6 +225,11 @@ class RedfishDriver(Driver):
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
         return self.agent.readiness(node, cards)
 
+    def image_save(self, node: NodeRef, *, container: str, reference: str,
+                   registry_auth: Mapping[str, Any] | None = None, timeout_s: float = 3600.0) -> DriverOutput:
+        return self.agent.image_save(node, container=container, reference=reference, registry_auth=registry_auth,
+                                     timeout_s=timeout_s)
+
     def health_check(self, node: NodeRef, card: int) -> DriverOutput:
         return self.agent.health_check(node, card)
 
