@@ -11,7 +11,6 @@ from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node
 from tests.factories.inventory import custom_image
 from tests.factories.provisioning import container_body, funded, make_fleet
-from tests.registry_server import image_registry  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 URL = "/api/v1/custom-images/"
