@@ -35,6 +35,8 @@ def instance_image_save(*, org, instance_id, name: str, tag: str = "latest", act
     or a platform without IMAGE_SAVE_REGISTRY; 400 naming `name` / `tag`."""
     with transaction.atomic():
         instance = instance_lock(instance_id=instance_id, org=org)
+        if not settings.IMAGE_SAVE_REGISTRY:
+            raise InvalidState("Saving images is not set up on this platform (IMAGE_SAVE_REGISTRY is empty).")
         if instance.kind != InstanceKind.CONTAINER:
             raise InvalidState("Save as image works on container instances only: a bare-metal instance has no "
                                "container to commit (save what you need to a volume instead).")
