@@ -345,9 +345,10 @@ def price_list():
     return Price.objects.select_related("accelerator").order_by("accelerator__slug", "-effective_from")
 
 
-def custom_image_list(*, org):
-    """The organization's private images, by name."""
-    return CustomImage.objects.filter(organization=org).order_by("name")
+def custom_image_list(*, org, ready_only: bool = False):
+    """The organization's private images, by name (only those ready to run when `ready_only`)."""
+    qs = CustomImage.objects.filter(organization=org).order_by("name")
+    return qs.filter(state="ready") if ready_only else qs
 
 
 def custom_image_get(*, org, image_id) -> CustomImage:
