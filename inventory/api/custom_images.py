@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from core.idempotency import idempotent
 from core.pagination import LimitOffsetEnvelopePagination
-from core.serializers import body_refuse_unknown
+from core.serializers import StrictSerializer, body_refuse_unknown
 from tenancy.permissions import require
 
 from .. import custom_images as services
@@ -16,7 +16,7 @@ from .. import selectors
 from ..choices import Vendor
 
 
-class CustomImageRegisterSerializer(serializers.Serializer):
+class CustomImageRegisterSerializer(StrictSerializer):
     name = serializers.CharField(max_length=64)
     reference = serializers.CharField(max_length=255, help_text="[registry/]repository[:tag][@sha256:digest]")
     vendors = serializers.ListField(child=serializers.ChoiceField(choices=Vendor.values), required=False,

@@ -7,6 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.serializers import StrictSerializer
 from inventory.api.custom_images import custom_image_body
 from tenancy.permissions import require
 
@@ -14,7 +15,7 @@ from .. import selectors
 from ..services.images import instance_image_save
 
 
-class SaveImageSerializer(serializers.Serializer):
+class SaveImageSerializer(StrictSerializer):
     name = serializers.CharField(max_length=64)
     tag = serializers.CharField(max_length=128, required=False, default="latest")
 
