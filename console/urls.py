@@ -118,5 +118,5 @@ from .views import images as image_views  # noqa: E402
 urlpatterns += [
     path("images/", image_views.images, name="images"),
     path("images/<str:image_id>/delete/", image_views.custom_image_delete, name="custom_image_delete"),
-    path("instances/<str:instance_id>/save-image/", image_views.instance_save_image, name="instance_save_image"),
+    path("images/save/<str:instance_id>/", image_views.instance_save_image, name="instance_save_image"),
 ]
