@@ -59,6 +59,7 @@ class MeterSubject(models.TextChoices):
 
     INSTANCE = "instance", "Instance item"
     VOLUME = "volume", "Storage volume"
+    IMAGE = "image", "Saved image"  # instance_id = the custom image's id, cards = its size in GiB (storage)
 
 
 # What an instance billing stops (auto-stop, a package that did not renew) keeps, for its emails: only its volumes

@@ -6,6 +6,7 @@ services (their ServiceErrors are attached back onto this form by the view).
 import uuid
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from inventory.selectors import (
     accelerators_orderable,
@@ -110,7 +111,8 @@ class InstanceCreateForm(forms.Form):
     datasets = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
                                          label="Datasets and models")
 
-    def __init__(self, *args, catalog: CatalogChoices, ssh_keys=(), volumes=(), datasets=(), **kwargs):
+    def __init__(self, *args, catalog: CatalogChoices, ssh_keys=(), volumes=(), datasets=(), custom_images=(),
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.catalog = catalog
         self.fields["idempotency_key"].initial = uuid.uuid4().hex
@@ -129,8 +131,13 @@ class InstanceCreateForm(forms.Form):
         for vendor in catalog.vendors:
             images = catalog.images_by_vendor[vendor]
             name = f"image_{vendor}"
+            # The organization's private images run in containers only (provisioning refuses them on bare metal).
+            private = [(str(i.pk), f"{i.name} · {i.reference}") for i in custom_images if vendor in (i.vendors or [])]
+            choices = [(i.slug, f"{i.name}") for i in images]
+            if private:
+                choices = [(_("Catalog"), choices), (_("Your organization's images (containers)"), private)]
             self.fields[name] = forms.ChoiceField(
-                choices=[(i.slug, f"{i.name}") for i in images], required=False,
+                choices=choices, required=False,
                 label=f"Image for {VENDOR_LABELS.get(vendor, vendor)} cards",
                 initial=_default_image(images))
             self.image_fields.append(self[name])

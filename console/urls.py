@@ -117,3 +117,12 @@ urlpatterns += [
     path("storage/volumes/<str:volume_id>/grow/", storage_views.volume_grow, name="volume_grow"),
     path("storage/volumes/<str:volume_id>/delete/", storage_views.volume_delete, name="volume_delete"),
 ]
+
+# --- custom images: the organization's private images, Save as image (issue 28) ---
+from .views import images as image_views  # noqa: E402
+
+urlpatterns += [
+    path("images/", image_views.images, name="images"),
+    path("images/<str:image_id>/delete/", image_views.custom_image_delete, name="custom_image_delete"),
+    path("images/save/<str:instance_id>/", image_views.instance_save_image, name="instance_save_image"),
+]

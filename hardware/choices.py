@@ -14,6 +14,7 @@ class CommandKind(models.TextChoices):
     VOLUME_GROW = "volume_grow"  # raise a mounted volume's quota (nothing detached)
     VOLUME_DELETE = "volume_delete"  # remove a deleted volume's directory from the zone's storage root
     INSTALL_KEYS = "install_keys"  # a warm bare-metal node's hand-over: the tenant's keys in root's authorized_keys
+    IMAGE_SAVE = "image_save"  # commit an instance's container and push it to the operator's registry
 
 
 class CommandState(models.TextChoices):

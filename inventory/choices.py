@@ -48,3 +48,20 @@ class HolderKind(models.TextChoices):
     INSTANCE = "instance"
     MAINTENANCE = "maintenance"
     WARM_POOL = "warm_pool"  # a whole node kept pre-imaged and verified for bare-metal creates (provisioning)
+
+
+class CustomImageOrigin(models.TextChoices):
+    REGISTERED = "registered", "Registered"  # by reference, from the organization's registry
+    SAVED = "saved", "Saved from an instance"  # pushed to the operator's registry (IMAGE_SAVE_REGISTRY)
+
+
+class CustomImageState(models.TextChoices):
+    SAVING = "saving", "Saving"  # the node commits and pushes the container
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+# The CPU architecture (the registry's name for it) of the nodes each vendor's accelerators sit in: a custom image
+# must be built for it. Ascend servers are Kunpeng (arm64); the others x86-64.
+VENDOR_ARCHITECTURE = {Vendor.NVIDIA: "amd64", Vendor.HUAWEI: "arm64", Vendor.MOORE_THREADS: "amd64",
+                       Vendor.ILUVATAR: "amd64"}

@@ -81,3 +81,19 @@ def holders_describe(holder_ids) -> dict:
     if not ids or _holder_describer is None:
         return {}
     return _holder_describer(ids)
+
+
+# A custom image deleted: storage closes the meter of a saved one (billing sits above inventory).
+_image_deleted_listeners: list = []
+
+
+def register_custom_image_deleted(fn):
+    """`fn(image_id=)`, called inside the deleting transaction (so a meter closes with the row); from ready()."""
+    if fn not in _image_deleted_listeners:
+        _image_deleted_listeners.append(fn)
+    return fn
+
+
+def custom_image_deleted(*, image_id) -> None:
+    for fn in list(_image_deleted_listeners):
+        fn(image_id=image_id)

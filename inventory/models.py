@@ -1,6 +1,7 @@
 """The catalog (accelerators, prices, images) and the fleet (zones, nodes, cards, allocations)."""
 import uuid
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -8,7 +9,17 @@ from django.db.models import Q
 from core.money import format_ucny
 from core.querysets import ReleasableQuerySet
 
-from .choices import CardHealth, ClusterNetwork, Collective, FabricKind, HolderKind, NodeState, Vendor
+from .choices import (
+    CardHealth,
+    ClusterNetwork,
+    Collective,
+    CustomImageOrigin,
+    CustomImageState,
+    FabricKind,
+    HolderKind,
+    NodeState,
+    Vendor,
+)
 
 
 class Accelerator(models.Model):
@@ -74,6 +85,44 @@ class Image(models.Model):
 
     def __str__(self):
         return self.slug
+
+
+class CustomImage(models.Model):
+    """An organization's private image: a registry reference checked when registered (digest and architectures
+    from the registry), pulled by the nodes with its login (the password or token Fernet-sealed with
+    IMAGE_CREDENTIALS_KEY, never shown again); or one saved from a container ("Save as image"), pushed to the
+    operator's registry under the organization's namespace and billed per GiB-hour of its size as storage."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey("tenancy.Organization", on_delete=models.CASCADE, related_name="custom_images")
+    creator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    name = models.CharField(max_length=100)
+    reference = models.CharField(max_length=300)  # what docker pulls (saved: <registry>/<org slug>/<name>:<tag>)
+    digest = models.CharField(max_length=80, blank=True)  # sha256:… the reference named when checked
+    architectures = models.JSONField(default=list, blank=True)  # e.g. ["amd64"]
+    vendors = models.JSONField(default=list)  # the accelerators' vendors whose nodes run it, e.g. ["nvidia"]
+    origin = models.CharField(max_length=10, choices=CustomImageOrigin.choices, default=CustomImageOrigin.REGISTERED)
+    state = models.CharField(max_length=10, choices=CustomImageState.choices, default=CustomImageState.READY)
+    state_reason = models.CharField(max_length=1000, blank=True)
+    username = models.CharField(max_length=200, blank=True)
+    password_encrypted = models.BinaryField(null=True, blank=True)  # never leaves the platform but to a node
+    size_bytes = models.BigIntegerField(null=True, blank=True)  # from the registry's manifest
+    # Saved images: the container instance it came from, and the zone whose storage price bills it.
+    source_instance_id = models.UUIDField(null=True, blank=True)
+    zone = models.ForeignKey("inventory.Zone", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="custom_image_unique_name")]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.password_encrypted) or bool(self.username)
 
 
 class Zone(models.Model):

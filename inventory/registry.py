@@ -46,6 +46,7 @@ class ImageRef:
 class ManifestInfo:
     digest: str  # sha256:… of the manifest (or index) the reference names now
     architectures: tuple[str, ...]  # e.g. ("amd64", "arm64")
+    size_bytes: int | None = None  # config + layers as stored (compressed); None for a multi-architecture index
 
 
 def reference_parse(text: str) -> ImageRef:
@@ -161,6 +162,7 @@ def manifest_check(reference: str, *, username: str = "", password: str = "",
         if media in INDEX_TYPES or "manifests" in body:
             archs = tuple(sorted({(m.get("platform") or {}).get("architecture", "") for m in body["manifests"]}
                                  - {"", "unknown"}))
+            size = None
         else:
             config = (body.get("config") or {}).get("digest")
             if not config:
@@ -169,9 +171,10 @@ def manifest_check(reference: str, *, username: str = "", password: str = "",
             if blob.status_code != 200:
                 raise RegistryError("reference", f"{ref}'s image config is missing from {ref.host}.")
             archs = tuple(a for a in (_json(blob, "image config", ref).get("architecture"),) if a)
+            size = sum(int(part.get("size") or 0) for part in [body["config"], *(body.get("layers") or [])])
     finally:
         session.close()
     if architecture and architecture not in archs:
         raise RegistryError("reference", f"{ref} is built for {', '.join(archs) or 'no named architecture'}, "
                                          f"not {architecture}.")
-    return ManifestInfo(digest, archs)
+    return ManifestInfo(digest, archs, size)

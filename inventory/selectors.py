@@ -1,6 +1,7 @@
 """Reads of the fleet and the catalog: stock, prices and the placement snapshot, each in a fixed
 number of queries whatever the size of the fleet."""
 import json
+import uuid
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 
@@ -12,7 +13,7 @@ from django.db.models.functions import Now
 from core.errors import NotFoundError, ValidationFailed
 
 from .choices import CardHealth, NodeState
-from .models import Accelerator, Card, CardAllocation, Image, Node, PlacementChange, Price, Zone
+from .models import Accelerator, Card, CardAllocation, CustomImage, Image, Node, PlacementChange, Price, Zone
 
 _ZERO = {"available_cards": 0, "allocated_cards": 0, "total_cards": 0}
 
@@ -328,3 +329,41 @@ def node_list():
 def price_list():
     """The price history, by accelerator and newest first."""
     return Price.objects.select_related("accelerator").order_by("accelerator__slug", "-effective_from")
+
+
+def custom_image_list(*, org, ready_only: bool = False):
+    """The organization's private images, by name (only those ready to run when `ready_only`)."""
+    qs = CustomImage.objects.filter(organization=org).order_by("name")
+    return qs.filter(state="ready") if ready_only else qs
+
+
+def custom_image_get(*, org, image_id) -> CustomImage:
+    """One of the organization's private images; 404 for another organization's or a malformed id."""
+    try:
+        return CustomImage.objects.get(organization=org, pk=uuid.UUID(str(image_id)))
+    except (ValueError, CustomImage.DoesNotExist):
+        raise NotFoundError("No such image.") from None
+
+
+def custom_images_by_ids(*, org, ids) -> dict:
+    """{str(id): CustomImage} of the organization's ready images among `ids` (strings that are not ids skipped)."""
+    wanted = []
+    for value in ids:
+        try:
+            wanted.append(uuid.UUID(str(value)))
+        except ValueError:
+            continue
+    if not wanted:
+        return {}
+    return {str(i.pk): i for i in CustomImage.objects.filter(organization=org, pk__in=wanted, state="ready")}
+
+
+def custom_images_for_run(ids) -> dict:
+    """{str(id): CustomImage} among `ids` whatever the organization (the worker, for an instance it already holds)."""
+    wanted = []
+    for value in ids:
+        try:
+            wanted.append(uuid.UUID(str(value)))
+        except ValueError:
+            continue
+    return {str(i.pk): i for i in CustomImage.objects.filter(pk__in=wanted)} if wanted else {}

@@ -9,7 +9,7 @@ from inventory.models import Node
 
 from .choices import InstanceState as S
 from .models import Instance
-from .services import steps
+from .services import images, steps
 
 logger = logging.getLogger("cardmix.provisioning")
 # A node_clean re-check waits at most this long: an ETA message held past the Redis visibility timeout
@@ -168,3 +168,10 @@ def warm_node_verify_task(warm_id: str) -> str:
     from .services.warm_pool import warm_node_verify
 
     return warm_node_verify(warm_id=warm_id)
+
+
+@shared_task(name="provisioning.image_save")
+def image_save_task(image_id: str, group_id: int) -> str:
+    """"Save as image": the node commits and pushes, then the image is read back and billed (services/images.py)."""
+    saved = images.image_save_run(image_id=image_id, group_id=group_id)
+    return getattr(saved, "state", "gone")

@@ -81,6 +81,10 @@ class Instances:
         return self.runtime.prepare(payload, where, keys=keys, rdma=rdma, joined=mounted + joined, part_meta=part_meta,
                                     mounts=mounts)
 
+    def do_image_save(self, payload: dict):
+        """"Save as image": the runtime commits the instance's container and pushes it to the operator's registry."""
+        return self.runtime.image_save(payload)
+
     def do_release(self, payload: dict):
         name = container_of(payload)
         where = self.instance_dir(name if payload.get("cards") else payload["instance_id"])

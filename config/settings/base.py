@@ -403,6 +403,15 @@ SSH_GATEWAY_RECHECK_SECONDS = env.float("SSH_GATEWAY_RECHECK_SECONDS", default=2
 # separated; e.g. a registry on the node network), and how long one registry call may take.
 CUSTOM_IMAGE_INSECURE_REGISTRIES = env.list("CUSTOM_IMAGE_INSECURE_REGISTRIES", default=[])
 CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS = env.float("CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS", default=15.0)
+# Fernet key sealing organizations' pull credentials at rest (inventory/custom_images.py); required in production.
+IMAGE_CREDENTIALS_KEY = env.str("IMAGE_CREDENTIALS_KEY", default="")
+# "Save as image": the operator's registry (host[:port]) that saved containers are pushed to, under
+# <registry>/<organization slug>/<name>:<tag>, and the push/pull login for it (empty: a registry without auth).
+# Empty IMAGE_SAVE_REGISTRY: the action is refused. How long the node's commit + push may take.
+IMAGE_SAVE_REGISTRY = env.str("IMAGE_SAVE_REGISTRY", default="")
+IMAGE_SAVE_REGISTRY_USERNAME = env.str("IMAGE_SAVE_REGISTRY_USERNAME", default="")
+IMAGE_SAVE_REGISTRY_PASSWORD = env.str("IMAGE_SAVE_REGISTRY_PASSWORD", default="")
+IMAGE_SAVE_TIMEOUT_SECONDS = env.float("IMAGE_SAVE_TIMEOUT_SECONDS", default=3600.0)
 # A container's HTTP ports (its image's and the user's, provisioning/http_ports.py): the i-th is published on its
 # node at CONTAINER_HTTP_PORT_BASE + first card × HTTP_PORTS_PER_INSTANCE + i (open BASE..BASE+64×N on the
 # nodes' firewall to the platform only). An instance declares at most HTTP_PORTS_PER_INSTANCE ports.

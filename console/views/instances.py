@@ -19,6 +19,7 @@ from billing.funds import available_funds
 from core.errors import InsufficientFunds, ServiceError
 from core.idempotency import IdempotencyInProgress, IdempotencyKeyReused, credential_of, idempotent_call
 from core.money import format_fen, parse_cny
+from inventory.selectors import custom_image_list
 from provisioning import selectors
 from provisioning.card_share import CardShare, cpus_text
 from provisioning.choices import InstanceState
@@ -40,6 +41,7 @@ from ..state_reasons import stop_warning, terminate_warning
 from . import instance_context as ic
 from .access import or_404, require_capability, require_write
 from .confirm import confirm_page
+from .images import save_image_context
 from .instance_access import access_context
 from .instance_slurm import slurm_section
 from .storage import instance_mounts, storage_pickers
@@ -90,7 +92,9 @@ def instance_list(request):
 def _form(request, data=None, catalog=None):
     catalog = catalog or CatalogChoices()
     keys = ssh_key_list(user=request.user)
-    return InstanceCreateForm(data, catalog=catalog, ssh_keys=keys, **storage_pickers(request.org))
+    private = list(custom_image_list(org=request.org, ready_only=True)) if request.org is not None else []
+    return InstanceCreateForm(data, catalog=catalog, ssh_keys=keys, custom_images=private,
+                              **storage_pickers(request.org))
 
 
 def _default_data(form) -> dict:
@@ -360,7 +364,8 @@ def instance_detail(request, instance_id):
     context = _detail_context(request, instance_id)
     if request.htmx:
         return render(request, "console/partials/instance_live.html", context)
-    return render(request, "console/instances/detail.html", {**context, **access_context(request, context["instance"])})
+    return render(request, "console/instances/detail.html", {**context, **access_context(request, context["instance"]),
+                                                             **save_image_context(request, context["instance"])})
 
 
 @login_required

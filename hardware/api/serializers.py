@@ -3,6 +3,8 @@ import json
 
 from rest_framework import serializers
 
+from inventory.custom_images import pull_auth_unseal
+
 from ..models import AgentCommand
 from ..services import OUTPUT_LIMIT
 
@@ -114,11 +116,21 @@ class HeartbeatSerializer(serializers.Serializer):
 
 
 class CommandSerializer(serializers.ModelSerializer):
-    """A command as handed out without a lease (agents before 1.3.0): exactly what they always got."""
+    """A command as handed out without a lease (agents before 1.3.0): exactly what they always got.
+
+    A registry login (a private image's pull, a save's push) is kept sealed in the row and opened here, for the
+    node's own agent only (inventory/custom_images.py)."""
 
     class Meta:
         model = AgentCommand
         fields = ["id", "kind", "payload", "deadline"]
+
+    def to_representation(self, instance):
+        body = super().to_representation(instance)
+        payload = body.get("payload")
+        if isinstance(payload, dict) and isinstance(payload.get("registry_auth"), dict):
+            body["payload"] = {**payload, "registry_auth": pull_auth_unseal(payload["registry_auth"])}
+        return body
 
 
 class LeasedCommandSerializer(CommandSerializer):

@@ -1,7 +1,9 @@
-"""inventory API routes: the catalog (/accelerators/, /images/, /zones/) and the staff admin API (/admin-api/…)."""
+"""inventory API routes: the catalog (/accelerators/, /images/, /zones/), the organization's private images
+(/custom-images/) and the staff admin API (/admin-api/…)."""
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from . import views
+from . import custom_images, views
 
 router = SimpleRouter()
 router.register("accelerators", views.AcceleratorViewSet, basename="accelerator")
@@ -12,4 +14,8 @@ router.register("admin-api/cards", views.CardAdminViewSet, basename="admin-card"
 router.register("admin-api/prices", views.PriceAdminViewSet, basename="admin-price")
 router.register("admin-api/images", views.ImageAdminViewSet, basename="admin-image")
 
-urlpatterns = router.urls
+urlpatterns = [
+    *router.urls,
+    path("custom-images/", custom_images.CustomImageListView.as_view(), name="custom-image-list"),
+    path("custom-images/<str:image_id>/", custom_images.CustomImageDetailView.as_view(), name="custom-image-detail"),
+]

@@ -1,7 +1,7 @@
 """provisioning API routes (SPEC §5)."""
 from django.urls import path
 
-from . import ports, views
+from . import images, ports, views
 
 urlpatterns = [
     path("instances/", views.InstanceListCreateView.as_view(), name="instance-list"),
@@ -26,5 +26,7 @@ urlpatterns = [
          name="instance-port-shares"),
     path("instances/<str:instance_id>/shares/<str:share_id>/", ports.InstancePortShareView.as_view(),
          name="instance-port-share"),
+    path("instances/<str:instance_id>/save-image/", images.InstanceSaveImageView.as_view(),
+         name="instance-save-image"),
     path("quotes/", views.QuoteView.as_view(), name="quote"),
 ]

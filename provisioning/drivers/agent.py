@@ -57,7 +57,8 @@ class AgentDriver(Driver):
 
     def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
                 env: Mapping[str, str], instance_id: str, ssh_port: int | None = None,
-                cluster: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None) -> DriverOutput:
+                cluster: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
+                registry_auth: Mapping[str, Any] | None = None) -> DriverOutput:
         """Create the instance's container on `cards` (or set up the bare-metal host), its volumes mounted."""
         payload = {"kind": kind, "cards": list(cards), "image": image, "ssh_keys": list(ssh_keys),
                    "env": dict(env), "instance_id": instance_id, "vendor": node.vendor,
@@ -66,6 +67,8 @@ class AgentDriver(Driver):
             payload["cluster"] = dict(cluster)
         if storage:  # its volumes and datasets on the zone's storage root (agent/cardmix_agent/volumes.py)
             payload.update(storage_root=storage["storage_root"], volumes=list(storage["volumes"]))
+        if registry_auth and kind == "container":  # sealed here; the agent API opens it for the node alone
+            payload["registry_auth"] = dict(registry_auth)
         if kind == "container":
             payload.update(name=container_name(instance_id, cards), ssh_port=ssh_port)
             # Its CPU and memory in proportion to its cards (the agent enforces them; a node of unknown size: none).
@@ -75,6 +78,14 @@ class AgentDriver(Driver):
                 payload["limits"] = share.limits()
         # meta's ssh_port is the agent's own answer: an agent that predates per-container ports omits it.
         return self.run(node, "prepare", payload, meta={"kind": kind, "image": image, "cards": list(cards)})
+
+    def image_save(self, node: NodeRef, *, container: str, reference: str,
+                   registry_auth: Mapping[str, Any] | None = None, timeout_s: float = 3600.0) -> DriverOutput:
+        """The node's agent commits the container and pushes it (docker runtime); the login stays sealed in the row."""
+        payload = {"container": container, "reference": reference, "timeout_s": timeout_s,
+                   **({"registry_auth": dict(registry_auth)} if registry_auth else {})}
+        return self.run(node, "image_save", payload, timeout_s=timeout_s + 60,
+                        meta={"container": container, "reference": reference})
 
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
         """all_reduce_perf / all_reduce_test over `cards` on the node."""

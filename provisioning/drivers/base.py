@@ -63,6 +63,7 @@ class Driver(abc.ABC):
         ssh_port: int | None = None,
         cluster: Mapping[str, Any] | None = None,
         storage: Mapping[str, Any] | None = None,
+        registry_auth: Mapping[str, Any] | None = None,
     ) -> DriverOutput:
         """Start a container on `cards` (kind="container") or deploy the whole node (kind="bare_metal").
 
@@ -70,8 +71,16 @@ class Driver(abc.ABC):
         `cluster`: this part's view of its multi-part instance (provisioning/services/cluster.py part_view): the
         network to join or set up, its address and the hostfile every part gets. `storage`: `{"storage_root",
         "volumes": [{"id", "kind", "dir", "mount_path", "read_only", "size_bytes"}]}` (storage/agent_port.py), the
-        volumes and datasets to mount.
+        volumes and datasets to mount. `registry_auth`: the login a private `image` is pulled with
+        (inventory/custom_images.py pull_auth: `{"registry", "username", "sealed"}`, opened only as the node gets it).
         """
+
+    def image_save(self, node: NodeRef, *, container: str, reference: str,
+                   registry_auth: Mapping[str, Any] | None = None, timeout_s: float = 3600.0) -> DriverOutput:
+        """"Save as image": commit `container` as `reference` and push it with `registry_auth` (sealed); meta may
+        carry the pushed `digest`. Drivers without containers to save answer exit 2."""
+        return DriverOutput(f"{node.hostname}: the {self.name} driver cannot save a container as an image\n", 2,
+                            0.0, {})
 
     @abc.abstractmethod
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:

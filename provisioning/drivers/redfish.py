@@ -186,12 +186,14 @@ class RedfishDriver(Driver):
 
     def prepare(self, node: NodeRef, cards: Sequence[int], *, kind: str, image: str, ssh_keys: Sequence[str],
                 env: Mapping[str, str], instance_id: str, ssh_port: int | None = None,
-                cluster: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None) -> DriverOutput:
+                cluster: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
+                registry_auth: Mapping[str, Any] | None = None) -> DriverOutput:
         """Bare metal: one-time PXE boot + power on + agent registration, then the agent installs keys (and links
         the volumes at their mount paths)."""
         if kind != "bare_metal":
             return self.agent.prepare(node, cards, kind=kind, image=image, ssh_keys=ssh_keys, env=env,
-                                      instance_id=instance_id, ssh_port=ssh_port, cluster=cluster, storage=storage)
+                                      instance_id=instance_id, ssh_port=ssh_port, cluster=cluster, storage=storage,
+                                      registry_auth=registry_auth)
 
         def step(lines):
             self._boot(node, lines)
@@ -226,6 +228,11 @@ class RedfishDriver(Driver):
 
     def readiness(self, node: NodeRef, cards: Sequence[int]) -> DriverOutput:
         return self.agent.readiness(node, cards)
+
+    def image_save(self, node: NodeRef, *, container: str, reference: str,
+                   registry_auth: Mapping[str, Any] | None = None, timeout_s: float = 3600.0) -> DriverOutput:
+        return self.agent.image_save(node, container=container, reference=reference, registry_auth=registry_auth,
+                                     timeout_s=timeout_s)
 
     def health_check(self, node: NodeRef, card: int) -> DriverOutput:
         return self.agent.health_check(node, card)

@@ -119,6 +119,7 @@ class SimulatedDriver(Driver):
         cluster: Mapping[str, Any] | None = None,
         storage: Mapping[str, Any] | None = None,
         forced_faults: Iterable[str] = (),
+        registry_auth: Mapping[str, Any] | None = None,
     ) -> DriverOutput:
         """Container start (20–60 s) or bare-metal power-on + PXE deploy + OS boot (6–12 min)."""
         faults = self._faults([node], forced_faults, ["boot_failure"])
@@ -134,6 +135,7 @@ class SimulatedDriver(Driver):
             "env_keys": sorted(env),
             "simulated_faults": sorted(faults),
             "ssh_port": ssh_port,
+            **({"registry_login": "set"} if registry_auth else {}),
         }
         joined = _cluster_lines(node, cluster) + joined_storage
         if cluster:

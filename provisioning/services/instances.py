@@ -69,7 +69,8 @@ def _claim_or_waitlist(*, instance: Instance, request: PlacementRequest, catalog
     rates and go provisioning, else waitlist or raise 409."""
     result = None
     if request.kind == InstanceKind.BARE_METAL and spec.items:
-        result = warm_take(instance=instance, request=request, images=images_resolve(spec, spec.items, catalog),
+        result = warm_take(instance=instance, request=request, images=images_resolve(spec, spec.items, catalog,
+                                                                                org=instance.organization),
                            catalog=catalog)
     result = result or placement_claim(instance=instance, request=request, catalog=catalog)
     placement_invalid(result)
@@ -87,7 +88,7 @@ def _claim_or_waitlist(*, instance: Instance, request: PlacementRequest, catalog
         return
     items = [{"accelerator": it.accelerator, "count": it.count, "rate": catalog[it.accelerator].price_per_card_hour}
              for it in result.items]
-    images = images_resolve(spec, result.items, catalog)
+    images = images_resolve(spec, result.items, catalog, org=instance.organization)
     price = sum(it["rate"] * it["count"] for it in items)
     billing_port.funds_check(org=instance.organization, price_per_hour=price, billing=instance.billing)
     instance_transition(instance=instance, to=S.PROVISIONING, reason=f"{reason}: placed", actor=actor,
@@ -112,7 +113,7 @@ def instance_create(*, org: Organization, actor, spec: InstanceSpec, name: str, 
     catalog = {slug: entry for slug, entry in catalog.items() if accelerator_allowed(org, slug)}
     keys = _ssh_keys(actor, ssh_key_ids)
     if spec.items:
-        images_resolve(spec, spec.items, catalog)  # fail fast, before any lock is taken
+        images_resolve(spec, spec.items, catalog, org=org)  # fail fast, before any lock is taken
         estimate = sum(catalog[it.accelerator].price_per_card_hour * it.count for it in spec.items)
     else:
         estimate = 0  # a policy's price is known once the mix is chosen

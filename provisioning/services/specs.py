@@ -3,6 +3,7 @@ from dataclasses import dataclass, field
 
 from core.errors import ValidationFailed
 from inventory.models import Image, Zone
+from inventory.selectors import custom_images_by_ids
 
 from ..choices import BillingMode
 from ..placement import INVALID_REQUEST, AcceleratorInfo, Item, PlacementRequest, PlacementResult, Policy
@@ -62,19 +63,26 @@ def placement_invalid(result: PlacementResult) -> None:
         raise ValidationFailed("The request is invalid.", details={field_name: result.message.split("\n")})
 
 
-def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo]) -> dict[str, str]:
-    """{vendor: image slug} for the chosen mix; each image must run on its vendor (400 otherwise)."""
+def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo], *, org=None) -> dict[str, str]:
+    """{vendor: image} for the chosen mix: a catalog slug, or the id of one of `org`'s ready private images (a
+    container only); each must run on its vendor (400 otherwise; another organization's image id is unknown)."""
     vendors = sorted({catalog[item.accelerator].vendor for item in items})
     wanted = {v: spec.image for v in vendors} if spec.image else {v: spec.images.get(v, "") for v in vendors}
-    found = {img.slug: img for img in Image.objects.filter(slug__in=[s for s in wanted.values() if s], active=True)}
+    slugs = [s for s in wanted.values() if s]
+    found = {img.slug: img for img in Image.objects.filter(slug__in=slugs, active=True)}
+    private = custom_images_by_ids(org=org, ids=[s for s in slugs if s not in found]) if org is not None else {}
     details: list[str] = []
     for vendor, slug in wanted.items():
+        runs_on = (found[slug].vendors if slug in found else private[slug].vendors if slug in private else None)
         if not slug:
             details.append(f"Name an image for {vendor} (hybrid: images: {{\"{vendor}\": …}}).")
-        elif slug not in found:
+        elif runs_on is None:
             details.append(f"Unknown image {slug!r}.")
-        elif vendor not in (found[slug].vendors or []):
+        elif vendor not in (runs_on or []):
             details.append(f"Image {slug!r} does not run on {vendor} accelerators.")
+        elif slug in private and spec.kind != "container":
+            details.append(f"Image {slug!r} is a private container image: bare-metal nodes boot the catalog's "
+                           "images only.")
     if details:
         raise ValidationFailed("The request is invalid.", details={"image" if spec.image else "images": details})
     return wanted

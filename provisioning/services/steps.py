@@ -14,8 +14,9 @@ from core.dbclock import db_now
 from core.errors import InsufficientFunds
 from core.failpoints import failpoint
 from inventory.choices import NodeState
+from inventory.custom_images import pull_auth, pull_reference
 from inventory.models import Node
-from inventory.selectors import images_named
+from inventory.selectors import custom_images_for_run, images_named
 
 from ..choices import FUNDS_FAILURE, PROVISIONED_WARM, GroupState, InstanceKind, ReportScope
 from ..choices import InstanceState as S
@@ -145,6 +146,12 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
     # Its HTTP ports: the proxy prefix, JupyterLab's token, and a container's publishing map (http_ports.py).
     images = images_named(instance.images.values())
     env.update(http_env(instance, images, group.card_indices, container=container))
+    image = instance.images.get(vendor, "")
+    custom = custom_images_for_run([image]).get(image) if container else None
+    pull = {}
+    if custom is not None:  # a private image: its pinned reference, pulled with its login (sealed)
+        image, auth = pull_reference(custom), pull_auth(custom)
+        pull = {"registry_auth": auth} if auth else {}
     while group.prepare_attempts < PREPARE_ATTEMPTS:
         # Written before the call (see driver_touched): a release then reaches the driver even if this worker
         # dies inside it. An attempt counts once it has an outcome, so a crash costs the customer none.
@@ -153,7 +160,7 @@ def group_prepare(instance: Instance, group: NodeGroup) -> bool | None:
             return None
         group.prepare_attempts += 1
         failpoint("provision:before_driver")
-        out = _call(group, driver.prepare, ref, group.card_indices, kind=instance.kind, image=instance.images.get(vendor, ""),
+        out = _call(group, driver.prepare, ref, group.card_indices, kind=instance.kind, image=image, **pull,
                     ssh_keys=authorized_keys(instance), env=env, instance_id=str(instance.pk),
                     ssh_port=container_ssh_port(group.card_indices) if container else None,
                     **({"cluster": part} if part is not None else {}),

@@ -67,7 +67,7 @@ def _wake_one(instance_id) -> str:
                 now = db_now()
                 event = instance_transition(
                     instance=instance, to=S.PROVISIONING, reason="woken: capacity freed", items=items,
-                    images=images_resolve(spec, result.items, catalog), price_per_hour=price,
+                    images=images_resolve(spec, result.items, catalog, org=instance.organization_id), price_per_hour=price,
                     sla_deadline=now + timedelta(seconds=settings.SLA_SECONDS), step_deadline=step_deadline(instance, now))
                 instance.sla_event_id = event.pk
                 instance.save(update_fields=["sla_event_id"])

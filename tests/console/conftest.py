@@ -4,6 +4,7 @@ import pytest
 from tests.cachekeys import cache_clear_own
 from tests.e2e.conftest import chromium_launched, e2e_env  # noqa: F401  (e2e_env: live-server settings, a fixture)
 from tests.factories.tenancy import login_client  # noqa: F401  (re-exported for the console tests)
+from tests.registry_server import image_registry  # noqa: F401  (a real registry on loopback)
 
 
 @pytest.fixture(autouse=True)

@@ -105,3 +105,15 @@ class CardAllocationFactory(factory.django.DjangoModelFactory):
     holder_kind = HolderKind.INSTANCE
     holder_id = factory.Faker("uuid4", cast_to=None)
     allocated_at = factory.LazyFunction(timezone.now)
+
+
+def custom_image(org, *, name: str = "trainer", reference: str = "registry.example.com/team/trainer:1.0",
+                 username: str = "puller", password: str = "s3cret-pull", vendors=("nvidia",), **fields):
+    """An organization's private image row as a register leaves it (no registry asked), its login sealed."""
+    from inventory.custom_images import secret_seal
+    from inventory.models import CustomImage
+
+    return CustomImage.objects.create(
+        organization=org, name=name, reference=reference, digest="sha256:" + "ab" * 32, architectures=["amd64"],
+        vendors=list(vendors), username=username, password_encrypted=secret_seal(password) if password else None,
+        **fields)

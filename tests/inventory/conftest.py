@@ -1,6 +1,8 @@
 """Fixtures of the inventory tests."""
 import pytest
 
+from tests.registry_server import image_registry  # noqa: F401 - a real registry on loopback
+
 
 @pytest.fixture
 def staff_client(member_factory, session_client_for):

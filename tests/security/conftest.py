@@ -5,6 +5,7 @@ import pytest
 
 from tests.cachekeys import cache_clear_own
 from tests.payments.conftest import localstripe_url, stripe_env  # noqa: F401  (fixtures reused)
+from tests.registry_server import image_registry  # noqa: F401  (a real registry on loopback)
 from tests.storage.s3_server import s3, s3_server  # noqa: F401  (fixtures reused)
 
 

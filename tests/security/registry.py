@@ -285,6 +285,14 @@ def webhook_delivery(world):
     return Target({"id": target.row.pk, "delivery_id": d.pk}, row=d)
 
 
+def custom_image(world):
+    from tests.factories.inventory import custom_image as make
+
+    image = make(world.a.organization, name=world.marker("image"),
+                 reference=f"registry.example.com/{world.marker('repo')}/trainer:1.0")
+    return Target({"image_id": str(image.pk)}, row=image)
+
+
 OBJECT_FACTORIES = {
     # tenancy
     "api:member-detail": member,
@@ -309,6 +317,11 @@ OBJECT_FACTORIES = {
     "api:admin-card-health": admin_card,
     "api:admin-price-detail": admin_price,
     "api:admin-image-detail": admin_image,
+    # the organization's private images
+    "api:custom-image-detail": custom_image,
+    "console:custom_image_delete": custom_image,
+    "api:instance-save-image": instance,
+    "console:instance_save_image": instance,
     # billing
     "api:topup-detail": topup,
     "api:sponsorship-detail": sponsorship,
@@ -371,8 +384,9 @@ OBJECT_FACTORIES = {
 
 # Per-organization pages without an object id: B must see none of A's markers there.
 TENANT_LISTS = {
-    "api:organization-current", "api:realname", "console:verification", "api:member-list", "api:token-list", "api:ssh-key-list", "api:audit-event-list",
-    "api:accelerator-list", "api:image-list", "api:zone-list",
+    "api:organization-current", "api:realname", "console:verification", "api:member-list", "api:token-list",
+    "api:ssh-key-list", "api:audit-event-list",
+    "api:accelerator-list", "api:image-list", "api:zone-list", "api:custom-image-list", "console:images",
     "api:admin-node-list", "api:admin-card-list", "api:admin-price-list", "api:admin-image-list",
     "api:billing-balance", "api:billing-transfers", "api:billing-usage", "api:topup-list",
     "api:sponsorship-list", "api:invoice-list", "api:statement-list", "api:fapiao-list", "api:fapiao-available",

@@ -96,6 +96,13 @@ def _case(name, ctx):
         inst = InstanceFactory(organization=org, state="running")
         return (f"/api/v1/instances/{inst.pk}/ports/8888/shares/", {"expires_in_hours": 2}, {"expires_in_hours": 3},
                 _count("provisioning.PortShare", instance=inst))
+    if name == "api:custom-image-list":  # the registry is asked first: a real one on loopback
+        registry = ctx["request"].getfixturevalue("image_registry")
+        registry.push("team/trainer", "1.0")
+        body = {"name": "trainer", "reference": f"{registry.host}/team/trainer:1.0", "username": "puller",
+                "password": "right-pass"}
+        return ("/api/v1/custom-images/", body, {**body, "name": "other"},
+                _count("inventory.CustomImage", organization=org))
     raise AssertionError(f"{name}: a creating POST without an idempotency case in {__file__}")
 
 
@@ -108,19 +115,19 @@ def test_creating_endpoints_are_enumerated():
     known = {"api:token-list", "api:ssh-key-list", "api:member-list", "api:instance-list", "api:topup-list",
              "api:sponsorship-list", "api:invoice-pay", "api:admin-node-list", "api:admin-price-list",
              "api:admin-image-list", "api:volume-list", "api:webhook-list", "api:fapiao-list",
-             "api:instance-port-shares", "api:realname"}
+             "api:instance-port-shares", "api:realname", "api:custom-image-list"}
     assert set(CREATING) == known, set(CREATING) ^ known
 
 
 @pytest.fixture
-def ctx(member_factory, token_client_for, catalog, stripe_env):
+def ctx(member_factory, token_client_for, catalog, stripe_env, request):
     from tests.factories.provisioning import funded, make_fleet
 
     make_fleet(h100=1)
     actor = funded(member_factory(role="owner"))
     actor.user.is_staff = True  # the admin API needs an operator; org endpoints the owner role
     actor.user.save(update_fields=["is_staff"])
-    return {"actor": actor, "client": token_client_for(actor)}
+    return {"actor": actor, "client": token_client_for(actor), "request": request}
 
 
 @pytest.mark.pg

@@ -58,6 +58,13 @@ MATRIX = {
     "instance_port_share": ("post", "/api/v1/instances/{instance}/ports/8888/shares/", INSTANCES, False, {201}),
     "instance_port_share_revoke": ("delete", "/api/v1/instances/{instance}/shares/{share}/", INSTANCES, False,
                                    {200}),
+    "custom_images_list": ("get", "/api/v1/custom-images/", READ, True, {200}),
+    "custom_image_get": ("get", "/api/v1/custom-images/{custom_image}/", READ, True, {200}),
+    # No registry answers here: an allowed caller gets past the role check to the registry check's 400.
+    "custom_image_register": ("post", "/api/v1/custom-images/", INSTANCES, False, {400}),
+    "custom_image_delete": ("delete", "/api/v1/custom-images/{custom_image}/", INSTANCES, False, {204}),
+    # No IMAGE_SAVE_REGISTRY here: an allowed caller gets the 409 that says so.
+    "instance_save_image": ("post", "/api/v1/instances/{instance}/save-image/", INSTANCES, False, ACCEPTED),
     "accelerators": ("get", "/api/v1/accelerators/", EVERY, True, {200}),
     "zones": ("get", "/api/v1/zones/", EVERY, True, {200}),
     "images": ("get", "/api/v1/images/", EVERY, True, {200}),
@@ -99,6 +106,7 @@ def _world(actor) -> dict:
     from billing.models_products import Invoice, SponsorshipProposal
     from provisioning.models import PortShare
     from tests.factories.billing import fund
+    from tests.factories.inventory import custom_image
     from tests.factories.provisioning import InstanceFactory, make_fleet
     from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -126,7 +134,8 @@ def _world(actor) -> dict:
     storage_ids = _storage(org, inst)
     fapiao_ids = _fapiao(org)
     return {"shared_volume": shared.pk, "volume_key": key.pk, "instance": inst.pk, "ported": ported.pk, "share": share.pk, "monthly": monthly.pk, "topup": topup.pk, "sponsorship": proposal.pk, "invoice": invoice.pk,
-            "month": _this_month(), "webhook": endpoint.pk, "delivery": delivery.pk, **storage_ids, **fapiao_ids}
+            "month": _this_month(), "webhook": endpoint.pk, "delivery": delivery.pk, **storage_ids, **fapiao_ids,
+            "custom_image": custom_image(org).pk}
 
 
 def _fapiao(org) -> dict:
@@ -196,6 +205,8 @@ BODIES = {
     "volume_create": {"name": "matrix-new", "kind": "disk", "size_gib": 10, "zone": ""},  # zone: _storage
     "volume_grow": {"size_gib": 200},  # make_volume: 100 GiB
     "instance_volume_attach": {"volume": "", "mount_path": "/scratch"},  # _storage: a free disk of the actor's organization
+    "custom_image_register": {"name": "m", "reference": "127.0.0.1:9/team/m:1"},
+    "instance_save_image": {"name": "m"},
     "webhook_create": {"url": "https://93.184.216.34/hook", "event_types": ["instance.running"]},
     "webhook_update": {"description": "changed"},
     "quote": {"kind": "container", "items": [{"accelerator": "h100-sxm-80g", "count": 1}],

@@ -54,3 +54,7 @@ class Runtime:
         """The reachability probe's argv for a part on this node, run in its network. → (argv, None) or
         (None, (output, exit code)) when it cannot run"""
         raise NotImplementedError
+
+    def image_save(self, payload: dict) -> tuple[str, int, dict]:
+        """Commit a container and push it (`container`, `reference`, `registry_auth`). → (output, exit, meta)"""
+        return f"cardmix-agent: the {self.name} runtime cannot save images (docker only)\n", 2, {}

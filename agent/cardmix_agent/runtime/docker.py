@@ -21,9 +21,10 @@ from ..limits import limits_argv
 from ..programs import run
 from .base import Runtime
 from .docker_cluster import DockerClusterNetworks
+from .docker_images import DockerImages
 
 
-class DockerRuntime(DockerClusterNetworks, Runtime):
+class DockerRuntime(DockerImages, DockerClusterNetworks, Runtime):
     name = "docker"
 
     def bare_metal_keys(self, where: Path) -> Path:
@@ -172,6 +173,11 @@ class DockerRuntime(DockerClusterNetworks, Runtime):
         if exposed:  # never: the token and the agent's state stay out of every container
             return (freed + f"cardmix-agent: refusing to start {name}: it would mount {', '.join(exposed)}, "
                     "the agent's token or state\n", EXIT_CONFIG, meta)
+        if payload.get("registry_auth"):  # a private image: pulled first with its login, which stays off the node
+            pulled, code = self.docker_pull_private(str(payload["image"]), payload["registry_auth"])
+            freed += pulled
+            if code != 0:
+                return freed, code, meta
         text, code = run(argv, timeout=self.args.prepare_timeout)
         published = self.http_published(payload) if code == 0 else {}
         return freed + text, code, {**meta, "ssh_port": port if code == 0 else None,
