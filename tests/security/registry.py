@@ -384,7 +384,8 @@ OBJECT_FACTORIES = {
 
 # Per-organization pages without an object id: B must see none of A's markers there.
 TENANT_LISTS = {
-    "api:organization-current", "api:realname", "console:verification", "api:member-list", "api:token-list",
+    "api:organization-current", "api:realname", "console:verification", "api:organization-export",
+    "console:organization_export", "console:account_delete", "api:member-list", "api:token-list",
     "api:ssh-key-list", "api:audit-event-list",
     "api:accelerator-list", "api:image-list", "api:zone-list", "api:custom-image-list", "console:images",
     "api:admin-node-list", "api:admin-card-list", "api:admin-price-list", "api:admin-image-list",
@@ -420,6 +421,7 @@ SKIP = {
     "console:signup": "public page (throttled: test_abuse.py)",
     "console:check_email": "public page",
     "console:verify_email": "signed one-time link",
+    "console:account_delete_confirm": "signed one-time link (the person's own account, not an organization's)",
     "console:invitation_accept": "signed one-time link naming its organization (tests/console/test_teams.py)",
     "console:password_reset": "public page",
     "console:password_reset_done": "public page",

@@ -31,6 +31,7 @@ MATRIX = {
     "realname_get": ("get", "/api/v1/organizations/current/verification/", EVERY, True, 200),
     "realname_submit": ("post", "/api/v1/organizations/current/verification/", {"owner", "admin"}, False, 201),
     "realname_detail": ("get", "/api/v1/organizations/current/verification/{realname}/", EVERY, True, 200),
+    "export": ("get", "/api/v1/organizations/current/export/", {"owner", "admin"}, True, 200),
 }
 
 
