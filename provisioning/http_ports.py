@@ -8,8 +8,9 @@ app that builds absolute links is started under it (CARDMIX_PROXY_BASE) and work
 Where a port lives: bare metal and a container on the host network listen on the node itself (node address +
 port). A container in its own network has its declared ports published at prepare on node ports
 CONTAINER_HTTP_PORT_BASE + first card × HTTP_PORTS_PER_INSTANCE + position (cards are held by one live group at a
-time, so two containers never share one); the group keeps that map (NodeGroup.http_ports), so a port added
-later is reachable after the next start.
+time, so two containers never share one); the group keeps that map (NodeGroup.http_ports). A port added while
+it runs is not published (Docker fixes a container's port bindings when it is created): the proxy reaches it through
+the container's sshd instead (console/port_tunnels.py), and the next start publishes it.
 
 JupyterLab's token is derived from SECRET_KEY and the instance id: the image gets it in its environment, the
 proxy adds it to the requests it forwards, the user never sees it.

@@ -449,6 +449,17 @@ class ProxyTarget(NamedTuple):
     host: str
     upstream_port: int
     jupyter_token: str | None
+    tunnel: "Tunnel | None" = None  # set: reached through the instance's sshd (console/port_tunnels.py)
+
+
+class Tunnel(NamedTuple):
+    """The instance's sshd a port not published on its container is reached through, as the platform key."""
+
+    host: str
+    port: int
+    group_id: int
+    host_key: str
+    private_key: str
 
 
 def instance_ports(*, instance) -> list[dict]:
@@ -501,10 +512,19 @@ def proxy_target(*, instance, port: int) -> ProxyTarget:
         raise NotFoundError("No such port on a running instance.")
     head = _head_group(instance)
     where = http_ports.upstream(instance.kind, head, port) if head else None
+    tunnel = None
+    if where is None and head is not None and head.ssh_port:
+        # Added after the container started (Docker cannot publish a port on a running container): through its sshd.
+        from .platform_keys import platform_private_key
+
+        endpoint = instance_ssh_endpoint(instance=instance)
+        tunnel = Tunnel(endpoint.host, endpoint.port, endpoint.group_id, endpoint.host_key,
+                        platform_private_key(instance))
+        where = (endpoint.host, port)
     if where is None:
         raise NotFoundError("This port is not published on the instance's container; restart the instance.")
     token = http_ports.jupyter_token(instance.pk) if declared[port]["jupyter"] else None
-    return ProxyTarget(str(instance.pk), port, where[0], where[1], token)
+    return ProxyTarget(str(instance.pk), port, where[0], where[1], token, tunnel)
 
 
 def _head_group(instance):

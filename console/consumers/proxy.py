@@ -8,6 +8,7 @@ caller who may not reach the port is refused before the upgrade.
 import asyncio
 import contextlib
 
+import asyncssh
 import websockets
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -15,11 +16,12 @@ from django.conf import settings
 from django.utils.encoding import escape_uri_path
 
 from core.errors import NotFoundError
+from provisioning.host_keys import HostKeyMismatch
 from provisioning.http_ports import subdomain_mode, upstream_path
 
 from .. import port_grants
 from .. import proxy_access as access
-from ..views.proxy import upstream_headers
+from ..views.proxy import upstream_address, upstream_headers
 
 # Set by PortHostRouter (console/routing.py) on a WebSocket to a port's own host (subdomain mode).
 PORT_HOST_SCOPE_KEY = "cardmix_port_host"
@@ -53,7 +55,11 @@ class PortProxyConsumer(AsyncWebsocketConsumer):
         except NotFoundError:
             await self.close()
             return
-        host = f"{target.host}:{target.upstream_port}"
+        try:
+            host = "%s:%s" % await upstream_address(target)
+        except (OSError, asyncssh.Error, HostKeyMismatch):
+            await self.close()
+            return
         query = self.scope.get("query_string", b"").decode("latin-1")
         path = upstream_path(instance_id, port, self.scope["path"])
         url = f"ws://{host}{escape_uri_path(path)}" + (f"?{query}" if query else "")

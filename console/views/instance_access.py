@@ -105,7 +105,7 @@ def _refused(request, exc: ServiceError):
 @login_required
 @require_POST
 def instance_port_add_view(request, instance_id):
-    """Declare a port (a container publishes it from its next start)."""
+    """Declare a port (reachable at once: a running container's through its sshd, console/port_tunnels.py)."""
     _instance_for_write(request, instance_id)
     form = PortAddForm(request.POST)
     if not form.is_valid():

@@ -8,6 +8,7 @@ cookies; JupyterLab's port gets its token as an Authorization header, so the use
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import urlencode
 
+import asyncssh
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -22,9 +23,10 @@ from django.utils.encoding import escape_uri_path
 from django.views.decorators.csrf import csrf_exempt
 
 from core.errors import NotFoundError
+from provisioning.host_keys import HostKeyMismatch
 from provisioning.http_ports import SHARE_PARAM, port_path, subdomain_mode, upstream_path
 
-from .. import port_grants
+from .. import port_grants, port_tunnels
 from .. import proxy_access as access
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) and the ones the proxy sets itself.
@@ -32,6 +34,13 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
                         "transfer-encoding", "upgrade", "host", "cookie", "authorization", "content-length"})
 RESPONSE_DROPPED = frozenset({"connection", "keep-alive", "proxy-authenticate", "trailer", "transfer-encoding",
                               "upgrade", "set-cookie"})
+
+
+async def upstream_address(target) -> tuple[str, int]:
+    """Where the port is reached from here: its published address, or a local SSH forward (port_tunnels.py)."""
+    if target.tunnel is not None:
+        return await port_tunnels.local_address(target)
+    return target.host, target.upstream_port
 
 
 def upstream_headers(headers, *, cookie: str, token: str | None, host: str, origin_host: str) -> dict:
@@ -111,7 +120,11 @@ async def _stream(upstream: httpx.Response, client: httpx.AsyncClient):
 
 async def _forward(request, target, *, path: str, cookie_prefix: str):
     """Send the request to the target's port at `path` (the query kept); stream the answer back."""
-    host = f"{target.host}:{target.upstream_port}"
+    try:
+        host = "%s:%s" % await upstream_address(target)
+    except (OSError, asyncssh.Error, HostKeyMismatch) as exc:
+        return HttpResponse(f"Port {target.port} of the instance cannot be reached through its sshd: {exc}",
+                            status=502, content_type="text/plain; charset=utf-8")
     headers = upstream_headers(request.headers, cookie=request.headers.get("Cookie", ""), token=target.jupyter_token,
                                host=host, origin_host=request.get_host())
     body = await sync_to_async(lambda: request.body)()

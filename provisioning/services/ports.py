@@ -26,7 +26,8 @@ def _live_instance(*, org, instance_id):
 
 
 def instance_port_add(*, org, instance_id, port: int, name: str = "", actor=None, request=None):
-    """Declare one more HTTP port (a container publishes it from its next start on)."""
+    """Declare one more HTTP port (a running container's is reached through its sshd until its next start
+    publishes it)."""
     if port in RESERVED_PORTS:
         raise ValidationFailed("Port 22 is the instance's sshd.", details={"port": ["Port 22 is reserved."]})
     with transaction.atomic():

@@ -170,8 +170,9 @@ def test_the_terminal_reconnects_after_a_network_blip_to_the_same_shell(e2e_env,
         page.wait_for_selector("#terminal[data-connected='1'][data-shell='reattached']", timeout=30_000)
         assert page.inner_text("#terminal .terminal-status") == "Reconnected to the same shell"
         # Backoff: 0.5 s, 1 s, 2 s… between the attempts the network refused.
-        refused = relay.refused_at
-        assert len(refused) >= 3, refused
+        # (Chromium may try a refused connection twice at once: tries within 0.3 s are one attempt.)
+        refused = [t for i, t in enumerate(relay.refused_at) if i == 0 or t - relay.refused_at[i - 1] > 0.3]
+        assert len(refused) >= 3, relay.refused_at
         gaps = [b - a for a, b in zip(refused, refused[1:], strict=False)]
         assert all(later > 1.5 * earlier for earlier, later in zip(gaps, gaps[1:], strict=False)), gaps
 
