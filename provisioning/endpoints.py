@@ -55,8 +55,9 @@ def gateway_entry(instance_id, name: str, direct: list[dict]) -> dict | None:
         return None
     short = short_id(instance_id)
     at = host if port == 22 else f"{host}:{port}"
-    config = (f"Host {name}\n  HostName {short}\n  User {SSH_USER}\n  ProxyJump {at}\n"
+    # i-<short>: a short id of eight decimal digits would be an IPv4 number to OpenSSH (gateway/access.py).
+    config = (f"Host {name}\n  HostName i-{short}\n  User {SSH_USER}\n  ProxyJump {at}\n"
               "  ServerAliveInterval 30\n")
     return {"host": host, "port": port, "user": short,
             "command": f"ssh -p {port} {short}@{host}" if port != 22 else f"ssh {short}@{host}",
-            "jump": f"ssh -J {at} {SSH_USER}@{short}", "config": config}
+            "jump": f"ssh -J {at} {SSH_USER}@i-{short}", "config": config}

@@ -57,6 +57,9 @@ def _usable_org_ids(user_id) -> tuple[set, set]:
     return usable, member
 
 
+# `ssh -J gw root@i-<short id>`: OpenSSH reads an all-digit host ("12345678") as an IPv4 number, so the jump form
+# the platform shows prefixes the short id; a bare short id or a name still works.
+JUMP_PREFIX = "i-"
 # `<instance>-<part>`: the part-th node group (0 the first) of a multi-node instance.
 PART_REF = re.compile(r"(?P<ref>.+)-(?P<part>[0-9]{1,3})")
 
@@ -64,6 +67,8 @@ PART_REF = re.compile(r"(?P<ref>.+)-(?P<part>[0-9]{1,3})")
 def _found(org_ids, ref: str) -> tuple[list, int]:
     """The instances `ref` names (as a whole first: a name may end in -2), and which of their parts."""
     found = selectors.gateway_instances(org_ids=org_ids, ref=ref)
+    if not found and ref.startswith(JUMP_PREFIX):
+        return _found(org_ids, ref[len(JUMP_PREFIX):])
     part = PART_REF.fullmatch(ref)
     if found or part is None:
         return found, 0

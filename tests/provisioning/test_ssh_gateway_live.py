@@ -135,7 +135,7 @@ def test_openssh_reaches_the_instance_through_the_gateway_and_only_members_who_m
     # Both forms the instance body shows, and -J by name, with the owner's registered key.
     shown = owner.api.get(f"/api/v1/instances/{inst.pk}/").json()["ssh_gateway"]
     assert shown["command"] == f"ssh -p {gateway.port} {short}@127.0.0.1", shown
-    assert shown["jump"] == f"ssh -J {at} root@{short}"
+    assert shown["jump"] == f"ssh -J {at} root@i-{short}"
     jump = owner.ssh("-J", at, "root@trainer", "echo ok")
     assert jump.returncode == 0 and jump.stdout == "ok\n", (jump, gateway.log_tail())
     direct = owner.ssh(*shlex.split(shown["command"])[1:], "echo ok; exit 3")
@@ -161,7 +161,7 @@ def test_openssh_reaches_the_instance_through_the_gateway_and_only_members_who_m
     # Another organization's member (with a key of their own) is told there is no such instance.
     stranger = Person(member_factory(role="owner"), tmp_path, "stranger")
     for got in (stranger.ssh("-J", at, "root@trainer", "echo ok"),
-                stranger.ssh("-J", at, f"root@{short}", "echo ok"),
+                stranger.ssh("-J", at, f"root@i-{short}", "echo ok"),
                 stranger.ssh("-p", str(gateway.port), f"{short}@127.0.0.1", "echo ok")):
         assert got.returncode != 0 and "ok" not in got.stdout and "No instance" in got.stderr, got
     # A viewer of the same organization may look, not log in (a member who registered a key, then was made one).
