@@ -7,11 +7,13 @@ the command row keeps the sealed text (`pull_auth`), and the agent API unseals i
 node (`pull_auth_unseal`, called from hardware's command serializer).
 """
 import re
+from datetime import timedelta
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
 from core.fernet_keys import fernet_for
 from tenancy.audit import audit_record
@@ -147,7 +149,9 @@ def custom_image_delete(*, org, image_id, actor=None, request=None) -> None:
         image = CustomImage.objects.select_for_update().filter(organization=org, pk=image_id).first()
         if image is None:
             return
-        if image.state == CustomImageState.SAVING:
+        # A save past its time limit lost its worker (the node's answer never came): it may go.
+        stuck_after = timedelta(seconds=settings.IMAGE_SAVE_TIMEOUT_SECONDS + 600)
+        if image.state == CustomImageState.SAVING and image.created_at > db_now() - stuck_after:
             raise InvalidState("The image is being saved; delete it once it is ready or has failed.")
         details = {"name": image.name, "reference": image.reference, "origin": image.origin}
         audit_record(action="custom_image.delete", org=org, actor=actor, target=image, request=request,
