@@ -7,11 +7,13 @@ the command row keeps the sealed text (`pull_auth`), and the agent API unseals i
 node (`pull_auth_unseal`, called from hardware's command serializer).
 """
 import re
+from datetime import timedelta
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
 from core.fernet_keys import fernet_for
 from tenancy.audit import audit_record
@@ -19,7 +21,7 @@ from tenancy.audit import audit_record
 from .choices import VENDOR_ARCHITECTURE, CustomImageOrigin, CustomImageState, Vendor
 from .hooks import custom_image_deleted
 from .models import CustomImage
-from .registry import RegistryError, manifest_check, reference_parse
+from .registry import DOCKER_HUB, RegistryError, manifest_check, reference_parse
 
 NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$")  # also a registry path component and a tag
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -58,9 +60,16 @@ def pull_reference(image: CustomImage) -> str:
     """What the node pulls and runs: the reference pinned to the digest checked at registration, so a tag moved
     since runs nothing unchecked (`repo:tag@sha256:…`, which docker pulls by digest)."""
     ref = reference_parse(image.reference)
+    # Docker Hub as docker names it: its credentials are filed under docker.io, never under the API's host.
+    text = f"docker.io/{str(ref).split('/', 1)[1]}" if ref.host == DOCKER_HUB else str(ref)
     if not image.digest or ref.reference.startswith("sha256:"):
-        return str(ref)
-    return f"{ref}@{image.digest}"
+        return text
+    return f"{text}@{image.digest}"
+
+
+def _registry_host(reference: str) -> str:
+    host = reference_parse(reference).host
+    return "docker.io" if host == DOCKER_HUB else host
 
 
 def pull_auth(image: CustomImage) -> dict | None:
@@ -69,7 +78,7 @@ def pull_auth(image: CustomImage) -> dict | None:
     username, password = _login(image)
     if not username and not password:
         return None
-    return {"registry": reference_parse(image.reference).host, "username": username,
+    return {"registry": _registry_host(image.reference), "username": username,
             "sealed": secret_seal(password).decode()}
 
 
@@ -78,7 +87,7 @@ def push_auth(reference: str) -> dict | None:
     username, password = settings.IMAGE_SAVE_REGISTRY_USERNAME, settings.IMAGE_SAVE_REGISTRY_PASSWORD
     if not username and not password:
         return None
-    return {"registry": reference_parse(reference).host, "username": username, "sealed": secret_seal(password).decode()}
+    return {"registry": _registry_host(reference), "username": username, "sealed": secret_seal(password).decode()}
 
 
 def pull_auth_unseal(auth) -> dict:
@@ -147,7 +156,9 @@ def custom_image_delete(*, org, image_id, actor=None, request=None) -> None:
         image = CustomImage.objects.select_for_update().filter(organization=org, pk=image_id).first()
         if image is None:
             return
-        if image.state == CustomImageState.SAVING:
+        # A save past its time limit lost its worker (the node's answer never came): it may go.
+        stuck_after = timedelta(seconds=settings.IMAGE_SAVE_TIMEOUT_SECONDS + 600)
+        if image.state == CustomImageState.SAVING and image.created_at > db_now() - stuck_after:
             raise InvalidState("The image is being saved; delete it once it is ready or has failed.")
         details = {"name": image.name, "reference": image.reference, "origin": image.origin}
         audit_record(action="custom_image.delete", org=org, actor=actor, target=image, request=request,

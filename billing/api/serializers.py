@@ -72,8 +72,9 @@ class UsageLineSerializer(serializers.Serializer):
     """One meter's usage within the window."""
 
     meter_id = serializers.IntegerField(source="pk")
-    subject = serializers.CharField(help_text='"instance", or "volume": then instance_id is the volume\'s id, '
-                                              'cards its size in GiB and rate per GiB-hour')
+    subject = serializers.CharField(help_text='"instance", or "volume" / "image" (a saved image): then '
+                                              'instance_id is the volume\'s or image\'s id, cards its size in GiB '
+                                              'and rate per GiB-hour')
     instance_id = serializers.UUIDField()
     item_index = serializers.IntegerField()
     accelerator = serializers.CharField()

@@ -65,10 +65,14 @@ def image_save_run(*, image_id, group_id) -> CustomImage | None:
     if image is None or group is None:
         return image
     node = group.node
-    out = driver_for(node).image_save(
-        node_ref(node), container=container_name(str(group.instance_id), group.card_indices),
-        reference=image.reference, registry_auth=push_auth(image.reference),
-        timeout_s=settings.IMAGE_SAVE_TIMEOUT_SECONDS)
+    try:
+        out = driver_for(node).image_save(
+            node_ref(node), container=container_name(str(group.instance_id), group.card_indices),
+            reference=image.reference, registry_auth=push_auth(image.reference),
+            timeout_s=settings.IMAGE_SAVE_TIMEOUT_SECONDS)
+    except Exception as exc:  # the image must not stay "saving" for ever: failed, with why
+        logger.exception("image save crashed", extra={"image": str(image_id)})
+        return custom_image_save_finish(image_id=image_id, pushed=False, output=f"{type(exc).__name__}: {exc}")
     saved = custom_image_save_finish(image_id=image_id, pushed=out.ok, output=out.text)
     if saved is not None and saved.state == "ready":
         saved_image_meter_open(image=saved)

@@ -127,3 +127,17 @@ def test_the_login_travels_sealed_and_is_opened_only_for_the_nodes_agent(owner, 
     assert handed["payload"]["registry_auth"] == {"registry": "registry.example.com", "username": "puller",
                                                   "password": "pull-s3cret"}
     assert "pull-s3cret" not in str(AgentCommand.objects.get(node=node).payload)
+
+
+def test_the_node_pulls_the_checked_digest_under_dockers_own_names():
+    from inventory.custom_images import pull_auth_unseal, pull_reference, secret_seal
+
+    digest = "sha256:" + "b" * 64
+    cases = {"ubuntu:22.04": f"docker.io/library/ubuntu:22.04@{digest}",
+             "127.0.0.1:5000/team/x:1": f"127.0.0.1:5000/team/x:1@{digest}",
+             "reg.example.com/a/b@sha256:" + "a" * 64: "reg.example.com/a/b@sha256:" + "a" * 64}
+    for reference, pulled in cases.items():
+        assert pull_reference(CustomImage(reference=reference, digest=digest)) == pulled
+    hub = CustomImage(reference="pytorch/pytorch:2.3", username="me", password_encrypted=secret_seal("tok"))
+    assert pull_auth_unseal(pull_auth(hub)) == {"registry": "docker.io", "username": "me", "password": "tok"}
+    assert pull_auth(CustomImage(reference="reg.example.com/a/b:1")) is None  # a public image: no login

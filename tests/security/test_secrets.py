@@ -146,3 +146,29 @@ def test_debug_error_page_cleanses_settings(settings, client):
     # (Local variables do show on this page: production forces DEBUG off, see test_web.py.)
     for value in (settings.BMC_CREDENTIALS_KEY, settings.METRICS_TOKEN, settings.SECRET_KEY):
         assert value not in text
+
+
+def test_registry_login_never_logged_or_shown(member_factory, token_client_for, image_registry, leaks):
+    """A custom image's pull password: registered (right and wrong), listed, replayed with an Idempotency-Key, and
+    handed to the node's agent; it shows up only in that agent answer."""
+    from hardware.models import AgentCommand
+    from inventory.custom_images import pull_auth
+    from tests.factories.hardware import agent_node
+    from tests.factories.inventory import custom_image
+
+    owner = member_factory(role="owner")
+    client = token_client_for(owner)
+    image_registry.push("team/trainer", "1.0")
+    body = {"name": "trainer", "reference": f"{image_registry.host}/team/trainer:1.0", "username": "puller",
+            "password": "right-pass"}
+    wrong = client.post("/api/v1/custom-images/", {**body, "password": "wrong-pass-123"}, format="json")
+    created = client.post("/api/v1/custom-images/", body, format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    replayed = client.post("/api/v1/custom-images/", body, format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    listed = client.get("/api/v1/custom-images/")
+    assert (wrong.status_code, created.status_code, replayed.status_code) == (400, 201, 201)
+    node, token = agent_node(hostname="gpu-secret-01.test")
+    image = custom_image(owner.organization, name="other", password="node-only-pass")
+    AgentCommand.objects.create(node=node, kind="prepare", deadline="2999-01-01T00:00:00Z",
+                                payload={"image": image.reference, "registry_auth": pull_auth(image)})
+    leaks("right-pass", "wrong-pass-123", "node-only-pass",
+          outputs=[wrong.content, created.content, replayed.content, listed.content])
