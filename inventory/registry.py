@@ -10,10 +10,13 @@ import base64
 import hashlib
 import json
 import re
+import socket
 from dataclasses import dataclass
 
 import httpx
 from django.conf import settings
+
+from core.addresses import address_internal, host_addresses
 
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
                "application/vnd.docker.distribution.manifest.list.v2+json")
@@ -68,6 +71,28 @@ def reference_parse(text: str) -> ImageRef:
     return ImageRef(host, repo, match["digest"] or match["tag"] or "latest")
 
 
+def _operator_named(host: str) -> bool:
+    """A registry the operator configured (its node-network or test registries may be on internal addresses)."""
+    bare = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    named = {*settings.CUSTOM_IMAGE_INSECURE_REGISTRIES, *settings.CUSTOM_IMAGE_REGISTRIES}
+    return host in named or bare in {h.rsplit(":", 1)[0] for h in named}
+
+
+def _address_guard(request: httpx.Request) -> None:
+    """Every call (registry, token service, each redirect) goes to a public address unless the operator named the
+    host: a customer's reference must not make the platform reach its own network (SSRF)."""
+    host, port = request.url.host, request.url.port or (443 if request.url.scheme == "https" else 80)
+    if _operator_named(f"{host}:{port}") or _operator_named(host):
+        return
+    try:
+        addresses = host_addresses(host, port)
+    except (socket.gaierror, UnicodeError):
+        raise RegistryError("reference", f"The registry host {host} does not resolve.") from None
+    if not addresses or any(address_internal(a) for a in addresses):
+        raise RegistryError("reference", f"{host} is a loopback, private or link-local address; images come from "
+                                         "public registries or the ones the operator named.")
+
+
 def _scheme(host: str) -> str:
     # Plain HTTP only for the registries the operator named (a registry on the node network, or loopback in tests).
     return "http" if host in settings.CUSTOM_IMAGE_INSECURE_REGISTRIES else "https"
@@ -84,7 +109,8 @@ class _Session:
     def __init__(self, ref: ImageRef, username: str, password: str):
         self.ref, self.auth = ref, (username, password) if username or password else None
         self.base = f"{_scheme(ref.host)}://{ref.host}/v2/{ref.repository}"
-        self.client = httpx.Client(timeout=settings.CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS, follow_redirects=True)
+        self.client = httpx.Client(timeout=settings.CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS, follow_redirects=True,
+                                   event_hooks={"request": [_address_guard]})
         self.headers: dict = {}
 
     def get(self, path: str, accept: tuple[str, ...] = ()) -> httpx.Response:
@@ -148,6 +174,9 @@ def manifest_check(reference: str, *, username: str = "", password: str = "",
                    architecture: str | None = None) -> ManifestInfo:
     """The image's digest and architectures, or RegistryError; with `architecture`, one built for it or an error."""
     ref = reference_parse(reference)
+    if settings.CUSTOM_IMAGE_REGISTRIES and not _operator_named(ref.host):
+        raise RegistryError("reference", f"Images come from {', '.join(settings.CUSTOM_IMAGE_REGISTRIES)} on this "
+                                         f"platform, not {ref.host}.")
     session = _Session(ref, username, password)
     try:
         response = session.get(f"manifests/{ref.reference}", accept=INDEX_TYPES + MANIFEST_TYPES)

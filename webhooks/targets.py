@@ -4,24 +4,17 @@ Checked when an endpoint is registered and again before every attempt (a name ca
 internal address after registration). Hosts in WEBHOOK_ALLOWED_HOSTS skip the address check: an explicit
 operator allow-list (tests use it for their loopback receiver).
 """
-import ipaddress
 import socket
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from core.addresses import address_internal, host_addresses
 from core.errors import ValidationFailed
 
 
 def _refuse(message: str):
     raise ValidationFailed(message, details={"url": [message]})
-
-
-def _internal(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return not ip.is_global or ip.is_multicast
 
 
 def target_check(url: str, *, resolve=socket.getaddrinfo) -> str:
@@ -41,10 +34,9 @@ def target_check(url: str, *, resolve=socket.getaddrinfo) -> str:
     except ValueError:
         _refuse("The port is not a number between 1 and 65535.")
     try:
-        infos = resolve(host, port, type=socket.SOCK_STREAM)
+        addresses = host_addresses(host, port, resolve=resolve)
     except (socket.gaierror, UnicodeError):
         _refuse(f"The host {host!r} does not resolve.")
-    addresses = {info[4][0] for info in infos}
-    if not addresses or any(_internal(a) for a in addresses):
+    if not addresses or any(address_internal(a) for a in addresses):
         _refuse("The URL points at a loopback, private or link-local address; webhooks only go to public hosts.")
     return url

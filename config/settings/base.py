@@ -402,6 +402,8 @@ SSH_GATEWAY_RECHECK_SECONDS = env.float("SSH_GATEWAY_RECHECK_SECONDS", default=2
 # Custom images (inventory/registry.py): registries reached over plain HTTP instead of HTTPS (host[:port], comma-
 # separated; e.g. a registry on the node network), and how long one registry call may take.
 CUSTOM_IMAGE_INSECURE_REGISTRIES = env.list("CUSTOM_IMAGE_INSECURE_REGISTRIES", default=[])
+# The only registries customers may name (empty: any public one); named registries may be on internal addresses.
+CUSTOM_IMAGE_REGISTRIES = env.list("CUSTOM_IMAGE_REGISTRIES", default=[])
 CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS = env.float("CUSTOM_IMAGE_REGISTRY_TIMEOUT_SECONDS", default=15.0)
 # Fernet key sealing organizations' pull credentials at rest (inventory/custom_images.py); required in production.
 IMAGE_CREDENTIALS_KEY = env.str("IMAGE_CREDENTIALS_KEY", default="")

@@ -31,7 +31,7 @@ def test_a_pushed_image_is_found_with_its_digest_and_architecture(registry):
     assert by_digest.digest == digest
 
 
-def test_each_refusal_names_the_field_to_fix(registry):
+def test_each_refusal_names_the_field_to_fix(registry, settings):
     host, auth = registry
     _push(host, auth, "team/trainer", "1.0", "arm64")
     cases = [
@@ -45,8 +45,10 @@ def test_each_refusal_names_the_field_to_fix(registry):
          "refused these credentials"),
         (dict(reference=f"{host}/team/trainer:1.0"), "credentials", "needs pull credentials"),
         (dict(reference=f"{host}/Team/UPPER:1.0"), "reference", "Write the image as"),
-        (dict(reference=f"127.0.0.1:{free_port()}/team/trainer:1.0"), "reference", "did not answer"),
     ]
+    down = f"127.0.0.1:{free_port()}"
+    settings.CUSTOM_IMAGE_INSECURE_REGISTRIES = [host, down]  # an operator-named registry that does not answer
+    cases.append((dict(reference=f"{down}/team/trainer:1.0"), "reference", "did not answer"))
     for kwargs, field, says in cases:
         with pytest.raises(RegistryError) as refused:
             manifest_check(kwargs.pop("reference"), **kwargs)
@@ -63,3 +65,22 @@ def test_references_parse_like_docker_pull():
         with pytest.raises(RegistryError) as refused:
             reference_parse(bad)
         assert refused.value.field == "reference"
+
+
+@pytest.mark.parametrize("reference", ["127.0.0.1:5000/team/app:1", "localhost:5000/team/app:1", "10.1.2.3/team/app:1",
+                                       "169.254.169.254/latest/meta:1", "[::1]:5000/team/app:1",
+                                       "[::ffff:192.168.0.1]:5000/a/b:1"])
+def test_a_customer_reference_never_reaches_an_internal_address(reference, settings):
+    """SSRF: only registries the operator named may sit on loopback, private or link-local addresses."""
+    settings.CUSTOM_IMAGE_INSECURE_REGISTRIES = []
+    with pytest.raises(RegistryError) as refused:
+        manifest_check(reference)
+    assert refused.value.field == "reference" and "loopback, private or link-local" in refused.value.message, (
+        refused.value.message)
+
+
+def test_the_operator_may_allow_only_named_registries(settings):
+    settings.CUSTOM_IMAGE_REGISTRIES = ["registry.example.com"]
+    with pytest.raises(RegistryError) as refused:
+        manifest_check("ghcr.io/team/app:1")
+    assert "Images come from registry.example.com on this platform, not ghcr.io" in refused.value.message
