@@ -285,6 +285,7 @@ class SimulatedFault(models.Model):
         HEALTH_CHECK = "health_check"
         INTER_NODE = "inter_node"
         REACHABILITY = "reachability"
+        INSTALL_KEYS = "install_keys"
 
     id = models.BigAutoField(primary_key=True)
     node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+")

@@ -196,3 +196,23 @@ def test_a_warm_node_failing_its_check_once_passes_its_second_pass_and_serves_th
     assert nodes[0].state == "available" and nodes[0].state_reason.startswith("second pass passed")
     assert set(Card.objects.filter(node=nodes[0]).values_list("health", flat=True)) == {"ok"}
     assert _fill() == ["warm"] and warm_pool_status(pool)[0] == 1
+
+
+def test_a_hand_over_whose_keys_cannot_be_installed_is_placed_again_cold(client):
+    nodes = make_fleet(h100=2)
+    _pool(1)
+    _fill()
+    warm = WarmNode.objects.get()
+    fault_force(node=warm.node, operation="install_keys", faults=["timeout"])  # its agent never answers
+    iid = _bare(client)
+    assert NodeGroup.objects.get(instance_id=iid).warm
+    # Not handed over keyless: placed again (a fresh task provisions the new group), on the cold node.
+    assert instance_advance(iid) == "provisioning"
+    assert Instance.objects.get(pk=iid).state_reason == f"re-placed: {warm.node.hostname} failed readiness"
+    assert instance_advance(iid) == "running"
+    group = NodeGroup.objects.live().get(instance_id=iid)
+    assert not group.warm and group.node_id != warm.node_id and group.node_id in {n.pk for n in nodes}
+    failed = NodeGroup.objects.get(instance_id=iid, warm=True)
+    assert failed.keys_installed_at is None and failed.prepare_exit_code == 124
+    assert failed.prepare_output.count("did not answer install_keys") == 2  # tried like a prepare: twice
+    assert CardRetest.objects.get(node=warm.node).cause == "readiness_failed"  # the node's second pass
