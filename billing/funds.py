@@ -68,7 +68,7 @@ def spend(*, org, amount: int, key: str, code: str, meter_id=None, instance_id=N
         balances = {kind: accounts[pk].balance for kind, pk in ids.items()}
         parts, uncharged = spend_split(balances=balances, credit_limit=credit_limit, amount=amount)
         legs_post(spend_legs(key=key, ids=ids, parts=parts, code=code, meter_id=meter_id, instance_id=instance_id),
-                  locked=True)
+                  locked=True, fresh=True)  # under the locks, none of the keys exists (`done` above)
         return uncharged
 
 

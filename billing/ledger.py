@@ -108,12 +108,14 @@ def balances_apply(deltas: dict[int, int]) -> None:
         balance=F("balance") + Case(*[When(pk=k, then=Value(v)) for k, v in deltas.items()]))
 
 
-def legs_post(legs: list[Leg], *, locked: bool = False) -> list[Transfer]:
+def legs_post(legs: list[Leg], *, locked: bool = False, fresh: bool = False) -> list[Transfer]:
     """Post legs idempotently, atomically; returns their transfers (originals for replays).
 
     A key that exists with identical fields is a replay and changes nothing; with different fields
     it raises TransferKeyReused. Unless `locked`, the accounts are locked here in pk order first,
     which also serialises concurrent posts of the same key (the second then sees the first's row).
+    `fresh`: the caller holds the locks and has just found none of the keys (funds.spend), so the keys are not
+    looked up again (one round trip less on every stop).
     """
     legs = [leg for leg in legs]
     for leg in legs:
@@ -124,7 +126,7 @@ def legs_post(legs: list[Leg], *, locked: bool = False) -> list[Transfer]:
     with transaction.atomic():
         if not locked:
             accounts_lock_all({i for leg in legs for i in (leg.debit_id, leg.credit_id)})
-        existing = {t.key: t for t in Transfer.objects.filter(key__in=[leg.key for leg in legs])}
+        existing = {} if fresh else {t.key: t for t in Transfer.objects.filter(key__in=[leg.key for leg in legs])}
         new, result = [], []
         for leg in legs:
             t = existing.get(leg.key)

@@ -69,7 +69,7 @@ ORG_DETAIL_SQL = """
 SELECT 'organization ' || coalesce(t.org, c.org), coalesce(t.s, 0), coalesce(c.s, 0)
 FROM (SELECT a.organization_id AS org, sum(tr.amount) AS s FROM billing_transfer tr
       JOIN billing_account a ON a.id = tr.debit_account_id
-      WHERE tr.code = 'meter' AND (tr.meter_id IS NOT NULL OR tr.key LIKE 'tick:%%') AND a.organization_id IS NOT NULL
+      WHERE tr.code = 'meter' AND (tr.meter_id IS NOT NULL OR tr.key LIKE 'tick:%') AND a.organization_id IS NOT NULL
       GROUP BY a.organization_id) t
 FULL JOIN (SELECT m.organization_id AS org, sum(mc.amount) AS s FROM billing_metercharge mc
            JOIN billing_meter m ON m.id = mc.meter_id GROUP BY m.organization_id) c ON c.org = t.org
