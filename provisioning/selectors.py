@@ -157,13 +157,26 @@ def _prepared_cursor():
 
 @lru_cache(maxsize=1)
 def _prepared_cursor_class():
-    from django.db.backends.postgresql.base import ServerBindingCursor
+    import psycopg
 
-    class Prepared(ServerBindingCursor):
+    # A raw cursor: the statement comes with $n placeholders already (_numbered), because psycopg re-parses a
+    # %s statement this long on every call (its cache stops at 4 kB).
+    class Prepared(psycopg.RawCursor):
         def execute(self, query, params=None, *, prepare=None, binary=None):
             return super().execute(query, params, prepare=True, binary=binary)
 
     return Prepared
+
+
+def _numbered(sql: str, n_params: int) -> str:
+    """Django's %s placeholders as PostgreSQL's $1…$n (and %% as %), checked against the number of parameters."""
+    import re
+
+    count = iter(range(1, n_params + 1))
+    out = re.sub(r"%[s%]", lambda m: "%" if m.group() == "%%" else f"${next(count)}", sql)
+    if next(count, None) is not None:
+        raise ValueError("fewer placeholders than parameters")
+    return out
 
 
 class _BodyRows:
@@ -191,7 +204,8 @@ class _BodyRows:
                                            beyond=beyond, backwards=cursor == "back").query.sql_with_params()
             places = {_ORG_SLOT: 0, **{s: i + 1 for i, s in enumerate(slots)}, _AT_SLOT: len(slots) + 1,
                       _ID_SLOT: len(slots) + 2}
-            self._compiled[shape] = (_WAITQ + sql, tuple(params), places)
+            sql = _numbered(f"{_WAITQ}{sql} LIMIT %s OFFSET %s", len(params) + 2)
+            self._compiled[shape] = (sql, tuple(params), places)
         return self._compiled[shape]
 
     def _run(self, *, total=False, cursor=None, beyond=(None, None), limit, offset=0) -> list:
@@ -200,7 +214,7 @@ class _BodyRows:
         bound = [values[places[p]] if isinstance(p, (str, uuid.UUID, datetime)) and p in places else p
                  for p in params]
         with _prepared_cursor() as cur:
-            cur.execute(f"{sql} LIMIT %s OFFSET %s", [*bound, limit, offset])
+            cur.execute(sql, [*bound, limit, offset])
             rows = cur.fetchall()
         now = datetime.fromisoformat(rows[0][-1]) if rows else None  # the same for every row
         return [_decoded(r, now) for r in rows]
