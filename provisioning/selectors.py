@@ -152,7 +152,18 @@ def _prepared_cursor():
     prepares once per connection: the page statement's many subqueries took as long to plan as to run. Needs
     session-level prepared statements (a direct connection, or PgBouncer ≥ 1.21 with max_prepared_statements)."""
     connection.ensure_connection()
-    return connection._prepare_cursor(_prepared_cursor_class()(connection.connection))
+    raw = connection.connection
+    if not getattr(raw, "cardmix_prepared", False):
+        # Django turns psycopg's preparing off (None), which also ignores prepare=True; a threshold nothing
+        # reaches lets exactly the statements that ask be prepared (Django's own cursors never ask).
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = 2**31 - 1
+        # PostgreSQL would re-plan the prepared statement on every call (its generic plan's estimate loses to the
+        # custom plans'), which is the cost preparing is meant to save; the generic plan is as good for every
+        # organization (the same index walk). The setting touches only prepared statements, i.e. these ones.
+        raw.execute("SET plan_cache_mode = force_generic_plan")
+        raw.cardmix_prepared = True
+    return connection._prepare_cursor(_prepared_cursor_class()(raw))
 
 
 @lru_cache(maxsize=1)
