@@ -100,6 +100,9 @@ class QuerySetKeyset:
     def key(self, row) -> tuple:
         values = []
         for name, _, _ in self.keys:
+            if isinstance(row, tuple) and not hasattr(row, "_fields"):  # values_list(): by the fields' order
+                values.append(row[self.queryset._fields.index(name)])
+                continue
             value = row
             for part in name.split("__"):
                 value = value[part] if isinstance(value, dict) else getattr(value, part)
