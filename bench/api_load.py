@@ -7,11 +7,12 @@ tenth waitlisted, a tenth monthly with an active package, the rest with an open 
 for, their transfers and balances), API tokens and a console session; starts
 `gunicorn config.wsgi -w 4` on a free loopback port; drives each target with wrk at 20 connections;
 prints requests/s, p50 and p99 and their ratio to the baseline `GET /api/v1/ping/` measured in the
-same run, and per round the ratio of each organization's instance list to that round's ping (goal ≥ 0.5);
-then stops gunicorn and drops the database.
+same run, and per round the ratio of each instance list (each organization's first offset page, and the large
+one's first cursor page) to that round's ping (goal ≥ 0.5); then stops gunicorn and drops the database.
 
     .venv/bin/python -m bench.api_load                # -t2 -c20 -d10s per target, 3 interleaved rounds
     .venv/bin/python -m bench.api_load --duration 30s --json var/bench-api.json
+    .venv/bin/python -m bench.api_load --duration 5s --lists-only  # ping and the instance lists only
 """
 from __future__ import annotations
 

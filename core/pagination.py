@@ -100,6 +100,9 @@ class QuerySetKeyset:
     def key(self, row) -> tuple:
         values = []
         for name, _, _ in self.keys:
+            if isinstance(row, tuple) and not hasattr(row, "_fields"):  # values_list(): by the fields' order
+                values.append(row[self.queryset._fields.index(name)])
+                continue
             value = row
             for part in name.split("__"):
                 value = value[part] if isinstance(value, dict) else getattr(value, part)
@@ -147,9 +150,39 @@ def keyset_beyond(keys, nullable, after, backwards) -> Q:
     return total
 
 
+class SequenceKeyset:
+    """A list built in Python (e.g. statement months) read by cursor on the row's place in it: such lists are
+    small and rebuilt per request, so the place is the key."""
+
+    keys = (("place", False, False),)
+
+    def __init__(self, rows):
+        self.rows = list(rows)
+        self._places = {id(row): i for i, row in enumerate(self.rows)}
+
+    def key(self, row) -> tuple:
+        return (self._places[id(row)],)
+
+    def count(self) -> int:
+        return len(self.rows)
+
+    def page(self, offset: int, limit: int) -> list:
+        return self.rows[offset:offset + limit]
+
+    def page_after(self, after, backwards: bool, limit: int) -> list:
+        if not backwards:
+            start = 0 if after is None else after[0] + 1
+            return self.rows[start:start + limit]
+        end = len(self.rows) if after is None else after[0]
+        return self.rows[max(0, end - limit):max(0, end)][::-1]
+
+
 def keyset_of(queryset):
-    """The keyset view of what a view hands the paginator: itself when it is one, else a QuerySetKeyset."""
-    return queryset if hasattr(queryset, "page_after") else QuerySetKeyset(queryset)
+    """The keyset view of what a view hands the paginator: itself when it is one, a QuerySetKeyset for a queryset,
+    a SequenceKeyset for a list."""
+    if hasattr(queryset, "page_after"):
+        return queryset
+    return QuerySetKeyset(queryset) if hasattr(queryset, "query") else SequenceKeyset(queryset)
 
 
 # --- the paginator ---------------------------------------------------------------------------------

@@ -152,18 +152,42 @@ def _prepared_cursor():
     prepares once per connection: the page statement's many subqueries took as long to plan as to run. Needs
     session-level prepared statements (a direct connection, or PgBouncer ≥ 1.21 with max_prepared_statements)."""
     connection.ensure_connection()
-    return connection._prepare_cursor(_prepared_cursor_class()(connection.connection))
+    raw = connection.connection
+    if not getattr(raw, "cardmix_prepared", False):
+        # Django turns psycopg's preparing off (None), which also ignores prepare=True; a threshold nothing
+        # reaches lets exactly the statements that ask be prepared (Django's own cursors never ask).
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = 2**31 - 1
+        # PostgreSQL would re-plan the prepared statement on every call (its generic plan's estimate loses to the
+        # custom plans'), which is the cost preparing is meant to save; the generic plan is as good for every
+        # organization (the same index walk). The setting touches only prepared statements, i.e. these ones.
+        raw.execute("SET plan_cache_mode = force_generic_plan")
+        raw.cardmix_prepared = True
+    return connection._prepare_cursor(_prepared_cursor_class()(raw))
 
 
 @lru_cache(maxsize=1)
 def _prepared_cursor_class():
-    from django.db.backends.postgresql.base import ServerBindingCursor
+    import psycopg
 
-    class Prepared(ServerBindingCursor):
+    # A raw cursor: the statement comes with $n placeholders already (_numbered), because psycopg re-parses a
+    # %s statement this long on every call (its cache stops at 4 kB).
+    class Prepared(psycopg.RawCursor):
         def execute(self, query, params=None, *, prepare=None, binary=None):
             return super().execute(query, params, prepare=True, binary=binary)
 
     return Prepared
+
+
+def _numbered(sql: str, n_params: int) -> str:
+    """Django's %s placeholders as PostgreSQL's $1…$n (and %% as %), checked against the number of parameters."""
+    import re
+
+    count = iter(range(1, n_params + 1))
+    out = re.sub(r"%[s%]", lambda m: "%" if m.group() == "%%" else f"${next(count)}", sql)
+    if next(count, None) is not None:
+        raise ValueError("fewer placeholders than parameters")
+    return out
 
 
 class _BodyRows:
@@ -191,7 +215,8 @@ class _BodyRows:
                                            beyond=beyond, backwards=cursor == "back").query.sql_with_params()
             places = {_ORG_SLOT: 0, **{s: i + 1 for i, s in enumerate(slots)}, _AT_SLOT: len(slots) + 1,
                       _ID_SLOT: len(slots) + 2}
-            self._compiled[shape] = (_WAITQ + sql, tuple(params), places)
+            sql = _numbered(f"{_WAITQ}{sql} LIMIT %s OFFSET %s", len(params) + 2)
+            self._compiled[shape] = (sql, tuple(params), places)
         return self._compiled[shape]
 
     def _run(self, *, total=False, cursor=None, beyond=(None, None), limit, offset=0) -> list:
@@ -200,7 +225,7 @@ class _BodyRows:
         bound = [values[places[p]] if isinstance(p, (str, uuid.UUID, datetime)) and p in places else p
                  for p in params]
         with _prepared_cursor() as cur:
-            cur.execute(f"{sql} LIMIT %s OFFSET %s", [*bound, limit, offset])
+            cur.execute(sql, [*bound, limit, offset])
             rows = cur.fetchall()
         now = datetime.fromisoformat(rows[0][-1]) if rows else None  # the same for every row
         return [_decoded(r, now) for r in rows]

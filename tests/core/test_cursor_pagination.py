@@ -31,13 +31,13 @@ def _path(link):
 def _walk(client, url, *, key="next"):
     """Every page from `url` on, following `key` links: (ids in order, pages)."""
     ids, pages = [], []
-    while url:
+    while url:  # rows by id (or month, for the statements list)
         r = client.get(url)
         assert r.status_code == 200, r.content[:300]
         body = r.json()
         assert body["count"] is None and set(body) == {"count", "next", "previous", "results"}
         pages.append(body)
-        ids += [row["id"] for row in body["results"]]
+        ids += [row.get("id", row.get("month")) for row in body["results"]]
         url = _path(body[key]) if body[key] else None
     return ids, pages
 
@@ -138,10 +138,12 @@ def test_cursor_pages_of_other_lists(owner_client):
     for role in ("viewer", "admin", "member", "viewer", "admin"):
         Membership.objects.create(organization=owner.organization, user=UserFactory(), role=role)
     for url in ("/api/v1/billing/transfers/", "/api/v1/organizations/current/members/"):
-        everything = [row["id"] for row in client.get(f"{url}?limit=500").json()["results"]]
-        assert len(everything) >= 6, url
-        walked, _ = _walk(client, f"{url}?limit=2&cursor=")
+        everything = [row.get("id", row.get("month")) for row in client.get(f"{url}?limit=500").json()["results"]]
+        assert len(everything) >= 5, url
+        walked, pages = _walk(client, f"{url}?limit=2&cursor=")
         assert walked == everything, url
+        back, _ = _walk(client, _path(pages[-1]["previous"]), key="previous")
+        assert back == [r.get("id", r.get("month")) for p in reversed(pages[:-1]) for r in p["results"]], url
 
 
 def test_cursor_queries_do_not_grow_with_the_list(owner_client):
@@ -159,3 +161,32 @@ def test_cursor_queries_do_not_grow_with_the_list(owner_client):
     many = count(f"{AUDIT}?limit=50&cursor=")
     cursor_many = count(_path(client.get(f"{AUDIT}?limit=50&cursor=").json()["next"]))
     assert few == many == cursor_few == cursor_many
+
+
+def test_a_list_built_in_python_pages_by_cursor_too(owner_client):
+    """e.g. the statement months: the rows' places are the keys."""
+    from rest_framework.request import Request
+    from rest_framework.test import APIRequestFactory
+
+    from core.pagination import EnvelopePagination
+
+    owner, client = owner_client
+    assert client.get("/api/v1/billing/statements/?cursor=").status_code == 200
+    rows = [{"month": f"2026-{m:02d}"} for m in range(12, 0, -1)]
+
+    def page(query):
+        request = Request(APIRequestFactory().get("/api/v1/billing/statements/", query))
+        request.org, request.user = owner.organization, owner.user
+        paginator = EnvelopePagination()
+        got = paginator.paginate_queryset(rows, request)
+        body = paginator.get_paginated_response(got).data
+        return body, (lambda link: dict(parse_qs(urlsplit(link).query, keep_blank_values=True)) if link else None)
+
+    seen, query = [], {"limit": "5", "cursor": ""}
+    while query:
+        body, params = page(query)
+        seen += [r["month"] for r in body["results"]]
+        query = {k: v[0] for k, v in params(body["next"]).items()} if body["next"] else None
+    assert seen == [r["month"] for r in rows]
+    body, params = page({k: v[0] for k, v in params(body["previous"]).items()})
+    assert [r["month"] for r in body["results"]] == seen[5:10]
