@@ -374,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--production", action="store_true",
                         help="time placement_decide on PostgreSQL (needs DATABASE_URL) instead of churn")
     parser.add_argument("--production-nodes", nargs=2, type=int, default=[1_000, 10_000], metavar=("SMALL", "LARGE"))
-    parser.add_argument("--production-requests", type=int, default=3_000, help="timed decisions per fleet size")
+    parser.add_argument("--production-requests", type=int, default=1_500,
+                        help="timed decisions per fleet size, of each kind (in an open transaction; in its own)")
     parser.add_argument("--warmup", type=int, default=200, help="untimed decisions after the index is built")
     parser.add_argument("--baseline-requests", type=int, default=300, help="timed decisions of the old path")
     parser.add_argument("--busy", type=float, default=0.7, help="share of seeded cards held")
