@@ -1,6 +1,7 @@
 """Root URLconf: the API under /api/v1/, the admin, health, and the console at the root."""
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import views as core_views
@@ -27,6 +28,12 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
+    # django-allauth (MFA, SSO) under /accounts/; what the console already does at its own URLs goes there.
+    path("accounts/login/", RedirectView.as_view(pattern_name="console:login", query_string=True)),
+    path("accounts/signup/", RedirectView.as_view(pattern_name="console:signup", query_string=True)),
+    path("accounts/password/reset/", RedirectView.as_view(pattern_name="console:password_reset")),
+    path("accounts/email/", RedirectView.as_view(pattern_name="console:dashboard")),  # one address per account
+    path("accounts/", include("allauth.urls")),
     path("", include("console.urls")),
 ]
 
