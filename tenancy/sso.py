@@ -6,10 +6,11 @@ import re
 from allauth.socialaccount.adapter import get_adapter as get_social_adapter
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from core.errors import NotFoundError, PermissionDeniedError, ValidationFailed
+from core.errors import PermissionDeniedError, ValidationFailed
 
 from .audit import audit_record
 from .choices import Role
@@ -135,9 +136,10 @@ def sso_user_create(*, email: str, name: str, provider_id: str, request=None) ->
 
 
 def sso_binding_get(*, org, id) -> SsoBinding:
+    """One binding of this organization, else 404."""
     binding = SsoBinding.objects.filter(organization=org, pk=id).first()
     if binding is None:
-        raise NotFoundError(_("No such SSO binding."))
+        raise Http404("No such SSO binding.")
     return binding
 
 
