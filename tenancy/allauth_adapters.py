@@ -32,14 +32,19 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
             return [app for apps in _build_apps_from_settings(provider=provider, client_id=client_id).values()
                     for app in apps]
 
+    def populate_user(self, request, sociallogin, data):
+        """The IdP's `name` claim (or given + family name) is the account's name."""
+        user = super().populate_user(request, sociallogin, data)
+        name = data.get("name") or " ".join(filter(None, (data.get("first_name"), data.get("last_name"))))
+        user.name = str(name or "").strip()[:150]
+        return user
+
     def save_user(self, request, sociallogin, form=None):
         """A first SSO sign-in: Cardmix's account (tenancy.sso.sso_user_create), then allauth's own rows (the
         social account, the verified email address). The session starts in the bound organization, if any."""
         draft = sociallogin.user
-        claims = sociallogin.account.extra_data or {}
-        name = str(claims.get("name") or " ".join(filter(None, (claims.get("given_name"), claims.get("family_name")))))
         try:
-            user, joined = sso_user_create(email=user_email(draft) or "", name=name,
+            user, joined = sso_user_create(email=user_email(draft) or "", name=draft.name,
                                            provider_id=sociallogin.account.provider, request=request)
         except ServiceError as exc:  # a refused email domain, a taken address, no email at all
             raise ImmediateHttpResponse(render(request, "socialaccount/refused.html",

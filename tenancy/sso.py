@@ -122,6 +122,7 @@ def sso_user_create(*, email: str, name: str, provider_id: str, request=None) ->
     with transaction.atomic():
         user = user_signup(email=email, password=None, name=name, request=request, send_verification=False)
         user_mark_verified(user=user, request=request)
+        user.refresh_from_db()  # the caller saves it again (allauth): with email_verified_at, not without
         joined = []
         for binding in sso_bindings_matching(email=user.email, provider_id=provider_id):
             membership, created = Membership.objects.get_or_create(

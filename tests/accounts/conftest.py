@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, LoggedProcess
+from tests.e2e.conftest import chromium_launched, e2e_env  # noqa: F401  (e2e_env: live-server settings, a fixture)
 
 PROVIDER_ID = "testuni"
 PERSON = {"username": "ada", "password": "idp-password-1", "email": "ada@lab.testuni.edu.cn", "name": "Ada Lovelace"}
@@ -76,6 +77,21 @@ class IdpProcess(LoggedProcess):
             "secret": self.client_secret, "settings": {"server_url": self.server_url}}]}}
 
 
+@pytest.fixture(scope="module")
+def _idp_for_test_client():
+    """One provider per module for the Django test client's flows (callback at http://testserver)."""
+    idp = IdpProcess([f"http://testserver/accounts/oidc/{PROVIDER_ID}/login/callback/"], [PERSON]).start()
+    yield idp
+    idp.stop()
+
+
+@pytest.fixture
+def idp(settings, _idp_for_test_client):
+    """The loopback provider, configured as Cardmix's SSO for this test."""
+    _idp_for_test_client.configure(settings)
+    return _idp_for_test_client
+
+
 @pytest.fixture
 def idp_start(settings):
     """idp_start(base_url) → a running IdpProcess whose client may redirect to `base_url`'s SSO callback."""
@@ -97,3 +113,9 @@ def totp_now(secret: str) -> str:
     import pyotp
 
     return pyotp.TOTP(secret).now()
+
+
+@pytest.fixture
+def chromium():
+    """Headless Chromium (with e2e_env and live_server)."""
+    yield from chromium_launched()
