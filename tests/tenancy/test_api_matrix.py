@@ -1,7 +1,7 @@
 """SPEC §5 matrix: every tenancy endpoint × every role × both token scopes (bearer tokens), and isolation."""
 import pytest
 
-from tenancy.models import Membership
+from tenancy.models import Membership, SsoBinding
 from tests.factories.tenancy import SshKeyFactory, UserFactory, ed25519_public_key, make_token
 
 from .conftest import assert_error
@@ -27,6 +27,12 @@ MATRIX = {
     "ssh_get": ("get", "/api/v1/ssh-keys/{key}/", {"owner", "admin", "member", "viewer"}, True, 200),
     "ssh_delete": ("delete", "/api/v1/ssh-keys/{key}/", {"owner", "admin", "member"}, False, 204),
     "audit_list": ("get", "/api/v1/audit-events/", {"owner", "admin"}, True, 200),
+    # sign-in rules (accounts): owners set them, admins read the SSO bindings
+    "org_patch": ("patch", "/api/v1/organizations/current/", {"owner"}, False, 200),
+    "sso_list": ("get", "/api/v1/organizations/current/sso-bindings/", {"owner", "admin"}, True, 200),
+    "sso_create": ("post", "/api/v1/organizations/current/sso-bindings/", {"owner"}, False, 201),
+    "sso_get": ("get", "/api/v1/organizations/current/sso-bindings/{binding}/", {"owner", "admin"}, True, 200),
+    "sso_delete": ("delete", "/api/v1/organizations/current/sso-bindings/{binding}/", {"owner"}, False, 204),
 }
 
 
@@ -37,7 +43,9 @@ def _world(member_factory, role):
     invitee = UserFactory()
     own_token, _ = make_token(actor, name="second")
     key = SshKeyFactory(user=actor.user)
-    return actor, {"member": target.pk, "token": own_token.pk, "key": key.pk, "invitee": invitee.email}
+    binding = SsoBinding.objects.create(organization=org, kind="email_domain", value="old.example.edu.cn")
+    return actor, {"member": target.pk, "token": own_token.pk, "key": key.pk, "invitee": invitee.email,
+                   "binding": binding.pk}
 
 
 def _body(name, ids):
@@ -46,6 +54,8 @@ def _body(name, ids):
         "member_patch": {"role": "viewer"},
         "tokens_create": {"name": "ci", "scope": "read"},
         "ssh_create": {"name": "laptop", "public_key": ed25519_public_key()},
+        "org_patch": {"mfa_required": True},
+        "sso_create": {"kind": "email_domain", "value": "lab.example.edu.cn", "role": "member"},
     }.get(name)
 
 
