@@ -190,3 +190,14 @@ def test_console_security_page_for_owners(member_factory):
     assert admin_web.post(reverse("console:security"), {"kind": "email_domain", "value": "c.example.edu.cn",
                                                         "role": "member"}).status_code == 403
     assert SsoBinding.objects.filter(organization=owner.organization).count() == 1
+
+
+def test_the_sso_step_may_post_to_the_provider_and_nowhere_else(idp):
+    """CSP form-action covers the redirect after a form post: the "continue to your provider" page allows the
+    configured IdP's origin; every other console page keeps form-action 'self'."""
+    step = Client().get(reverse("openid_connect_login", kwargs={"provider_id": PROVIDER_ID}))
+    assert step.status_code == 200
+    form_action = next(d for d in step["Content-Security-Policy"].split("; ") if d.startswith("form-action"))
+    assert form_action.split() == ["form-action", "'self'", idp.url]
+    login = Client().get(reverse("console:login"))["Content-Security-Policy"]
+    assert "form-action 'self';" in login and idp.url not in login
