@@ -478,6 +478,7 @@ ACCOUNT_LOGIN_METHODS = {"email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*"]
 ACCOUNT_EMAIL_VERIFICATION = "none"  # Cardmix's own link (tenancy/verification.py) grants the trial
 ACCOUNT_LOGOUT_REDIRECT_URL = LOGOUT_REDIRECT_URL
+ACCOUNT_AUTHENTICATED_LOGIN_REDIRECTS = False  # /login/ shows the form to a signed-in user too, as before allauth
 ACCOUNT_FORMS = {"login": "tenancy.allauth_forms.LoginForm"}
 # django-axes counts failed logins and locks username + IP; allauth's own failed-login limit would answer first.
 ACCOUNT_RATE_LIMITS = {"login_failed": False}
