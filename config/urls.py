@@ -1,6 +1,8 @@
 """Root URLconf: the API under /api/v1/, the admin, health, and the console at the root."""
+from allauth.account import views as allauth_views
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import views as core_views
@@ -23,11 +25,29 @@ api_v1 = [
     path("<path:unknown>", core_views.api_not_found, name="not-found"),
 ]
 
+# django-allauth under /accounts/: its login steps, two-factor authentication (2fa/) and SSO (3rdparty/, oidc/).
+# Its names for what the console already does at its own URLs (login, sign-up, password reset) redirect there;
+# allauth's email management is left out (an account has one address, changed by no one but an operator).
+accounts = [
+    path("login/", RedirectView.as_view(pattern_name="console:login", query_string=True), name="account_login"),
+    path("signup/", RedirectView.as_view(pattern_name="console:signup", query_string=True), name="account_signup"),
+    path("password/reset/", RedirectView.as_view(pattern_name="console:password_reset"),
+         name="account_reset_password"),
+    path("email/", RedirectView.as_view(pattern_name="console:dashboard"), name="account_email"),
+    path("logout/", allauth_views.logout, name="account_logout"),
+    path("inactive/", allauth_views.account_inactive, name="account_inactive"),
+    path("reauthenticate/", allauth_views.reauthenticate, name="account_reauthenticate"),
+    path("2fa/", include("allauth.mfa.urls")),
+    path("3rdparty/", include("allauth.socialaccount.urls")),
+    path("", include("allauth.socialaccount.providers.openid_connect.urls")),
+]
+
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
+    path("accounts/", include(accounts)),
     path("", include("console.urls")),
 ]
 

@@ -2,7 +2,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from .views import account, pages, privacy, proxy, verification, webhooks
+from .views import account, pages, privacy, proxy, security, verification, webhooks
 
 app_name = "console"
 
@@ -41,6 +41,8 @@ urlpatterns = [
     path("webhooks/<uuid:id>/delete/", webhooks.webhook_delete, name="webhook_delete"),
     path("webhooks/<uuid:id>/deliveries/<uuid:delivery_id>/resend/", webhooks.webhook_resend,
          name="webhook_resend"),
+    path("account/security/", security.security, name="security"),
+    path("account/security/sso-bindings/<uuid:id>/remove/", security.sso_binding_delete, name="sso_binding_delete"),
     path("account/ssh-keys/", account.ssh_keys, name="ssh_keys"),
     path("account/ssh-keys/<uuid:id>/delete/", account.ssh_key_delete, name="ssh_key_delete"),
 ]

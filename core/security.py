@@ -15,6 +15,8 @@ STRIPE_PAGES = frozenset({"console:billing_topup"})
 # (static/vendor/xterm/README.md). There style-src also allows a per-response nonce, which static/js/terminal.js
 # gives the <style> elements it sees created; nothing inline in the markup passes, and scripts stay 'self'.
 TERMINAL_PAGES = frozenset({"console:instance_detail"})
+# django-allauth's SSO pages: their sign-in form posts and is redirected to the identity provider.
+SSO_PAGES = ("/accounts/oidc/", "/accounts/3rdparty/")
 # Paths that are not console pages: the API (JSON; its Swagger page ships its own inline bootstrap),
 # Django's admin, the static files, and an instance's own pages through the port proxy (they bring their own).
 NOT_CONSOLE = ("/api/", "/admin/", "/static/", "/proxy/")
@@ -38,7 +40,16 @@ def stripe_sources() -> dict[str, list[str]]:
     return {k: [v for v in dict.fromkeys(vs) if v] for k, vs in extra.items()}
 
 
-def content_security_policy(*, stripe: bool = False, style_nonce: str = "") -> str:
+def sso_form_origins() -> list[str]:
+    """Origins an SSO sign-in form may post to and be redirected to (form-action covers the redirect): the
+    configured OpenID Connect providers' and settings.SSO_FORM_ACTION_ORIGINS (for providers added in the admin)."""
+    apps = getattr(settings, "SOCIALACCOUNT_PROVIDERS", {}).get("openid_connect", {}).get("APPS", [])
+    origins = [_origin(app.get("settings", {}).get("server_url", "")) for app in apps]
+    origins += [_origin(o) for o in getattr(settings, "SSO_FORM_ACTION_ORIGINS", [])]
+    return [o for o in dict.fromkeys(origins) if o]
+
+
+def content_security_policy(*, stripe: bool = False, style_nonce: str = "", sso: bool = False) -> str:
     """The console's policy; `stripe=True` adds the Stripe.js origins (top-up page only), `style_nonce` the
     <style> elements carrying it (the instance page's xterm.js)."""
     directives = {
@@ -54,6 +65,8 @@ def content_security_policy(*, stripe: bool = False, style_nonce: str = "") -> s
         "form-action": ["'self'"],
         "frame-ancestors": ["'none'"],
     }
+    if sso:
+        directives["form-action"] += sso_form_origins()
     if style_nonce:
         directives["style-src"] = ["'self'", f"'nonce-{style_nonce}'"]
     if stripe:
@@ -76,7 +89,8 @@ class ContentSecurityPolicyMiddleware:
         match = getattr(request, "resolver_match", None)
         stripe = bool(match and match.view_name in STRIPE_PAGES)
         nonce = request.csp_style_nonce if match and match.view_name in TERMINAL_PAGES else ""
-        response["Content-Security-Policy"] = content_security_policy(stripe=stripe, style_nonce=nonce)
+        sso = request.path.startswith(SSO_PAGES)
+        response["Content-Security-Policy"] = content_security_policy(stripe=stripe, style_nonce=nonce, sso=sso)
         response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
         response.setdefault("Cross-Origin-Opener-Policy", "same-origin")
         return response

@@ -16,7 +16,18 @@ from . import services
 from .audit import audit_record
 from .choices import Role
 from .credentials import token_revoke
-from .models import ApiToken, AuditEvent, Membership, Organization, SshKey, TrialClaim, User, normalize_email
+from .models import (
+    ApiToken,
+    AuditEvent,
+    Membership,
+    Organization,
+    SshKey,
+    SsoBinding,
+    TrialClaim,
+    User,
+    normalize_email,
+)
+from .sso import sso_binding_approve
 
 
 class AuditedDeleteMixin:
@@ -330,6 +341,34 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ["action"]
     list_select_related = ["organization", "actor"]
     search_fields = ["action", "target_id", "actor__email", "organization__slug", "request_id"]
+
+
+
+@admin.register(SsoBinding)
+class SsoBindingAdmin(ReadOnlyAdmin):
+    """Owners ask for bindings (console, API); an operator approves one after checking the organization speaks
+    for the domain or identity provider (sso_binding_approve, audited)."""
+
+    list_display = ["organization", "kind", "value", "role", "created_by", "created_at", "approved_at", "approved_by"]
+    list_filter = ["kind", ("approved_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["organization", "created_by", "approved_by"]
+    search_fields = ["value", "organization__slug", "organization__name"]
+    actions = ["approve"]
+
+    @admin.action(description="Approve selected SSO bindings (newcomers from the domain or IdP join)")
+    def approve(self, request, queryset):
+        if not request.user.has_perm("tenancy.change_ssobinding"):
+            self.message_user(request, "You may not approve SSO bindings.", messages.ERROR)
+            return None
+        approved = 0
+        for binding in queryset.filter(approved_at__isnull=True).order_by("pk"):
+            try:
+                sso_binding_approve(operator=request.user, binding=binding, request=request)
+            except ServiceError as exc:
+                self.message_user(request, f"{binding.value}: {exc.message}", messages.ERROR)
+            else:
+                approved += 1
+        self.message_user(request, f"{approved} binding(s) approved.", messages.SUCCESS)
 
 
 from .realname import admin as _realname_admin  # noqa: E402,F401  (real-name verification)

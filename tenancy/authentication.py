@@ -1,11 +1,14 @@
 """DRF authentication: bearer API tokens and the console session with CSRF."""
+from django.utils.translation import gettext as _
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from core.authentication import bearer_secret
+from core.errors import PermissionDeniedError
 from core.logging import log_context_set
 
 from .credentials import token_touch
+from .middleware import mfa_enrolment_needed
 from .selectors import token_authenticate
 from .token_secrets import TOKEN_PREFIX, token_hash
 
@@ -43,4 +46,15 @@ class BearerTokenAuthentication(BaseAuthentication):
 
 
 class CsrfSessionAuthentication(SessionAuthentication):
-    """The console session; request.org comes from CurrentOrganizationMiddleware."""
+    """The console session; request.org comes from CurrentOrganizationMiddleware.
+
+    A session in an organization that requires MFA, of a user without a second factor, is refused
+    (`mfa_required`), as the console sends it to enrolment. Bearer tokens are token-only: no MFA there.
+    """
+
+    def authenticate(self, request):
+        found = super().authenticate(request)
+        if found is not None and mfa_enrolment_needed(getattr(request, "_request", request)):
+            raise PermissionDeniedError(_("Your organization requires two-factor authentication: set it up in "
+                                          "the console first."), code="mfa_required")
+        return found

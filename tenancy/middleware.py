@@ -1,6 +1,9 @@
 """Resolves the console session's current organization onto request.org / request.membership."""
+from django.shortcuts import redirect
+
 from core.logging import log_context_set
 
+from .mfa import user_has_mfa
 from .selectors import membership_for_session
 
 SESSION_ORG_KEY = "current_org_id"
@@ -23,3 +26,34 @@ class CurrentOrganizationMiddleware:
                 request.org = membership.organization
                 log_context_set(org_id=membership.organization_id)  # observability: org id on log lines
         return self.get_response(request)
+
+
+# Paths a member of an organization that requires MFA may reach before enrolling: the enrolment itself
+# (allauth under /accounts/), logging out, static files, and the API (session calls are refused there by
+# tenancy.authentication; tokens are token-only).
+MFA_EXEMPT_PREFIXES = ("/accounts/", "/logout/", "/static/", "/api/", "/admin/", "/healthz", "/metrics",
+                       "/account/organizations/")
+
+
+class MfaRequiredMiddleware:
+    """Sends a member of an organization that requires MFA and who has no second factor to enrolment."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if mfa_enrolment_needed(request) and not request.path.startswith(MFA_EXEMPT_PREFIXES):
+            return redirect("mfa_index")
+        return self.get_response(request)
+
+
+def mfa_enrolment_needed(request) -> bool:
+    """Whether the console session's organization requires MFA that this user has not set up (one query, only
+    for such organizations)."""
+    org = getattr(request, "org", None)
+    if org is None or not org.mfa_required:
+        return False
+    cached = getattr(request, "_mfa_enrolled", None)
+    if cached is None:
+        cached = request._mfa_enrolled = user_has_mfa(user=request.user)
+    return not cached

@@ -91,6 +91,8 @@ class Organization(models.Model):
     # When an operator (or the verification provider) approved its real-name verification (实名认证); until then
     # settings.REALNAME_UNVERIFIED_* limit what it may do (tenancy/realname/policy.py).
     real_name_verified_at = models.DateTimeField(null=True, blank=True)
+    # Owners set it: every member needs a second factor (TOTP or a passkey) before any other console page.
+    mfa_required = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="organizations")
 
@@ -112,6 +114,43 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} in {self.organization} ({self.role})"
+
+
+class SsoBindingKind(models.TextChoices):
+    EMAIL_DOMAIN = "email_domain"
+    IDP = "idp"
+
+
+class SsoBinding(models.Model):
+    """People signing in through SSO for the first time join this organization with `role`, when their
+    IdP-verified email is in `value` (kind email_domain) or they came through the IdP `value` (kind idp).
+
+    An owner asks for it; it applies once an operator approved it in the admin (a lab must not capture a whole
+    university's sign-ins by naming its domain). One approved binding per domain or IdP.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sso_bindings")
+    kind = models.CharField(max_length=12, choices=SsoBindingKind.choices)
+    value = models.CharField(max_length=253)  # a domain (lower case, IDNA) or an openid_connect provider id
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
+    approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+
+    class Meta:
+        ordering = ["kind", "value"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "kind", "value"], name="ssobinding_unique_per_org"),
+            models.UniqueConstraint(fields=["kind", "value"], condition=models.Q(approved_at__isnull=False),
+                                    name="ssobinding_one_approved"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} {self.value} → {self.organization} ({self.role})"
 
 
 class AuditEvent(models.Model):

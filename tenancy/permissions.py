@@ -12,6 +12,8 @@ Capabilities (what a view asks for):
   billing        top up, submit sponsorship proposals              owner admin billing
   members_manage invite, change roles, remove members              owner admin (admins not owners)
   read_webhooks  read webhook endpoints and their deliveries       owner admin
+  read_sign_in   read the sign-in rules (SSO bindings)              owner admin
+  sign_in_rules  require MFA, bind an email domain or IdP (SSO)     owner
   webhooks       register, change and delete webhook endpoints      owner admin
 A token of scope `read` only reaches the read capabilities of its role.
 """
@@ -34,8 +36,11 @@ CAPABILITIES: dict[str, frozenset[str]] = {
     "members_manage": frozenset({O, A}),
     "read_webhooks": frozenset({O, A}),
     "webhooks": frozenset({O, A}),
+    "read_sign_in": frozenset({O, A}),
+    "sign_in_rules": frozenset({O}),
 }
-READ_CAPABILITIES = frozenset({"catalog", "read", "read_billing", "read_org", "read_audit", "read_webhooks"})
+READ_CAPABILITIES = frozenset({"catalog", "read", "read_billing", "read_org", "read_audit", "read_webhooks",
+                               "read_sign_in"})
 
 
 def role_can(role: str, capability: str) -> bool:

@@ -35,6 +35,12 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_celery_beat",
     "axes",
+    # Accounts: login with MFA (TOTP, WebAuthn passkeys, recovery codes) and OpenID Connect SSO (README, "Accounts").
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
     # Cardmix apps, in dependency order (a lower app never imports a higher one).
     "core",
     "tenancy",
@@ -58,6 +64,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "tenancy.middleware.CurrentOrganizationMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+    "tenancy.middleware.MfaRequiredMiddleware",  # an organization that requires MFA: enrol first
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "core.security.ContentSecurityPolicyMiddleware",  # security: CSP on console pages
@@ -503,6 +511,45 @@ SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postproce
 AXES_USERNAME_FORM_FIELD = "username"
 AXES_USERNAME_CALLABLE = "core.security.axes_username"
 # --- end security ---------------------------------------------------------------------------
+
+# --- Accounts: django-allauth (login, MFA, SSO) ----------------------------------------------
+# Login is allauth's (so a second factor and SSO come with it); sign-up, the verification link (with the trial
+# credit) and password reset stay Cardmix's own services at the same URLs (tenancy/services.py).
+ACCOUNT_ADAPTER = "tenancy.allauth_adapters.AccountAdapter"
+SOCIALACCOUNT_ADAPTER = "tenancy.allauth_adapters.SocialAccountAdapter"
+ACCOUNT_USER_MODEL_USERNAME_FIELD = None
+ACCOUNT_LOGIN_METHODS = {"email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"  # Cardmix's own link (tenancy/verification.py) grants the trial
+ACCOUNT_LOGOUT_REDIRECT_URL = LOGOUT_REDIRECT_URL
+ACCOUNT_AUTHENTICATED_LOGIN_REDIRECTS = False  # /login/ shows the form to a signed-in user too, as before allauth
+ACCOUNT_FORMS = {"login": "tenancy.allauth_forms.LoginForm"}
+# django-axes counts failed logins and locks username + IP; allauth's own failed-login limit would answer first.
+ACCOUNT_RATE_LIMITS = {"login_failed": False}
+MFA_SUPPORTED_TYPES = ["totp", "webauthn", "recovery_codes"]
+MFA_PASSKEY_LOGIN_ENABLED = True
+MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", default="Cardmix")
+# WebAuthn wants https; http://localhost is a secure context too, so development and the tests may allow it.
+MFA_WEBAUTHN_ALLOW_INSECURE_ORIGIN = env.bool("MFA_WEBAUTHN_ALLOW_INSECURE_ORIGIN", default=DEBUG)
+# SSO: OpenID Connect identity providers, here as JSON ([{"id": "tsinghua", "name": "Tsinghua University",
+# "server_url": "https://id.example.edu.cn", "client_id": "…", "secret": "…"}]) or as Social applications
+# (provider "openid_connect") in the admin. The IdP vouches for the email: the account is created verified.
+SOCIALACCOUNT_PROVIDERS = {"openid_connect": {
+    "OAUTH_PKCE_ENABLED": True,
+    "APPS": [{"provider_id": p["id"], "name": p.get("name", p["id"]), "client_id": p["client_id"],
+              "secret": p.get("secret", ""), "settings": {"server_url": p["server_url"]}}
+             for p in env.json("OIDC_PROVIDERS", default=[])],
+}}
+SSO_FORM_ACTION_ORIGINS = env.list("SSO_FORM_ACTION_ORIGINS", default=[])  # IdPs added in the admin (CSP)
+SOCIALACCOUNT_EMAIL_VERIFICATION = "none"
+SOCIALACCOUNT_EMAIL_REQUIRED = True
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_STORE_TOKENS = False
+# An IdP's verified email signs in to an existing password account of that address only when the operator says
+# every configured IdP is trusted to vouch for its addresses.
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = env.bool("SSO_EMAIL_AUTHENTICATION", default=False)
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = SOCIALACCOUNT_EMAIL_AUTHENTICATION
+# --- end accounts ---------------------------------------------------------------------------
 
 # --- Logging: one JSON object per line, with the request id --------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -1,6 +1,7 @@
 """Account pages: signup, email verification, login, password reset, organizations, members, tokens, SSH keys."""
 from datetime import datetime, time, timedelta
 
+from allauth.account.views import LoginView as AllauthLoginView
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -93,10 +94,11 @@ def verify_email(request, token):
     return render(request, "console/account/verify_email.html", {"ok": True, "verified_user": user})
 
 
-class LoginView(auth_views.LoginView):
-    """Django's login (authenticate(request=…) so django-axes counts failures) plus a per-IP rate limit."""
+class LoginView(AllauthLoginView):
+    """allauth's login: password (authenticate(request=…), so django-axes counts failures), then the second
+    factor when the account has one; a passkey; SSO. Plus the console's per-IP rate limit."""
 
-    template_name = "console/login.html"
+    template_name = "account/login.html"
 
     def post(self, request, *args, **kwargs):
         if _throttled(request, LoginRateThrottle):

@@ -4,7 +4,16 @@ from rest_framework import serializers
 from core.serializers import StrictSerializer
 
 from ..choices import Role
-from ..models import ApiToken, AuditEvent, Membership, Organization, SshKey, TokenScope
+from ..models import (
+    ApiToken,
+    AuditEvent,
+    Membership,
+    Organization,
+    SshKey,
+    SsoBinding,
+    SsoBindingKind,
+    TokenScope,
+)
 
 
 class OrganizationSerializer(serializers.ModelSerializer):
@@ -12,7 +21,8 @@ class OrganizationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Organization
-        fields = ["id", "name", "slug", "is_personal", "card_quota", "real_name_verified_at", "created_at", "role"]
+        fields = ["id", "name", "slug", "is_personal", "card_quota", "mfa_required", "real_name_verified_at",
+                  "created_at", "role"]
 
     def get_role(self, obj) -> str | None:
         membership = self.context.get("membership")
@@ -79,3 +89,26 @@ class AuditEventSerializer(serializers.ModelSerializer):
         model = AuditEvent
         fields = ["id", "action", "actor_id", "actor_email", "target_type", "target_id", "ip", "user_agent",
                   "request_id", "details", "created_at"]
+
+
+class OrganizationUpdateSerializer(StrictSerializer):
+    mfa_required = serializers.BooleanField(help_text="Every member needs a second factor (TOTP or a passkey) "
+                                                      "to use the console; API tokens are not affected.")
+
+
+class SsoBindingSerializer(serializers.ModelSerializer):
+    approved = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SsoBinding
+        fields = ["id", "kind", "value", "role", "approved", "approved_at", "created_at"]
+
+    def get_approved(self, obj) -> bool:
+        return obj.approved_at is not None
+
+
+class SsoBindingCreateSerializer(StrictSerializer):
+    kind = serializers.ChoiceField(choices=SsoBindingKind.choices)
+    value = serializers.CharField(max_length=253, help_text="An email domain (lab.example.edu.cn) or the id of "
+                                                            "an OpenID Connect provider the operator configured.")
+    role = serializers.ChoiceField(choices=[c for c in Role.choices if c[0] != Role.OWNER], default=Role.MEMBER)

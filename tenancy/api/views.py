@@ -8,20 +8,70 @@ from core.idempotency import idempotent
 from core.schema import schema_generation
 from core.serializers import body_refuse_unknown
 
-from .. import selectors, services
-from ..models import ApiToken, AuditEvent, Membership, SshKey
+from .. import selectors, services, sso
+from ..mfa import organization_mfa_required_set
+from ..models import ApiToken, AuditEvent, Membership, SshKey, SsoBinding
 from ..permissions import require
 from . import serializers as s
 
 
 class CurrentOrganizationView(APIView):
-    """GET the organization the credential acts in, with the caller's role and the card quota."""
+    """GET the organization the credential acts in, with the caller's role and the card quota; PATCH its
+    sign-in rule `mfa_required` (owners)."""
 
-    permission_classes = [require(read="read_org")]
+    permission_classes = [require(read="read_org", write="sign_in_rules")]
 
     @extend_schema(responses=s.OrganizationSerializer)
     def get(self, request):
         return Response(s.OrganizationSerializer(request.org, context={"membership": request.membership}).data)
+
+    @extend_schema(request=s.OrganizationUpdateSerializer, responses=s.OrganizationSerializer)
+    def patch(self, request):
+        body = s.OrganizationUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        org = organization_mfa_required_set(actor_membership=request.membership, request=request,
+                                            required=body.validated_data["mfa_required"])
+        return Response(s.OrganizationSerializer(org, context={"membership": request.membership}).data)
+
+
+class SsoBindingListView(generics.ListAPIView):
+    """GET the organization's SSO bindings; POST asks for one (owners): people signing in through SSO for the
+    first time from the email domain or the IdP join with the role, once an operator approved it."""
+
+    permission_classes = [require(read="read_sign_in", write="sign_in_rules")]
+    serializer_class = s.SsoBindingSerializer
+
+    def get_queryset(self):
+        if schema_generation(self):
+            return SsoBinding.objects.none()
+        return sso.sso_binding_list(org=self.request.org)
+
+    @extend_schema(request=s.SsoBindingCreateSerializer, responses={201: s.SsoBindingSerializer})
+    @idempotent()
+    def post(self, request):
+        body = s.SsoBindingCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        binding = sso.sso_binding_create(actor_membership=request.membership, request=request,
+                                         **body.validated_data)
+        return Response(s.SsoBindingSerializer(binding).data, status=status.HTTP_201_CREATED)
+
+
+class SsoBindingDetailView(APIView):
+    """GET one SSO binding; DELETE removes it (owners)."""
+
+    permission_classes = [require(read="read_sign_in", write="sign_in_rules")]
+    serializer_class = s.SsoBindingSerializer
+
+    @extend_schema(responses=s.SsoBindingSerializer)
+    def get(self, request, id):
+        return Response(s.SsoBindingSerializer(sso.sso_binding_get(org=request.org, id=id)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, id):
+        binding = sso.sso_binding_get(org=request.org, id=id)
+        body_refuse_unknown(request)
+        sso.sso_binding_delete(actor_membership=request.membership, binding=binding, request=request)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemberListView(generics.ListAPIView):

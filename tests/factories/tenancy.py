@@ -96,8 +96,24 @@ def login_client(membership, client_class=None):
     client.force_login(membership.user)
     session = client.session
     session[SESSION_ORG_KEY] = str(membership.organization_id)
+    session.update(password_login_record(membership.user))
     session.save()
     return client
+
+
+def password_login_record(user) -> dict:
+    """The session keys django-allauth writes when a password was just given at its "confirm it's you" step, so
+    the pages that ask for it (adding a second factor, removing a passkey) open as after that step."""
+    import time
+
+    from allauth.account.internal.flows.login import (
+        _AUTHENTICATION_METHODS_USER_SESSION_KEY,
+        AUTHENTICATION_METHODS_SESSION_KEY,
+    )
+
+    return {AUTHENTICATION_METHODS_SESSION_KEY: [{"method": "password", "at": time.time(), "email": user.email,
+                                                   "reauthenticated": True}],
+            _AUTHENTICATION_METHODS_USER_SESSION_KEY: str(user.pk)}
 
 
 def session_key_for(membership) -> str:
@@ -112,5 +128,6 @@ def session_key_for(membership) -> str:
     session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
     session[HASH_SESSION_KEY] = membership.user.get_session_auth_hash()
     session[SESSION_ORG_KEY] = str(membership.organization_id)
+    session.update(password_login_record(membership.user))
     session.create()
     return session.session_key

@@ -293,7 +293,29 @@ def custom_image(world):
     return Target({"image_id": str(image.pk)}, row=image)
 
 
+def sso_binding(world):
+    from tenancy.models import SsoBinding
+
+    b = SsoBinding.objects.create(organization=world.a.organization, kind="email_domain",
+                                  value=f"{world.marker('domain')}.example.edu.cn", role="member")
+    return Target({"id": b.pk}, row=b)
+
+
+def passkey(world):
+    """A's WebAuthn authenticator (django-allauth's pages are per user: another user's key answers 404)."""
+    from allauth.mfa.models import Authenticator
+
+    a = Authenticator.objects.create(user=world.a.user, type=Authenticator.Type.WEBAUTHN,
+                                     data={"name": world.marker("passkey"), "credential": {}})
+    return Target({"pk": a.pk}, row=a, body={"name": "b"})
+
+
 OBJECT_FACTORIES = {
+    # tenancy: sign-in rules, and one's own passkeys (allauth's pages)
+    "api:sso-binding-detail": sso_binding,
+    "console:sso_binding_delete": sso_binding,
+    "mfa_remove_webauthn": passkey,
+    "mfa_edit_webauthn": passkey,
     # tenancy
     "api:member-detail": member,
     "api:token-detail": token,
@@ -401,6 +423,12 @@ TENANT_LISTS = {
     "console:instance_list", "console:instance_new", "console:instance_quote",
     "console:member_invite", "console:organization_new",
     "console:storage",  # storage: the organization's volumes and the dataset library
+    # accounts: the organization's sign-in rules; one's own second factors and SSO connections (django-allauth's
+    # pages, per user: B's owner sees none of A's)
+    "console:security", "api:sso-binding-list",
+    "mfa_index", "mfa_reauthenticate", "mfa_activate_totp", "mfa_deactivate_totp", "mfa_view_recovery_codes",
+    "mfa_generate_recovery_codes", "mfa_download_recovery_codes", "mfa_list_webauthn", "mfa_add_webauthn",
+    "mfa_reauthenticate_webauthn", "socialaccount_connections", "account_reauthenticate",
 }
 
 SKIP = {
@@ -427,5 +455,19 @@ SKIP = {
     "console:password_reset_done": "public page",
     "console:password_reset_confirm": "signed one-time link",
     "console:password_reset_complete": "public page",
+    # django-allauth: sign-in steps and redirects to the console's own pages (tests/accounts/)
+    "account_login": "redirect to console:login",
+    "account_signup": "redirect to console:signup",
+    "account_reset_password": "redirect to console:password_reset",
+    "account_email": "redirect to console:dashboard",
+    "account_logout": "ends the session",
+    "account_inactive": "public page",
+    "mfa_authenticate": "the second step of a login in progress (tests/accounts/test_mfa.py)",
+    "mfa_login_webauthn": "passkey login, public (tests/accounts/test_mfa_browser.py)",
+    "openid_connect_login": "starts an SSO login at the provider (tests/accounts/test_sso.py)",
+    "openid_connect_callback": "the provider's answer, bound to the session's state (tests/accounts/test_sso.py)",
+    "socialaccount_login_cancelled": "public page",
+    "socialaccount_login_error": "public page",
+    "socialaccount_signup": "SSO sign-up form of a login in progress (session state)",
 }
 SKIP_NAMESPACES = {"admin": "Django admin: staff only, behind is_staff login"}

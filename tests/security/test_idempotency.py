@@ -103,6 +103,10 @@ def _case(name, ctx):
                 "password": "right-pass"}
         return ("/api/v1/custom-images/", body, {**body, "name": "other"},
                 _count("inventory.CustomImage", organization=org))
+    if name == "api:sso-binding-list":
+        body = {"kind": "email_domain", "value": "lab.example.edu.cn", "role": "member"}
+        return ("/api/v1/organizations/current/sso-bindings/", body, {**body, "value": "lab2.example.edu.cn"},
+                _count("tenancy.SsoBinding", organization=org))
     raise AssertionError(f"{name}: a creating POST without an idempotency case in {__file__}")
 
 
@@ -115,7 +119,8 @@ def test_creating_endpoints_are_enumerated():
     known = {"api:token-list", "api:ssh-key-list", "api:member-list", "api:instance-list", "api:topup-list",
              "api:sponsorship-list", "api:invoice-pay", "api:admin-node-list", "api:admin-price-list",
              "api:admin-image-list", "api:volume-list", "api:webhook-list", "api:fapiao-list",
-             "api:instance-port-shares", "api:realname", "api:custom-image-list"}
+             "api:instance-port-shares", "api:realname", "api:custom-image-list",
+             "api:sso-binding-list"}
     assert set(CREATING) == known, set(CREATING) ^ known
 
 

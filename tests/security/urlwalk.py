@@ -33,8 +33,9 @@ def _methods(callback) -> tuple[str, bool]:
     return FALLBACK_METHODS, False
 
 
-def walk(resolver=None, prefix: str = "", namespace: str = "") -> list[Route]:
-    """Every URLPattern reachable from the root URLconf, recursively through include()."""
+def walk(resolver=None, prefix: str = "", namespace: str = "", outer: tuple[str, ...] = ()) -> list[Route]:
+    """Every URLPattern reachable from the root URLconf, recursively through include(); a pattern's kwargs include
+    those its include()s capture (`keys/<int:pk>/` + `remove/`)."""
     resolver = resolver or get_resolver()
     found: list[Route] = []
     for p in resolver.url_patterns:
@@ -42,9 +43,9 @@ def walk(resolver=None, prefix: str = "", namespace: str = "") -> list[Route]:
             ns = namespace
             if p.namespace:
                 ns = f"{namespace}:{p.namespace}" if namespace else p.namespace
-            found += walk(p, prefix + str(p.pattern), ns)
+            found += walk(p, prefix + str(p.pattern), ns, outer + _kwargs(p))
         elif isinstance(p, URLPattern):
             name = f"{namespace}:{p.name}" if namespace else (p.name or "")
             methods, is_drf = _methods(p.callback)
-            found.append(Route(name, prefix + str(p.pattern), _kwargs(p), methods, is_drf))
+            found.append(Route(name, prefix + str(p.pattern), outer + _kwargs(p), methods, is_drf))
     return found

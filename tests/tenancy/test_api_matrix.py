@@ -1,7 +1,7 @@
 """SPEC §5 matrix: every tenancy endpoint × every role × both token scopes (bearer tokens), and isolation."""
 import pytest
 
-from tenancy.models import Membership
+from tenancy.models import Membership, SsoBinding
 from tenancy.models_realname import RealNameVerification
 from tests.factories.tenancy import SshKeyFactory, UserFactory, ed25519_public_key, make_token
 
@@ -32,6 +32,12 @@ MATRIX = {
     "realname_submit": ("post", "/api/v1/organizations/current/verification/", {"owner", "admin"}, False, 201),
     "realname_detail": ("get", "/api/v1/organizations/current/verification/{realname}/", EVERY, True, 200),
     "export": ("get", "/api/v1/organizations/current/export/", {"owner", "admin"}, True, 200),
+    # sign-in rules (accounts): owners set them, admins read the SSO bindings
+    "org_patch": ("patch", "/api/v1/organizations/current/", {"owner"}, False, 200),
+    "sso_list": ("get", "/api/v1/organizations/current/sso-bindings/", {"owner", "admin"}, True, 200),
+    "sso_create": ("post", "/api/v1/organizations/current/sso-bindings/", {"owner"}, False, 201),
+    "sso_get": ("get", "/api/v1/organizations/current/sso-bindings/{binding}/", {"owner", "admin"}, True, 200),
+    "sso_delete": ("delete", "/api/v1/organizations/current/sso-bindings/{binding}/", {"owner"}, False, 204),
 }
 
 
@@ -46,8 +52,9 @@ def _world(member_factory, role):
                                                    state="rejected", reason="blurred")
     org.real_name_verified_at = None  # so a submission is allowed
     org.save(update_fields=["real_name_verified_at"])
+    binding = SsoBinding.objects.create(organization=org, kind="email_domain", value="old.example.edu.cn")
     return actor, {"member": target.pk, "token": own_token.pk, "key": key.pk, "invitee": invitee.email,
-                   "realname": rejected.pk}
+                   "realname": rejected.pk, "binding": binding.pk}
 
 
 def _body(name, ids):
@@ -57,6 +64,8 @@ def _body(name, ids):
         "tokens_create": {"name": "ci", "scope": "read"},
         "ssh_create": {"name": "laptop", "public_key": ed25519_public_key()},
         "realname_submit": {"kind": "individual", "legal_name": "韩梅梅", "id_number": "11010519491231002X"},
+        "org_patch": {"mfa_required": True},
+        "sso_create": {"kind": "email_domain", "value": "lab.example.edu.cn", "role": "member"},
     }.get(name)
 
 
