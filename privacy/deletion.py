@@ -28,8 +28,10 @@ MAX_AGE_SECONDS = 24 * 3600
 ERASED = "[deleted]"
 NAME_MIN_LENGTH = 4  # a shorter name ("Li") is a substring of too much else to be erased everywhere
 ENDED = (InstanceState.TERMINATED, InstanceState.FAILED)
-# Rows that are the person's own, deleted outright (the rest are kept and scrubbed of the address and name).
+# Rows that are the person's own, deleted outright (the rest are kept and scrubbed of the address and name):
+# login attempts by the address; allauth's addresses, second factors and SSO links by the user.
 OWN_ROWS = ("axes.AccessAttempt", "axes.AccessLog", "axes.AccessFailureLog")
+OWN_ROWS_OF_USER = ("account.EmailAddress", "mfa.Authenticator", "socialaccount.SocialAccount")
 
 
 def deletion_blockers(user) -> list[str]:
@@ -149,8 +151,11 @@ def account_delete(*, user, request=None) -> User:
         TrialClaim.objects.filter(mailbox=key).update(email=mailbox_erased(key), mailbox=mailbox_erased(key))
         for label in OWN_ROWS:
             if apps.is_installed(label.split(".")[0]):
-                model = apps.get_model(label)
-                model.objects.filter(username__iexact=email).delete()
+                apps.get_model(label).objects.filter(username__iexact=email).delete()
+        for label in OWN_ROWS_OF_USER:
+            app_label, model_name = label.split(".")
+            if any(c.label == app_label for c in apps.get_app_configs()):
+                apps.get_model(app_label, model_name).objects.filter(user=user).delete()
         user.email = f"deleted-{user.pk.hex}@deleted.invalid"
         user.name = ""
         user.set_unusable_password()
