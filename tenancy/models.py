@@ -64,6 +64,8 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_active = models.BooleanField(default=True)
     email_verified_at = models.DateTimeField(null=True, blank=True)
     date_joined = models.DateTimeField(default=timezone.now)
+    # The console's and emails' language (settings.LANGUAGES); blank: the browser's (Accept-Language), else English.
+    language = models.CharField(max_length=10, blank=True, default="", choices=settings.LANGUAGES)
 
     objects = UserManager()
 

@@ -6,10 +6,12 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.text import slugify
+from django.utils.translation import gettext as _
 
 from core.errors import InvalidState, PermissionDeniedError, ValidationFailed
+from core.i18n import supported_language
 
 from . import hooks
 from .audit import audit_record
@@ -71,7 +73,9 @@ def user_signup(*, email: str, password: str | None, name: str = "", request=Non
     name = (name or "").strip()[:150]
     try:
         with transaction.atomic():
-            user = User.objects.create_user(email, password, name=name)
+            # i18n: the language the sign-up page spoke, so emails sent later from tasks speak it too.
+            user = User.objects.create_user(email, password, name=name,
+                                            language=supported_language(translation.get_language()))
             org = Organization.objects.create(name=f"{name or email.split('@')[0]}'s lab"[:150],
                                               slug=_unique_slug(email.split("@")[0]), is_personal=True)
             Membership.objects.create(organization=org, user=user, role=Role.OWNER)
@@ -82,6 +86,17 @@ def user_signup(*, email: str, password: str | None, name: str = "", request=Non
     except IntegrityError:  # a concurrent sign-up with the same address won the unique index
         raise ValidationFailed("The sign-up form has errors.",
                                details={"email": ["An account with this email address already exists."]}) from None
+    return user
+
+
+def user_language_set(*, user: User, language: str) -> User:
+    """i18n: the user's console and email language (a code of settings.LANGUAGES; "" = follow the browser)."""
+    code = supported_language(language) if language else ""
+    if language and not code:
+        raise ValidationFailed(_("Unknown language."), details={"language": [_("Choose one of the listed languages.")]})
+    if user.language != code:
+        user.language = code
+        user.save(update_fields=["language"])
     return user
 
 
