@@ -33,7 +33,8 @@ def _untranslated(po: Path) -> list[str]:
         strings = message.string if isinstance(message.string, tuple) else (message.string,)
         if message.fuzzy or not all(strings):
             msgid = message.id[0] if isinstance(message.id, tuple) else message.id
-            bad.append(f"{'fuzzy' if message.fuzzy else 'missing'}: {msgid!r} ({', '.join(l for l, _ in message.locations) or '?'})")
+            where = ", ".join(path for path, _ in message.locations) or "?"
+            bad.append(f"{'fuzzy' if message.fuzzy else 'missing'}: {msgid!r} ({where})")
     return bad
 
 
