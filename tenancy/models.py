@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from .choices import Role
 
@@ -139,8 +140,8 @@ class AuditEvent(models.Model):
 
 
 class TokenScope(models.TextChoices):
-    READ = "read"
-    WRITE = "write"
+    READ = "read", gettext_lazy('Read')
+    WRITE = "write", gettext_lazy('Write')
 
 
 class ApiToken(models.Model):

@@ -4,6 +4,7 @@ import re
 from datetime import datetime
 
 from django import template
+from django.utils.translation import gettext_lazy
 
 from billing.choices import TransferCode
 from billing.zone import billing_tz, local_time, zone_label
@@ -16,7 +17,7 @@ from ..state_reasons import terminate_warning as _terminate_warning
 
 register = template.Library()
 
-ACCOUNT_LABELS = {"trial": "Trial credit", "compensation": "Compensation", "grant": "Grant", "cash": "Cash"}
+ACCOUNT_LABELS = {"trial": gettext_lazy("Trial credit"), "compensation": gettext_lazy("Compensation"), "grant": gettext_lazy("Grant"), "cash": gettext_lazy("Cash")}
 
 
 # Money: plain formatters in console/money_text.py (service_text uses them too).

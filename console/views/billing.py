@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import render
+from django.utils.translation import gettext
 
 from billing import selectors as billing_selectors
 from billing.choices import TransferCode
@@ -124,7 +125,7 @@ def ledger_day(request, instance_id, day):
     try:
         on = date.fromisoformat(day)
     except ValueError:
-        raise Http404("No such day.") from None
+        raise Http404(gettext("No such day.")) from None
     tz = ZoneInfo(settings.BILLING_TIME_ZONE)
     lines = ledger_rows(list(transfer_day_lines(org=org, instance_id=instance.pk, day=on, tz=tz)), org)
     context = {"instance": instance, "day": on, "lines": lines, "total": sum(t.amount for t in lines),

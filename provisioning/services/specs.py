@@ -1,6 +1,8 @@
 """A create/quote request turned into placement terms, with the checks that need the database."""
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext
+
 from core.errors import ValidationFailed
 from inventory.models import Image, Zone
 
@@ -52,14 +54,14 @@ def spec_check(spec: InstanceSpec, catalog: dict[str, AcceleratorInfo]) -> None:
     if spec.zone and not Zone.objects.filter(slug=spec.zone).exists():
         details["zone"] = [f"Unknown zone {spec.zone!r}."]
     if details:
-        raise ValidationFailed("The request is invalid.", details=details)
+        raise ValidationFailed(gettext("The request is invalid."), details=details)
 
 
 def placement_invalid(result: PlacementResult) -> None:
     """Turn the engine's invalid_request into a 400 (capacity shortfalls are the caller's business)."""
     if not result.ok and result.error_code == INVALID_REQUEST:
         field_name = "policy" if result.message.startswith("policy") else "items"
-        raise ValidationFailed("The request is invalid.", details={field_name: result.message.split("\n")})
+        raise ValidationFailed(gettext("The request is invalid."), details={field_name: result.message.split("\n")})
 
 
 def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo]) -> dict[str, str]:
@@ -76,5 +78,5 @@ def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo
         elif vendor not in (found[slug].vendors or []):
             details.append(f"Image {slug!r} does not run on {vendor} accelerators.")
     if details:
-        raise ValidationFailed("The request is invalid.", details={"image" if spec.image else "images": details})
+        raise ValidationFailed(gettext("The request is invalid."), details={"image" if spec.image else "images": details})
     return wanted
