@@ -1,7 +1,6 @@
 """Rate limits: per API token (scope `token`), and per client IP for sign-up and login."""
 import logging
 
-from django.utils.translation import gettext
 from rest_framework.throttling import SimpleRateThrottle
 
 from .models import ApiToken
@@ -26,7 +25,7 @@ class TokenRateThrottle(SimpleRateThrottle):
         try:
             return super().allow_request(request, view)
         except RedisError:
-            logging.getLogger("cardmix.api").warning(gettext("token throttle skipped: cache unavailable"))
+            logging.getLogger("cardmix.api").warning("token throttle skipped: cache unavailable")
             return True
 
 

@@ -4,7 +4,7 @@ import re
 from datetime import datetime
 
 from django import template
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from billing.choices import TransferCode
 from billing.zone import billing_tz, local_time, zone_label
@@ -59,12 +59,14 @@ def duration(seconds):
         return "—"
     seconds = int(seconds)
     if seconds < 60:
-        return f"{seconds} s"
+        return gettext("%(seconds)d s") % {"seconds": seconds}
     minutes, _ = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     if hours >= 48:
-        return f"{hours // 24} days {hours % 24} h"
-    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
+        return gettext("%(days)d days %(hours)d h") % {"days": hours // 24, "hours": hours % 24}
+    if hours:
+        return gettext("%(hours)d h %(minutes)02d min") % {"hours": hours, "minutes": minutes}
+    return gettext("%(minutes)d min") % {"minutes": minutes}
 
 
 # --- times: the console shows every time in the billing time zone (where statement days and months and the spend

@@ -4,6 +4,7 @@ bin/messages (`make messages`) runs makemessages on a copy of the working tree, 
 never touched; whatever msgid the copy's merged catalog has without a translation, or only a fuzzy one, is
 missing from the committed catalog."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,27 @@ def test_zh_hans_catalog_is_complete(tmp_path):
             problems.append(f"{name}: {len(bad)} entries need a translation:\n  " + "\n  ".join(bad[:60])
                             + ("\n  …" if len(bad) > 60 else "") + "\n" + FIX.format(catalog=name))
     assert not problems, "\n\n".join(problems)
+
+
+PLACEHOLDER = re.compile(r"%\([^)]+\)[0-9]*[sd]|%[sd]|\{[^{}\s]+\}")
+
+
+def test_translations_keep_every_placeholder():
+    """A msgstr that drops or renames a %(name)s raises KeyError (or reads wrong) when the page renders."""
+    po = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
+    with po.open("rb") as fh:
+        catalog = read_po(fh)
+    bad = []
+    for message in catalog:
+        if not message.id or not message.string:
+            continue
+        ids = message.id if isinstance(message.id, tuple) else (message.id,)
+        strings = message.string if isinstance(message.string, tuple) else (message.string,)
+        wanted = sorted(set(PLACEHOLDER.findall(ids[-1])))
+        for string in strings:
+            if string and sorted(set(PLACEHOLDER.findall(string))) != wanted:
+                bad.append(f"{ids[0]!r}: {string!r} (needs {wanted})")
+    assert not bad, "Placeholders differ from the msgid:\n  " + "\n  ".join(bad)
 
 
 def test_the_committed_catalog_has_no_fuzzy_or_empty_entry():
