@@ -1,6 +1,7 @@
 """Root URLconf: the API under /api/v1/, the admin, health, and the console at the root."""
 from django.contrib import admin
 from django.urls import include, path
+from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import views as core_views
@@ -27,6 +28,8 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
+    # i18n: static/js's strings in the request's language (locale/*/djangojs.po), loaded first by base.html.
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("", include("console.urls")),
 ]
 

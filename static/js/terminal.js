@@ -5,6 +5,7 @@
 (function () {
   "use strict";
   const STOPPED = 4000, UNREACHABLE = 4001;
+  const gettext = window.gettext || ((text) => text);  // i18n: Django's JavaScript catalog (/jsi18n/)
 
   // xterm.js writes its theme and cell sizes into <style> elements it creates; the page's CSP lets only those
   // carrying this response's nonce apply, so each one made from now on gets it (markup stays without inline style).
@@ -34,17 +35,17 @@
       if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ resize: [term.cols, term.rows] }));
     }
     function connect() {
-      say("Connecting…");
+      say(gettext("Connecting…"));
       socket = new WebSocket(url);
       socket.binaryType = "arraybuffer";
-      socket.onopen = () => { everOpened = true; delay = 500; say("Connected"); panel.dataset.connected = "1"; sendResize(); term.focus(); };
+      socket.onopen = () => { everOpened = true; delay = 500; say(gettext("Connected")); panel.dataset.connected = "1"; sendResize(); term.focus(); };
       socket.onmessage = (ev) => term.write(typeof ev.data === "string" ? ev.data : new Uint8Array(ev.data));
       socket.onclose = (ev) => {
         panel.dataset.connected = "";
-        if (ev.code === STOPPED) { say("The instance stopped: terminal closed."); return; }
-        if (ev.code === UNREACHABLE) { say("The instance's shell does not answer."); return; }
-        if (!everOpened) { say("The terminal is not available."); return; }
-        say("Connection lost: reconnecting…");  // a network blip: a new shell once the socket is back
+        if (ev.code === STOPPED) { say(gettext("The instance stopped: terminal closed.")); return; }
+        if (ev.code === UNREACHABLE) { say(gettext("The instance's shell does not answer.")); return; }
+        if (!everOpened) { say(gettext("The terminal is not available.")); return; }
+        say(gettext("Connection lost: reconnecting…"));  // a network blip: a new shell once the socket is back
         setTimeout(connect, delay);
         delay = Math.min(delay * 2, 10000);
       };
