@@ -60,14 +60,17 @@ class CatalogChoices:
 
     def zone_choices(self):
         def stock(rows):
-            return "free: " + ", ".join(f"{n} × {name}" for name, n in rows) if rows else "no cards"
+            return gettext("free: %(cards)s") % {"cards": ", ".join(f"{n} × {name}" for name, n in rows)} \
+                if rows else gettext("no cards")
 
         return [("", gettext("Any zone (Cardmix picks)"))] + [
             (z.slug, f"{z.name} · {z.fabric_label} · {stock(rows)}") for z, rows in self.zones]
 
     def accelerator_choices(self, blank: str | None = None):
         rows = [("", blank)] if blank else []
-        return rows + [(a.slug, f"{a.name} · {a.stock['available_cards']} free") for a in self.accelerators]
+        return rows + [(a.slug, gettext("%(name)s · %(free)s free") % {"name": a.name,
+                                                                       "free": a.stock["available_cards"]})
+                       for a in self.accelerators]
 
 
 def _default_image(images):

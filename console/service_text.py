@@ -58,7 +58,7 @@ def for_people(text, *, items=1) -> str:
     if m := ITEM_PREFIX.match(text):
         text = text[m.end():]
         index = int(m.group(1))
-    text = named(SLUG_WORD.sub(lambda w: SLUG_WORDS[w.group(1)], text))  # named() also capitalises
+    text = named(SLUG_WORD.sub(lambda w: str(SLUG_WORDS[w.group(1)]), text))  # named() also capitalises
     if index is not None and count > 1:
         name = names[index] if index < len(names) else ""
         prefix = "" if name and name in text else f"{name}: " if name else gettext('Item %(index___1)s: ') % {'index___1': index + 1}

@@ -76,7 +76,9 @@ def user_signup(*, email: str, password: str | None, name: str = "", request=Non
             # i18n: the language the sign-up page spoke, so emails sent later from tasks speak it too.
             user = User.objects.create_user(email, password, name=name,
                                             language=supported_language(translation.get_language()))
-            org = Organization.objects.create(name=f"{name or email.split('@')[0]}'s lab"[:150],
+            # i18n: the personal organization is named in the sign-up page's language ("Ada 的实验室").
+            org_name = gettext("%(name)s's lab") % {"name": name or email.split("@")[0]}
+            org = Organization.objects.create(name=org_name[:150],
                                               slug=_unique_slug(email.split("@")[0]), is_personal=True)
             Membership.objects.create(organization=org, user=user, role=Role.OWNER)
             audit_record(action="user.signup", org=org, actor=user, target=user, request=request,

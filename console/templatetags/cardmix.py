@@ -8,6 +8,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from billing.choices import TransferCode
 from billing.zone import billing_tz, local_time, zone_label
+from provisioning.choices import InstanceState
 
 from ..catalog_names import VENDOR_NAMES
 from ..money_text import fen, per_second, rate
@@ -42,6 +43,14 @@ def account_label(kind):
 def transfer_label(code):
     """trial_expiry → Trial credit expired (what a ledger line was for, as the ledger page says it)."""
     return dict(TransferCode.choices).get(code, code)
+
+
+@register.filter
+def state_word(state):
+    """running → "running" in English, "运行中" in Chinese: an instance state as a word of the page's language."""
+    if state not in InstanceState.values:
+        return state or ""
+    return str(InstanceState(state).label).lower()
 
 
 @register.filter

@@ -113,10 +113,12 @@ def quote_topology(kind: str, items: list[dict], catalog) -> list[str]:
         vendors.add(acc.vendor)
         inside = ic.INTRA_NODE_FABRIC.get(acc.vendor, "PCIe")
         nodes = 1 if kind == "container" else max(math.ceil(row["count"] / NODE_SIZE), 1)
-        text = f"{row['count']} × {acc.name}: {inside} inside the node"
+        text = gettext("%(count)s × %(name)s: %(inside)s inside the node") % {
+            "count": row["count"], "name": acc.name, "inside": inside}
         if nodes > 1:
-            text = f"{row['count']} × {acc.name} on {nodes} nodes: {inside} inside each node, " \
-                   "InfiniBand / RoCE across nodes (one fabric, one zone)"
+            text = gettext("%(count)s × %(name)s on %(nodes)s nodes: %(inside)s inside each node, "
+                           "InfiniBand / RoCE across nodes (one fabric, one zone)") % {
+                "count": row["count"], "name": acc.name, "nodes": nodes, "inside": inside}
         lines.append(text)
     if len(vendors) > 1:
         lines.append(gettext("Hybrid: the parts sit on separate nodes in one zone and talk over its InfiniBand / RoCE fabric."))
@@ -146,8 +148,10 @@ def quota_note(org, cards: int) -> str:
 def _hours_text(seconds: int) -> str:
     hours, minutes = divmod(max(seconds, 0) // 60, 60)
     if hours >= 48:
-        return f"about {hours // 24} days"
-    return f"about {hours} h {minutes} min" if hours else f"about {minutes} min"
+        return gettext("about %(days)s days") % {"days": hours // 24}
+    if hours:
+        return gettext("about %(hours)s h %(minutes)s min") % {"hours": hours, "minutes": minutes}
+    return gettext("about %(minutes)s min") % {"minutes": minutes}
 
 
 def funds_note(org, user, *, price_per_hour: int, billing: str, can_top_up: bool = False) -> dict:
@@ -162,18 +166,23 @@ def funds_note(org, user, *, price_per_hour: int, billing: str, can_top_up: bool
         funds_check(org=org, price_per_hour=price_per_hour, billing=billing)
     except InsufficientFunds as exc:
         required = parse_cny((exc.details or {}).get("required", "0"), allow_negative=True)
-        what = "the whole 30-day package" if billing == "monthly" else \
-            f"{settings.FUNDS_MIN_MINUTES} min at {rate(price_per_hour)}/h"
+        what = gettext("the whole 30-day package") if billing == "monthly" else \
+            gettext("%(minutes)s min at %(rate)s/h") % {"minutes": settings.FUNDS_MIN_MINUTES,
+                                                        "rate": rate(price_per_hour)}
         # Available rounded down and the need up, so it never reads "¥0.63 available — this needs ¥0.63".
-        text = (f"{format_fen(available, rounding=ROUND_FLOOR)} available — this needs "
-                f"{format_fen(required, rounding=ROUND_CEILING)} to start ({what}). "
+        text = (gettext("%(available)s available — this needs %(required)s to start (%(what)s). ") % {
+                "available": format_fen(available, rounding=ROUND_FLOOR),
+                "required": format_fen(required, rounding=ROUND_CEILING), "what": what}
                 + (gettext("Verify your email first: it unlocks the trial credit.") if unverified else gettext("Top up first.")))
         return {"funds_short": True, "funds_text": text, "funds_unverified": unverified, "can_top_up": can_top_up,
                 "funds_available": available, "funds_required": required}
     if billing == "monthly":
-        text = f"{format_fen(available, rounding=ROUND_FLOOR)} available: covers the package."
+        text = gettext("%(available)s available: covers the package.") % {
+            "available": format_fen(available, rounding=ROUND_FLOOR)}
     else:
-        text = f"{format_fen(available, rounding=ROUND_FLOOR)} available: {_hours_text(available * 3600 // price_per_hour)} at this price."
+        text = gettext("%(available)s available: %(runway)s at this price.") % {
+            "available": format_fen(available, rounding=ROUND_FLOOR),
+            "runway": _hours_text(available * 3600 // price_per_hour)}
     return {"funds_short": False, "funds_text": text, "funds_available": available}
 
 
