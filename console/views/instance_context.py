@@ -2,7 +2,7 @@
 readiness bars and topology — each fetched once per page, never per row."""
 from dataclasses import dataclass
 
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from billing.selectors import sla_compensation_total
 from core.dbclock import db_now
@@ -209,9 +209,11 @@ def topology(groups) -> list[str]:
         cards = sum(len(g.card_indices) for g in item_groups)
         hosts = len({g.node_id for g in item_groups})
         inside = INTRA_NODE_FABRIC.get(vendor, "PCIe")
-        text = f"{cards} × {node.accelerator.name} on {hosts} node{'s' if hosts > 1 else ''}: {inside} inside a node"
+        text = ngettext("%(cards)s × %(name)s on %(hosts)s node: %(inside)s inside a node",
+                        "%(cards)s × %(name)s on %(hosts)s nodes: %(inside)s inside a node", hosts) % {
+            "cards": cards, "name": node.accelerator.name, "hosts": hosts, "inside": inside}
         if hosts > 1:
-            text += f"; {fabric(node.zone)} across nodes"
+            text += gettext("; %(fabric)s across nodes") % {"fabric": fabric(node.zone)}
         lines.append(text)
     if len(vendors) > 1 and groups:
         lines.append(gettext("The vendors' parts talk over the zone's %(fabric)s fabric.") % {'fabric': fabric(groups[0].node.zone)})

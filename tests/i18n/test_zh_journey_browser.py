@@ -25,8 +25,8 @@ WORD = re.compile(r"[A-Za-z][A-Za-z]+")
 # Identifiers and units no translation spells out (hex ids, the zone offset, per-second amounts' units).
 IDENTIFIER = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b|\b[0-9a-f]*\d[0-9a-f]*\b"
                         r"|\S+@\S+|https?://\S+|UTC[+−-]\d+|\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b")
-# Proper names of the software an instance runs (its image's HTTP ports).
-PROPER_NAMES = ("Cardmix", "JupyterLab", "TensorBoard")
+# Proper names: the product, what an instance runs (its image's HTTP ports), interconnects.
+PROPER_NAMES = ("Cardmix", "JupyterLab", "TensorBoard", "HCCS", "PCIe")
 VISIBLE_TEXTS = """() => {
   const skip = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "TEMPLATE", "CODE", "PRE", "KBD", "SAMP"]);
   const page = document.documentElement.lang;
