@@ -94,3 +94,23 @@ def test_translations_are_compiled_and_active():
         assert translation.gettext("Dashboard") == "概览"
     with translation.override("en"):
         assert translation.gettext("Dashboard") == "Dashboard"
+
+
+def test_durations_states_dates_and_amounts_in_the_locales_words():
+    from datetime import UTC, datetime
+
+    from django.utils import formats
+
+    from console.money_text import fen
+    from console.templatetags.cardmix import duration, state_word
+
+    moment = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
+    with translation.override("en"):
+        assert (duration(42), duration(7500), duration(200_000)) == ("42 s", "2 h 05 min", "2 days 7 h")
+        assert state_word("running") == "running" and fen(123_456_789) == "¥123.46"
+        assert formats.date_format(moment, "DATETIME_FORMAT") == "2026-11-20 10:30:00 UTC+0000"
+    with translation.override("zh-hans"):
+        assert (duration(42), duration(7500), duration(200_000)) == ("42 秒", "2 小时 05 分", "2 天 7 小时")
+        assert state_word("running") == "运行中" and fen(123_456_789) == "¥123.46"
+        assert formats.date_format(moment, "DATETIME_FORMAT") == "2026年11月20日 10:30:00 UTC+0000"
+        assert formats.date_format(moment, "DATE_FORMAT") == "2026年11月20日"
