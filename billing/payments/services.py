@@ -40,9 +40,9 @@ def payments_unavailable() -> str:
     if settings.STRIPE_STANDIN or settings.STRIPE_API_BASE:
         return ""
     if settings.STRIPE_API_KEY == DEV_API_KEY:
-        return ("Payments are not set up on this server: it runs with the built-in development keys and no Stripe "
-                "stand-in. `make run` starts a local one (localstripe); an operator sets STRIPE_API_KEY and "
-                "STRIPE_PUBLISHABLE_KEY for real payments.")
+        return gettext("Payments are not set up on this server: it runs with the built-in development keys and no "
+                       "Stripe stand-in. `make run` starts a local one (localstripe); an operator sets STRIPE_API_KEY "
+                       "and STRIPE_PUBLISHABLE_KEY for real payments.")
     return ""
 
 

@@ -30,7 +30,7 @@ class FapiaoForm(forms.Form):
     bank_name = forms.CharField(label=gettext_lazy("Bank"), max_length=100, required=False)
     bank_account = forms.CharField(label=gettext_lazy("Bank account"), max_length=40, required=False)
     email = forms.EmailField(label=gettext_lazy("Send the e-fapiao to"), required=False)
-    note = forms.CharField(max_length=200, required=False)
+    note = forms.CharField(label=gettext_lazy("Note"), max_length=200, required=False)
 
     def clean_amount(self):
         try:

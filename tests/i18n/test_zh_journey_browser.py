@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.browser, pytest.mar
 CATALOG = Path(__file__).resolve().parents[2] / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 WORD = re.compile(r"[A-Za-z][A-Za-z]+")
 # Identifiers and units no translation spells out (hex ids, the zone offset, per-second amounts' units).
-IDENTIFIER = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b|\b[0-9a-f]*\d[0-9a-f]*\b"
+IDENTIFIER = re.compile(r"[^\s（）()，：]*\d[^\s（）()，：]*"
                         r"|\S+@\S+|https?://\S+|UTC[+−-]\d+|\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b")
 # Proper names: the product, what an instance runs (its image's HTTP ports), interconnects.
 PROPER_NAMES = ("Cardmix", "JupyterLab", "TensorBoard", "HCCS", "PCIe")
