@@ -400,5 +400,7 @@ SKIP = {
     "console:password_reset_done": "public page",
     "console:password_reset_confirm": "signed one-time link",
     "console:password_reset_complete": "public page",
+    "console:set_language": "the header's language switch: a cookie, and the caller's own User.language (tests/i18n)",
+    "javascript-catalog": "the JavaScript translation catalog, public (no tenant data)",
 }
 SKIP_NAMESPACES = {"admin": "Django admin: staff only, behind is_staff login"}
