@@ -12,7 +12,9 @@ COPY provisioning ./provisioning
 COPY console ./console
 RUN pip install --no-cache-dir .
 COPY . .
-RUN SECRET_KEY=build-only-not-secret python manage.py collectstatic --noinput
+RUN SECRET_KEY=build-only-not-secret python manage.py collectstatic --noinput \
+ && SECRET_KEY=build-only-not-secret python manage.py compile_translations --force
+# (compile_translations: the Chinese catalog's .mo from locale/*.po, in Python; the .mo files are not committed)
 # var/ssh-gateway: the gateway's host-key volume starts out owned by cardmix (docker-compose.yml).
 RUN useradd --system --home /app cardmix && mkdir -p /app/var/ssh-gateway && chown -R cardmix /app
 USER cardmix

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench clean agent
+.PHONY: run test install lint bench clean agent messages translations
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,9 +14,19 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PY) -m pip install -q -e ./clients/python
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) translations
 
-run: $(STAMP)
+# i18n: the .mo files are build output; compiled from the committed .po files (Babel, no GNU gettext needed).
+translations: $(STAMP)
+	$(PY) manage.py compile_translations
+
+# i18n: update locale/zh_Hans/LC_MESSAGES/*.po from the code (needs GNU gettext), then compile. Translate the
+# new (empty) and fuzzy entries and commit the .po files; tests/core/test_translations.py checks none is left.
+messages: $(STAMP)
+	bin/system-deps
+	bin/messages
+
+run: $(STAMP) translations
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runall

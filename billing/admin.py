@@ -1,6 +1,7 @@
 """Operators' admin for the ledger: read-only accounts, transfers and meters; credit limits; write-off review."""
 from django import forms
 from django.contrib import admin
+from django.utils.translation import gettext, gettext_lazy
 
 from core.admin import CnyField, ReadOnlyAdmin, cny_display, cny_fields
 from core.money import format_ucny
@@ -52,8 +53,8 @@ class MeterAdmin(ReadOnlyAdmin):
 
 class BillingProfileForm(forms.ModelForm):
     # Typed in CNY, parsed exactly to µCNY (the model's unit); a negative limit is refused before the service.
-    credit_limit = CnyField(label="Credit limit (CNY)", allow_negative=True,
-                            help_text='In CNY, e.g. "10000" or "2500.50" (at most 6 decimals); 0: prepaid.')
+    credit_limit = CnyField(label=gettext_lazy("Credit limit (CNY)"), allow_negative=True,
+                            help_text=gettext_lazy('In CNY, e.g. "10000" or "2500.50" (at most 6 decimals); 0: prepaid.'))
 
     class Meta:
         model = BillingProfile
@@ -62,9 +63,9 @@ class BillingProfileForm(forms.ModelForm):
     def clean_credit_limit(self):
         limit = self.cleaned_data["credit_limit"]
         if limit is None:
-            raise forms.ValidationError("Enter a credit limit (0: prepaid).")
+            raise forms.ValidationError(gettext("Enter a credit limit (0: prepaid)."))
         if limit < 0:
-            raise forms.ValidationError("The credit limit cannot be negative (0: prepaid).")
+            raise forms.ValidationError(gettext("The credit limit cannot be negative (0: prepaid)."))
         return limit
 
 

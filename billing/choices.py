@@ -1,22 +1,23 @@
 """Account kinds and transfer codes of the ledger (SPEC §4)."""
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 
 class AccountKind(models.TextChoices):
     """Organization accounts hold a customer's money; platform accounts are the other side."""
 
-    CASH = "cash", "Cash"
-    TRIAL = "trial", "Trial credit"
-    COMPENSATION = "compensation", "Compensation"
-    GRANT = "grant", "Grant"
-    PAYMENTS_CLEARING = "payments_clearing", "Payments clearing"
-    COMPUTE_REVENUE = "compute_revenue", "Compute revenue"
+    CASH = "cash", gettext_lazy("Cash")
+    TRIAL = "trial", gettext_lazy("Trial credit")
+    COMPENSATION = "compensation", gettext_lazy("Compensation")
+    GRANT = "grant", gettext_lazy("Grant")
+    PAYMENTS_CLEARING = "payments_clearing", gettext_lazy("Payments clearing")
+    COMPUTE_REVENUE = "compute_revenue", gettext_lazy("Compute revenue")
     # The meter tick's own shard of compute revenue: only the tick writes it, so no stop, terminate or package
     # charge (they credit compute_revenue) ever waits for the tick's revenue row.
-    TICK_REVENUE = "tick_revenue", "Compute revenue (meter tick)"
-    PROMOTIONS = "promotions", "Promotions"
-    EXPIRED_CREDIT = "expired_credit", "Expired credit"
-    ROUNDING = "rounding", "Rounding"
+    TICK_REVENUE = "tick_revenue", gettext_lazy("Compute revenue (meter tick)")
+    PROMOTIONS = "promotions", gettext_lazy("Promotions")
+    EXPIRED_CREDIT = "expired_credit", gettext_lazy("Expired credit")
+    ROUNDING = "rounding", gettext_lazy("Rounding")
 
 
 ORG_KINDS = (AccountKind.TRIAL, AccountKind.COMPENSATION, AccountKind.GRANT, AccountKind.CASH)
@@ -41,25 +42,25 @@ REVENUE_KINDS = (AccountKind.COMPUTE_REVENUE, AccountKind.TICK_REVENUE)
 class TransferCode(models.TextChoices):
     """Why money moved."""
 
-    METER = "meter", "Metered usage"
-    TRIAL = "trial", "Trial credit"
-    TRIAL_EXPIRY = "trial_expiry", "Trial credit expired"
-    SLA = "sla", "SLA compensation"
-    TOPUP = "topup", "Top-up"
-    REFUND = "refund", "Refund"
-    GRANT = "grant", "Sponsorship grant"
-    PACKAGE = "package", "Monthly package"
-    ROUNDING = "rounding", "Rounding"
-    ADJUSTMENT = "adjustment", "Adjustment"
-    NODE_DARK = "node_dark", "Unreachable node credit"
-    HEALTH_INCIDENT = "health_incident", "Failed card credit"
+    METER = "meter", gettext_lazy("Metered usage")
+    TRIAL = "trial", gettext_lazy("Trial credit")
+    TRIAL_EXPIRY = "trial_expiry", gettext_lazy("Trial credit expired")
+    SLA = "sla", gettext_lazy("SLA compensation")
+    TOPUP = "topup", gettext_lazy("Top-up")
+    REFUND = "refund", gettext_lazy("Refund")
+    GRANT = "grant", gettext_lazy("Sponsorship grant")
+    PACKAGE = "package", gettext_lazy("Monthly package")
+    ROUNDING = "rounding", gettext_lazy("Rounding")
+    ADJUSTMENT = "adjustment", gettext_lazy("Adjustment")
+    NODE_DARK = "node_dark", gettext_lazy("Unreachable node credit")
+    HEALTH_INCIDENT = "health_incident", gettext_lazy("Failed card credit")
 
 class MeterSubject(models.TextChoices):
     """What a meter charges for (storage volumes reuse the meters: the same tick, the same floor deltas)."""
 
-    INSTANCE = "instance", "Instance item"
-    VOLUME = "volume", "Storage volume"
-    IMAGE = "image", "Saved image"  # instance_id = the custom image's id, cards = its size in GiB (storage)
+    INSTANCE = "instance", gettext_lazy("Instance item")
+    VOLUME = "volume", gettext_lazy("Storage volume")
+    IMAGE = "image", gettext_lazy("Saved image")  # instance_id = the custom image's id, cards = its size in GiB (storage)
 
 
 # What an instance billing stops (auto-stop, a package that did not renew) keeps, for its emails: only its volumes

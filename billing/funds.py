@@ -7,6 +7,7 @@ from fractions import Fraction
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Sum
+from django.utils.translation import gettext
 
 from core.errors import InsufficientFunds
 from core.money import format_ucny
@@ -115,7 +116,6 @@ def funds_check(*, org, price_per_hour: int, hours: float | None = None) -> None
     available = available_funds(org)
     if available < needed:
         raise InsufficientFunds(
-            f"Available funds {format_ucny(available)} CNY do not cover {format_ucny(needed)} CNY "
-            f"({hours:g} h at {format_ucny(price_per_hour)} CNY/h). Top up first.",
+            gettext('Available funds %(format_ucny)s CNY do not cover %(format_ucny2)s CNY (%(hours)s h at %(format_ucny3)s CNY/h). Top up first.') % {'format_ucny': format_ucny(available), 'format_ucny2': format_ucny(needed), 'hours': format(hours, 'g'), 'format_ucny3': format_ucny(price_per_hour)},
             details={"available": format_ucny(available), "required": format_ucny(needed)},
         )

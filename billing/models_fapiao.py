@@ -8,6 +8,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 from .models_payments import UCNY_PER_FEN
 
@@ -15,15 +16,15 @@ PDF_MAX_BYTES = 10 * 1024 * 1024  # an e-fapiao PDF is ~100 KiB; a scan stays fa
 
 
 class FapiaoKind(models.TextChoices):
-    NORMAL = "normal", "普通发票 (general VAT fapiao)"
-    SPECIAL = "special", "增值税专用发票 (special VAT fapiao)"
+    NORMAL = "normal", gettext_lazy("普通发票 (general VAT fapiao)")
+    SPECIAL = "special", gettext_lazy("增值税专用发票 (special VAT fapiao)")
 
 
 class FapiaoState(models.TextChoices):
-    REQUESTED = "requested"
-    ISSUED = "issued"
-    REJECTED = "rejected"
-    CANCELLED = "cancelled"
+    REQUESTED = "requested", gettext_lazy('Requested')
+    ISSUED = "issued", gettext_lazy('Issued')
+    REJECTED = "rejected", gettext_lazy('Rejected')
+    CANCELLED = "cancelled", gettext_lazy('Cancelled')
 
 
 # What still counts against what was paid: a rejected or cancelled request gives its amount back.
@@ -39,7 +40,7 @@ class FapiaoRequest(models.Model):
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="+")
     kind = models.CharField(max_length=10, choices=FapiaoKind.choices)
-    amount = models.BigIntegerField(help_text="µCNY, a whole number of fen")
+    amount = models.BigIntegerField(help_text=gettext_lazy("µCNY, a whole number of fen"))
     title = models.CharField(max_length=100)  # 抬头: the buyer's name
     taxpayer_id = models.CharField(max_length=18, blank=True, default="")  # 纳税人识别号 (USCC)
     address = models.CharField(max_length=200, blank=True, default="")

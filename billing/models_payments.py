@@ -6,6 +6,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 # 1 fen = 0.01 CNY = 10,000 µCNY.
 UCNY_PER_FEN = 10_000
@@ -14,11 +15,11 @@ UCNY_PER_FEN = 10_000
 class TopUpState(models.TextChoices):
     """Lifecycle of a top-up, driven by Stripe events (never by the client)."""
 
-    CREATED = "created"
-    PROCESSING = "processing"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    REFUNDED = "refunded"
+    CREATED = "created", gettext_lazy('Created')
+    PROCESSING = "processing", gettext_lazy('Processing')
+    SUCCEEDED = "succeeded", gettext_lazy('Succeeded')
+    FAILED = "failed", gettext_lazy('Failed')
+    REFUNDED = "refunded", gettext_lazy('Refunded')
 
 
 class TopUp(models.Model):
@@ -28,7 +29,7 @@ class TopUp(models.Model):
     organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="topups")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
-    amount = models.BigIntegerField(help_text="µCNY requested (a whole number of fen)")
+    amount = models.BigIntegerField(help_text=gettext_lazy("µCNY requested (a whole number of fen)"))
     amount_fen = models.BigIntegerField()
     state = models.CharField(max_length=12, choices=TopUpState.choices, default=TopUpState.CREATED)
     stripe_payment_intent_id = models.CharField(max_length=255, null=True, blank=True, unique=True)

@@ -8,6 +8,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 # A package is 30 days = 720 hours at the monthly rate.
 PACKAGE_HOURS = 720
@@ -17,24 +18,24 @@ PACKAGE_DAYS = 30
 class PackageRenewal(models.TextChoices):
     """What happens when a package period ends."""
 
-    RENEW = "renew"
-    ON_DEMAND = "on_demand"
-    STOP = "stop"
+    RENEW = "renew", gettext_lazy('Renew')
+    ON_DEMAND = "on_demand", gettext_lazy('On Demand')
+    STOP = "stop", gettext_lazy('Stop')
 
 
 class PackageState(models.TextChoices):
     """A period is active until the renewal task ends it."""
 
-    ACTIVE = "active"
-    ENDED = "ended"
+    ACTIVE = "active", gettext_lazy('Active')
+    ENDED = "ended", gettext_lazy('Ended')
 
 
 class PackageOutcome(models.TextChoices):
     """How an ended period was followed up (what the package-end hook was told)."""
 
-    RENEWED = "renewed"
-    ON_DEMAND = "on_demand"
-    STOP = "stop"
+    RENEWED = "renewed", gettext_lazy('Renewed')
+    ON_DEMAND = "on_demand", gettext_lazy('On Demand')
+    STOP = "stop", gettext_lazy('Stop')
 
 
 class Package(models.Model):
@@ -80,9 +81,9 @@ class Package(models.Model):
 class InvoiceState(models.TextChoices):
     """Open until paid, or superseded by the next month's invoice (which includes its unpaid debt)."""
 
-    OPEN = "open"
-    PAID = "paid"
-    SUPERSEDED = "superseded"
+    OPEN = "open", gettext_lazy('Open')
+    PAID = "paid", gettext_lazy('Paid')
+    SUPERSEDED = "superseded", gettext_lazy('Superseded')
 
 
 class Invoice(models.Model):
@@ -113,9 +114,9 @@ class Invoice(models.Model):
 class SponsorshipState(models.TextChoices):
     """Operators decide once."""
 
-    SUBMITTED = "submitted"
-    APPROVED = "approved"
-    REJECTED = "rejected"
+    SUBMITTED = "submitted", gettext_lazy('Submitted')
+    APPROVED = "approved", gettext_lazy('Approved')
+    REJECTED = "rejected", gettext_lazy('Rejected')
 
 
 class SponsorshipProposal(models.Model):

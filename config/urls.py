@@ -3,6 +3,7 @@ from allauth.account import views as allauth_views
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
+from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import views as core_views
@@ -48,6 +49,8 @@ urlpatterns = [
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
     path("accounts/", include(accounts)),
+    # i18n: static/js's strings in the request's language (locale/*/djangojs.po), loaded first by base.html.
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("", include("console.urls")),
 ]
 

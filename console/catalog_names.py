@@ -4,10 +4,12 @@ Customers read "NVIDIA H100 SXM 80GB", never `h100-sxm-80g`; slugs stay where th
 values, the API, CSV exports)."""
 import re
 
+from django.utils.translation import gettext_lazy
+
 from inventory.selectors import accelerator_names
 
 # Vendors in messages and tables (the create form's vendor picker says more: forms.VENDOR_LABELS).
-VENDOR_NAMES = {"nvidia": "NVIDIA", "huawei": "Huawei", "moore_threads": "Moore Threads", "iluvatar": "Iluvatar"}
+VENDOR_NAMES = {"nvidia": "NVIDIA", "huawei": gettext_lazy("Huawei"), "moore_threads": gettext_lazy("Moore Threads"), "iluvatar": gettext_lazy("Iluvatar")}
 
 
 def named(text: str) -> str:

@@ -6,6 +6,7 @@ services (their ServiceErrors are attached back onto this form by the view).
 import uuid
 
 from django import forms
+from django.utils.translation import gettext, gettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from inventory.selectors import (
@@ -23,15 +24,15 @@ from provisioning.services.specs import InstanceSpec
 
 from .service_text import for_people
 
-VENDOR_LABELS = {"nvidia": "NVIDIA", "huawei": "Huawei Ascend", "moore_threads": "Moore Threads",
-                 "iluvatar": "Iluvatar CoreX"}
-MODE_CHOICES = [("items", "Pick cards"), ("policy", "Let Cardmix choose (policy)")]
-KIND_CHOICES = [(InstanceKind.CONTAINER, "Container — 1–8 cards on one node, starts fastest"),
-                (InstanceKind.BARE_METAL, "Bare metal — whole nodes, clusters on one fabric")]
-BILLING_CHOICES = [(BillingMode.ON_DEMAND, "On demand — per second"),
-                   (BillingMode.MONTHLY, "Monthly package — 720 h at the monthly rate, paid up front")]
-RENEWAL_CHOICES = [(PackageRenewal.STOP, "Stop the instance"), (PackageRenewal.RENEW, "Renew the package"),
-                   (PackageRenewal.ON_DEMAND, "Continue on demand")]
+VENDOR_LABELS = {"nvidia": "NVIDIA", "huawei": gettext_lazy("Huawei Ascend"), "moore_threads": gettext_lazy("Moore Threads"),
+                 "iluvatar": gettext_lazy("Iluvatar CoreX")}
+MODE_CHOICES = [("items", gettext_lazy("Pick cards")), ("policy", gettext_lazy("Let Cardmix choose (policy)"))]
+KIND_CHOICES = [(InstanceKind.CONTAINER, gettext_lazy("Container — 1–8 cards on one node, starts fastest")),
+                (InstanceKind.BARE_METAL, gettext_lazy("Bare metal — whole nodes, clusters on one fabric"))]
+BILLING_CHOICES = [(BillingMode.ON_DEMAND, gettext_lazy("On demand — per second")),
+                   (BillingMode.MONTHLY, gettext_lazy("Monthly package — 720 h at the monthly rate, paid up front"))]
+RENEWAL_CHOICES = [(PackageRenewal.STOP, gettext_lazy("Stop the instance")), (PackageRenewal.RENEW, gettext_lazy("Renew the package")),
+                   (PackageRenewal.ON_DEMAND, gettext_lazy("Continue on demand"))]
 
 
 class CatalogChoices:
@@ -60,14 +61,17 @@ class CatalogChoices:
 
     def zone_choices(self):
         def stock(rows):
-            return "free: " + ", ".join(f"{n} × {name}" for name, n in rows) if rows else "no cards"
+            return gettext("free: %(cards)s") % {"cards": ", ".join(f"{n} × {name}" for name, n in rows)} \
+                if rows else gettext("no cards")
 
-        return [("", "Any zone (Cardmix picks)")] + [
+        return [("", gettext("Any zone (Cardmix picks)"))] + [
             (z.slug, f"{z.name} · {z.fabric_label} · {stock(rows)}") for z, rows in self.zones]
 
     def accelerator_choices(self, blank: str | None = None):
         rows = [("", blank)] if blank else []
-        return rows + [(a.slug, f"{a.name} · {a.stock['available_cards']} free") for a in self.accelerators]
+        return rows + [(a.slug, gettext("%(name)s · %(free)s free") % {"name": a.name,
+                                                                       "free": a.stock["available_cards"]})
+                       for a in self.accelerators]
 
 
 def _default_image(images):
@@ -92,24 +96,24 @@ class InstanceCreateForm(forms.Form):
     idempotency_key = forms.CharField(required=False, max_length=255, widget=forms.HiddenInput)
     mode = forms.ChoiceField(choices=MODE_CHOICES, initial="items", widget=forms.RadioSelect)
     kind = forms.ChoiceField(choices=KIND_CHOICES, initial=InstanceKind.CONTAINER, widget=forms.RadioSelect)
-    zone = forms.ChoiceField(required=False, label="Zone")
+    zone = forms.ChoiceField(required=False, label=gettext_lazy("Zone"))
     accelerator = forms.ChoiceField(required=False)
     count = forms.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS, initial=1, required=False)
-    accelerator2 = forms.ChoiceField(required=False, label="Second accelerator (hybrid)")
-    count2 = forms.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS, required=False, label="Cards")
+    accelerator2 = forms.ChoiceField(required=False, label=gettext_lazy("Second accelerator (hybrid)"))
+    count2 = forms.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS, required=False, label=gettext_lazy("Cards"))
     total_cards = forms.IntegerField(min_value=1, max_value=MAX_POLICY_CARDS, initial=8, required=False)
     compatible_vendors = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
     min_domestic_percent = forms.IntegerField(min_value=0, max_value=100, initial=0, required=False,
-                                              label="Minimum domestic share (%)")
+                                              label=gettext_lazy("Minimum domestic share (%)"))
     billing = forms.ChoiceField(choices=BILLING_CHOICES, initial=BillingMode.ON_DEMAND, widget=forms.RadioSelect)
     package_renewal = forms.ChoiceField(choices=RENEWAL_CHOICES, initial=PackageRenewal.STOP, required=False,
-                                        label="When the package ends")
-    ssh_key_ids = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="SSH keys")
-    waitlist = forms.BooleanField(required=False, label="Join the waitlist if sold out")
+                                        label=gettext_lazy("When the package ends"))
+    ssh_key_ids = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label=gettext_lazy("SSH keys"))
+    waitlist = forms.BooleanField(required=False, label=gettext_lazy("Join the waitlist if sold out"))
     # storage: the organization's volumes attached at create (default mount paths) and library entries read-only
-    volumes = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="Volumes")
+    volumes = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label=gettext_lazy("Volumes"))
     datasets = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
-                                         label="Datasets and models")
+                                         label=gettext_lazy("Datasets and models"))
 
     def __init__(self, *args, catalog: CatalogChoices, ssh_keys=(), volumes=(), datasets=(), custom_images=(),
                  **kwargs):
@@ -117,7 +121,7 @@ class InstanceCreateForm(forms.Form):
         self.catalog = catalog
         self.fields["idempotency_key"].initial = uuid.uuid4().hex
         self.fields["accelerator"].choices = catalog.accelerator_choices()
-        self.fields["accelerator2"].choices = catalog.accelerator_choices(blank="— none —")
+        self.fields["accelerator2"].choices = catalog.accelerator_choices(blank=gettext("— none —"))
         self.fields["compatible_vendors"].choices = [(v, VENDOR_LABELS.get(v, v)) for v in catalog.vendors]
         self.fields["zone"].choices = catalog.zone_choices()
         self.fields["ssh_key_ids"].choices = [(str(k.pk), f"{k.name} ({k.fingerprint})") for k in ssh_keys]
@@ -138,7 +142,7 @@ class InstanceCreateForm(forms.Form):
                 choices = [(_("Catalog"), choices), (_("Your organization's images (containers)"), private)]
             self.fields[name] = forms.ChoiceField(
                 choices=choices, required=False,
-                label=f"Image for {VENDOR_LABELS.get(vendor, vendor)} cards",
+                label=gettext('Image for %(get)s cards') % {'get': VENDOR_LABELS.get(vendor, vendor)},
                 initial=_default_image(images))
             self.image_fields.append(self[name])
 
@@ -146,19 +150,19 @@ class InstanceCreateForm(forms.Form):
         data = super().clean()
         if data.get("mode") == "policy":
             if not data.get("total_cards"):
-                self.add_error("total_cards", "How many cards in total?")
+                self.add_error("total_cards", gettext("How many cards in total?"))
             if not data.get("compatible_vendors"):
-                self.add_error("compatible_vendors", "Tick at least one vendor.")
+                self.add_error("compatible_vendors", gettext("Tick at least one vendor."))
         else:
             if not data.get("accelerator"):
-                self.add_error("accelerator", "Pick an accelerator.")
+                self.add_error("accelerator", gettext("Pick an accelerator."))
             if not data.get("count"):
-                self.add_error("count", "How many cards?")
+                self.add_error("count", gettext("How many cards?"))
             if data.get("accelerator2"):
                 if data["accelerator2"] == data.get("accelerator"):
-                    self.add_error("accelerator2", "Pick a different accelerator, or raise the first count.")
+                    self.add_error("accelerator2", gettext("Pick a different accelerator, or raise the first count."))
                 if not data.get("count2"):
-                    self.add_error("count2", "How many cards of the second accelerator?")
+                    self.add_error("count2", gettext("How many cards of the second accelerator?"))
         return data
 
     # --- what the services take --------------------------------------------------------------

@@ -6,6 +6,8 @@ here, on display only; the API's messages and codes stay as they are."""
 import re
 from decimal import ROUND_CEILING, ROUND_FLOOR
 
+from django.utils.translation import gettext
+
 from core.money import format_fen, parse_cny
 from provisioning.choices import InstanceState
 
@@ -56,10 +58,10 @@ def for_people(text, *, items=1) -> str:
     if m := ITEM_PREFIX.match(text):
         text = text[m.end():]
         index = int(m.group(1))
-    text = named(SLUG_WORD.sub(lambda w: SLUG_WORDS[w.group(1)], text))  # named() also capitalises
+    text = named(SLUG_WORD.sub(lambda w: str(SLUG_WORDS[w.group(1)]), text))  # named() also capitalises
     if index is not None and count > 1:
         name = names[index] if index < len(names) else ""
-        prefix = "" if name and name in text else f"{name}: " if name else f"Item {index + 1}: "
+        prefix = "" if name and name in text else f"{name}: " if name else gettext('Item %(index___1)s: ') % {'index___1': index + 1}
     if text[-1:].isalnum():
         text += "."
     return prefix + text
@@ -70,5 +72,5 @@ def action_refusal(exc, *, action: str, items: int) -> str:
     instance is now, rather than the transition table's state names."""
     state = (exc.details or {}).get("state") if exc.code == "invalid_state" else None
     if state and state[0] in InstanceState.values and action in DONE:
-        return f"The instance is {InstanceState(state[0]).label.lower()} now, so it cannot be {DONE[action]}."
+        return gettext('The instance is %(InstanceState)s now, so it cannot be %(DONE)s.') % {'InstanceState': InstanceState(state[0]).label.lower(), 'DONE': DONE[action]}
     return for_people(exc.message, items=items)

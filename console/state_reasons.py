@@ -8,69 +8,71 @@ kind, is passed in); the API's `state_reason` and events stay as they are. A rea
 a capital, money as the console writes it."""
 import re
 
+from django.utils.translation import gettext, gettext_lazy
+
 from provisioning.choices import FUNDS_FAILURE, PROVISIONED_WARM, InstanceKind, InstanceState
 from provisioning.services.slurm_partitions import SLURM_FAILURE
 from provisioning.stop_keeps import stop_reason
 
 from .service_text import money_for_people
 
-PREPARING = "Cards placed; the machine is being prepared."
-SOLD_OUT = "Sold out when requested: waiting on the waitlist for cards to free up."
+PREPARING = gettext_lazy("Cards placed; the machine is being prepared.")
+SOLD_OUT = gettext_lazy("Sold out when requested: waiting on the waitlist for cards to free up.")
 REASONS = {
-    "create": "Request accepted.",
+    "create": gettext_lazy("Request accepted."),
     "create: placed": PREPARING,
     "create: sold out": SOLD_OUT,
-    "start requested": "Start requested.",
+    "start requested": gettext_lazy("Start requested."),
     "start: placed": PREPARING,
     "start: sold out": SOLD_OUT,
-    "woken: capacity freed": "Cards freed up for it on the waitlist; the machine is being prepared.",
-    "provisioned": "Machine prepared; its interconnect readiness test is running.",
-    PROVISIONED_WARM: "Taken ready from the warm pool (no boot or image step); its readiness test is running.",
-    "readiness passed": "Readiness test passed: handed over to you.",  # monthly packages are not metered
-    "stop requested": "Stop requested.",
+    "woken: capacity freed": gettext_lazy("Cards freed up for it on the waitlist; the machine is being prepared."),
+    "provisioned": gettext_lazy("Machine prepared; its interconnect readiness test is running."),
+    PROVISIONED_WARM: gettext_lazy("Taken ready from the warm pool (no boot or image step); its readiness test is running."),
+    "readiness passed": gettext_lazy("Readiness test passed: handed over to you."),  # monthly packages are not metered
+    "stop requested": gettext_lazy("Stop requested."),
     # "stopped" alone: written before stops named what they keep; it meant the same.
-    "stopped": "Stopped: its cards are released and its container deleted with its disk, so nothing is kept "
-               "(no volume is attached).",
-    "terminate requested": "Termination requested.",
+    "stopped": gettext_lazy("Stopped: its cards are released and its container deleted with its disk, so nothing is kept "
+               "(no volume is attached)."),
+    "terminate requested": gettext_lazy("Termination requested."),
     "terminated": "Terminated.",
-    "waitlist_expired": "No cards freed up within the waitlist's time limit, so the request was ended.",
-    "retention_expired": "Stopped for longer than the retention period, so it was terminated.",
+    "waitlist_expired": gettext_lazy("No cards freed up within the waitlist's time limit, so the request was ended."),
+    "retention_expired": gettext_lazy("Stopped for longer than the retention period, so it was terminated."),
     "inter-node readiness failed twice":
-        "The readiness test across its nodes failed on both attempts, so it was not handed over.",
-    "node unreachable past its timeout": "Its machine stopped answering and did not come back in time, so it was "
-                                         "failed and its cards released; it was not charged from when it was last seen.",
-    "re-placed: node unreachable": "Its machine stopped answering, so it is being moved to other cards; it was not "
-                                   "charged from when it was last seen.",
-    "re-placed: a card failed": "A card under it failed, so it is being moved to healthy cards (its volumes are "
-                                "kept); the failed card was not charged from when it failed.",
-    "monthly package ended (renewal: stop)": "The monthly package ended and was not renewed, so it is stopped.",
+        gettext_lazy("The readiness test across its nodes failed on both attempts, so it was not handed over."),
+    "node unreachable past its timeout": gettext_lazy("Its machine stopped answering and did not come back in time, so it was "
+                                         "failed and its cards released; it was not charged from when it was last seen."),
+    "re-placed: node unreachable": gettext_lazy("Its machine stopped answering, so it is being moved to other cards; it was not "
+                                   "charged from when it was last seen."),
+    "re-placed: a card failed": gettext_lazy("A card under it failed, so it is being moved to healthy cards (its volumes are "
+                                "kept); the failed card was not charged from when it failed."),
+    "monthly package ended (renewal: stop)": gettext_lazy("The monthly package ended and was not renewed, so it is stopped."),
     "monthly package ended (renewal: on_demand): billed on demand":
-        "The monthly package ended; it is billed on demand from now on.",
+        gettext_lazy("The monthly package ended; it is billed on demand from now on."),
 }
 # A stop keeps nothing (provisioning/stop_keeps.py): a container is deleted with its disk; a bare-metal
 # instance's nodes go to cleaning, which wipes their disks before another tenant gets them.
-BARE_METAL_STOPPED = "Stopped: its nodes are released and wiped, so nothing on their disks is kept."
+BARE_METAL_STOPPED = gettext_lazy("Stopped: its nodes are released and wiped, so nothing on their disks is kept.")
 REASONS[stop_reason(InstanceKind.CONTAINER)] = REASONS["stopped"]
 REASONS[stop_reason(InstanceKind.BARE_METAL)] = BARE_METAL_STOPPED
 BY_KIND = {InstanceKind.BARE_METAL: {"stopped": BARE_METAL_STOPPED}}
 # What a termination destroys, as the confirmation asks it: a container with its disk, a bare-metal node's disks.
 TERMINATE_WARNINGS = {
-    InstanceKind.BARE_METAL: "Its nodes are released and their disks wiped; this cannot be undone.",
+    InstanceKind.BARE_METAL: gettext_lazy("Its nodes are released and their disks wiped; this cannot be undone."),
 }
-TERMINATE_WARNING = "Its cards are released and its container deleted with its disk; this cannot be undone."
+TERMINATE_WARNING = gettext_lazy("Its cards are released and its container deleted with its disk; this cannot be undone.")
 # What a stop destroys, asked before it (page and htmx prompt) since it cannot be undone either.
 STOP_WARNINGS = {
-    InstanceKind.BARE_METAL: "Its nodes are released and their disks wiped: nothing on them is kept. "
-                             "Billing stops; starting it again places it on freshly wiped nodes.",
+    InstanceKind.BARE_METAL: gettext_lazy("Its nodes are released and their disks wiped: nothing on them is kept. "
+                             "Billing stops; starting it again places it on freshly wiped nodes."),
 }
-STOP_WARNING = ("Its cards are released and its container deleted with its disk: nothing on it is kept (no volume "
-                "is attached). Billing stops; starting it again places it on a fresh container.")
+STOP_WARNING = (gettext_lazy("Its cards are released and its container deleted with its disk: nothing on it is kept (no volume "
+                "is attached). Billing stops; starting it again places it on a fresh container."))
 AUTO_STOPS = {"funds_exhausted": "the balance ran out."}
 TOOK_TOO_LONG = {
-    InstanceState.PROVISIONING: "Preparing the machine took too long, so it was not handed over.",
-    InstanceState.CHECKING: "The readiness test took too long, so it was not handed over.",
-    InstanceState.STOPPING: "Stopping took too long; its cards were released.",
-    InstanceState.TERMINATING: "Terminating took too long; everything it held was released.",
+    InstanceState.PROVISIONING: gettext_lazy("Preparing the machine took too long, so it was not handed over."),
+    InstanceState.CHECKING: gettext_lazy("The readiness test took too long, so it was not handed over."),
+    InstanceState.STOPPING: gettext_lazy("Stopping took too long; its cards were released."),
+    InstanceState.TERMINATING: gettext_lazy("Terminating took too long; everything it held was released."),
 }
 # The node's hostname is for operators: a customer knows no host, only that a machine failed.
 NODE_PREPARE_FAILED = re.compile(r"^\S+: provisioning failed \(exit [^)]*\)$")
@@ -82,8 +84,8 @@ FUNDS = re.compile(rf"^{re.escape(FUNDS_FAILURE)}: (.+)$", re.S)
 # services/slurm_partitions.py: the partition's operation and the controller's answer (for operators).
 SLURM_FAILED = re.compile(rf"^{re.escape(SLURM_FAILURE)}: (create|delete) ")
 SLURM_FAILURES = {
-    "create": "Running, but its Slurm partition could not be created yet; Cardmix tries again automatically.",
-    "delete": "Its Slurm partition could not be removed yet; Cardmix tries again automatically.",
+    "create": gettext_lazy("Running, but its Slurm partition could not be created yet; Cardmix tries again automatically."),
+    "delete": gettext_lazy("Its Slurm partition could not be removed yet; Cardmix tries again automatically."),
 }
 
 
@@ -117,21 +119,21 @@ def reason_for_people(reason, kind: str = "") -> str:
     if reason in REASONS:
         return REASONS[reason]
     if NODE_PREPARE_FAILED.match(reason):
-        return "The machine could not be prepared, so it was not handed over."
+        return gettext("The machine could not be prepared, so it was not handed over.")
     if NODE_READINESS_FAILED.match(reason):
         # Per machine: the readiness section lists every machine tried, each with its attempts.
-        return "The last machine tried failed its readiness test on both attempts, so it was not handed over."
+        return gettext("The last machine tried failed its readiness test on both attempts, so it was not handed over.")
     if REPLACED.match(reason):
-        return "A machine failed its readiness test on both attempts; its cards were placed on another machine."
+        return gettext("A machine failed its readiness test on both attempts; its cards were placed on another machine.")
     if m := STUCK.match(reason):
         return _stuck(m.group(1))
     if m := AUTO_STOP.match(reason):
         why = m.group(1)
-        return "Stopped automatically: " + AUTO_STOPS.get(why, _lower_first(_sentence(why.replace("_", " "))))
+        return gettext("Stopped automatically: ") + AUTO_STOPS.get(why, _lower_first(_sentence(why.replace("_", " "))))
     if m := SLURM_FAILED.match(reason):
         return SLURM_FAILURES[m.group(1)]
     if m := FUNDS.match(reason):
-        return "Ready, but not handed over: " + _lower_first(_sentence(m.group(1)))
+        return gettext("Ready, but not handed over: ") + _lower_first(_sentence(m.group(1)))
     return _sentence(reason)
 
 

@@ -2,7 +2,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from .views import account, pages, privacy, proxy, security, verification, webhooks
+from .views import account, language, pages, privacy, proxy, security, verification, webhooks
 
 app_name = "console"
 
@@ -12,6 +12,7 @@ urlpatterns = [
     re_path(r"^proxy/(?P<instance_id>[^/]+)/(?P<port>[0-9]{1,5})/(?P<rest>.*)$", proxy.proxy, name="proxy"),
     path("login/", account.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("language/", language.set_language, name="set_language"),  # i18n: the header's switch
     path("dashboard/", pages.dashboard, name="dashboard"),
     # --- tenancy: account pages ---
     path("signup/", account.signup, name="signup"),

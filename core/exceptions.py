@@ -5,6 +5,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
+from django.utils.translation import gettext as _
 from kombu.exceptions import OperationalError as BrokerOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError  # faults: cache/broker down → 503
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -64,9 +65,10 @@ def api_exception_handler(exc, context):
     """DRF EXCEPTION_HANDLER: map every exception, including unexpected ones, to the envelope."""
     headers = {}
     if isinstance(exc, ServiceError):
-        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+        # `message` in the request's language (raise sites wrap it in gettext); `code` stays English.
+        return Response(error_body(exc.code, str(exc.message), exc.details), status=exc.status)
     if isinstance(exc, RequestDataTooBig):  # over DATA_UPLOAD_MAX_MEMORY_SIZE
-        return Response(error_body("validation_error", "The request body is too large.",
+        return Response(error_body("validation_error", _("The request body is too large."),
                                    {"non_field_errors": [str(exc)]}), status=400)
     if isinstance(exc, Http404):
         exc = drf.NotFound()
@@ -80,16 +82,16 @@ def api_exception_handler(exc, context):
             headers["Retry-After"] = str(int(exc.wait) + 1)
         if code == "validation_error":
             details = _validation_details(exc.detail)
-            message = "The request is invalid."
+            message = _("The request is invalid.")
         else:
             details = {}
-            message = str(exc.detail)
+            message = str(exc.detail)  # DRF's own messages come translated by its catalogs
         return Response(error_body(code, message, details), status=exc.status_code, headers=headers)
     if isinstance(exc, (OperationalError, InterfaceError, BrokerOperationalError, RedisConnectionError,
                         RedisTimeoutError)):
         logger.warning("service unavailable", exc_info=exc)
         return Response(
-            error_body("service_unavailable", "A backing service is unavailable; retry shortly."),
+            error_body("service_unavailable", _("A backing service is unavailable; retry shortly.")),
             status=503,
             headers={"Retry-After": "5"},
         )
@@ -97,4 +99,4 @@ def api_exception_handler(exc, context):
         logger.exception("database error", exc_info=exc)
     else:
         logger.exception("unhandled API error", exc_info=exc)
-    return Response(error_body("internal_error", "An unexpected error occurred."), status=500)
+    return Response(error_body("internal_error", _("An unexpected error occurred.")), status=500)

@@ -19,6 +19,7 @@ import json
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
@@ -116,7 +117,7 @@ def idempotent(redact: tuple[str, ...] = (), atomic: bool = True):
             if not key:
                 return view_method(self, request, *args, **kwargs)
             if len(key) > 255:
-                raise ServiceError("Idempotency-Key is longer than 255 characters.", details={"Idempotency-Key": ["Too long."]})
+                raise ServiceError(gettext("Idempotency-Key is longer than 255 characters."), details={"Idempotency-Key": [gettext("Too long.")]})
             org = getattr(request, "org", None)
             scope = {
                 "organization_id": str(getattr(org, "pk", "") or ""),
@@ -153,7 +154,7 @@ def idempotent_call(*, org_id, credential: str, method: str, path: str, key: str
     it raises rolls back and forgets the key (nothing was created, so resubmitting the same form tries again).
     Raises IdempotencyKeyReused / IdempotencyInProgress like the API."""
     if len(key) > 255:
-        raise ServiceError("Idempotency-Key is longer than 255 characters.", details={"Idempotency-Key": ["Too long."]})
+        raise ServiceError(gettext("Idempotency-Key is longer than 255 characters."), details={"Idempotency-Key": [gettext("Too long.")]})
     scope = {"organization_id": str(org_id or ""), "credential": credential, "method": method, "path": path,
              "key": key}
     body_hash = canonical_hash(body)

@@ -3,14 +3,15 @@ import uuid
 
 from django.db import models
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy
 
 
 class IdempotencyRecord(models.Model):
     """One creating request's key and its stored response, kept IDEMPOTENCY_TTL (SPEC §5)."""
 
     class State(models.TextChoices):
-        IN_PROGRESS = "in_progress"
-        DONE = "done"
+        IN_PROGRESS = "in_progress", gettext_lazy('In Progress')
+        DONE = "done", gettext_lazy('Done')
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Scope (SPEC §5): organization, credential, method, path. The organization is an id, not a

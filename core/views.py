@@ -6,6 +6,7 @@ from celery import current_app
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.exceptions import NotFound
@@ -50,7 +51,7 @@ def healthz(request):
 @permission_classes([])
 def api_not_found(request, unknown=""):
     """Any unknown path under /api/v1/ answers 404 in the error format."""
-    raise NotFound("No such API endpoint.")
+    raise NotFound(_("No such API endpoint."))
 
 
 def _is_api(request) -> bool:
@@ -59,7 +60,7 @@ def _is_api(request) -> bool:
 
 def page_not_found(request, exception=None):
     if _is_api(request):
-        return JsonResponse(error_body("not_found", "Not found."), status=404)
+        return JsonResponse(error_body("not_found", _("Not found.")), status=404)
     return render(request, "404.html", status=404)
 
 
@@ -74,12 +75,12 @@ def _backing_service_down() -> bool:
 
 def server_error(request):
     if _backing_service_down():  # faults (issue 14): an outage outside DRF (sessions, console) → 503, retry
-        body = error_body("service_unavailable", "A backing service is unavailable; retry shortly.")
+        body = error_body("service_unavailable", _("A backing service is unavailable; retry shortly."))
         if _is_api(request):
             return JsonResponse(body, status=503, headers={"Retry-After": "5"})
         # No template: rendering one may need the database that is down.
         return HttpResponse("<!doctype html><title>Service unavailable</title><h1>Service temporarily unavailable"
                             "</h1><p>Please retry in a few seconds.</p>", status=503, headers={"Retry-After": "5"})
     if _is_api(request):
-        return JsonResponse(error_body("internal_error", "An unexpected error occurred."), status=500)
+        return JsonResponse(error_body("internal_error", _("An unexpected error occurred.")), status=500)
     return render(request, "500.html", status=500)

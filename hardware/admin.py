@@ -3,6 +3,7 @@ agent commands and the cards' health signals, and keep BMC credentials (write-on
 from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext, gettext_lazy
 
 from core.admin import ActionForm, ReadOnlyAdmin, form_action
 from inventory.models import Node
@@ -79,7 +80,7 @@ class AgentNodeAdmin(admin.ModelAdmin):
             return response
 
         rotating = sum(1 for node in nodes if self._cred(node))
-        return form_action(self, request, label="Issue / rotate agent tokens", form_class=ActionForm, items=items,
+        return form_action(self, request, label=gettext("Issue / rotate agent tokens"), form_class=ActionForm, items=items,
                            apply=apply, permission="hardware.change_nodecredential",
                            note=f"{len(nodes)} node(s); {rotating} running agent(s) will be cut off "
                                 "until restarted with the new token." if rotating else "")
@@ -119,7 +120,7 @@ class BmcCredentialForm(forms.ModelForm):
     """The password is write-only: never rendered back, re-entered to change it."""
 
     password = forms.CharField(widget=forms.PasswordInput(render_value=False), required=False,
-                               help_text="Stored encrypted (BMC_CREDENTIALS_KEY). Leave empty to keep the current one.")
+                               help_text=gettext_lazy("Stored encrypted (BMC_CREDENTIALS_KEY). Leave empty to keep the current one."))
 
     class Meta:
         model = BmcCredential
@@ -128,7 +129,7 @@ class BmcCredentialForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if not self.instance.pk and not data.get("password"):
-            self.add_error("password", "A password is required.")
+            self.add_error("password", gettext("A password is required."))
         return data
 
 

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
@@ -219,7 +220,7 @@ def agent_wait_heartbeat(*, node_id, after, timeout_s: float, poll_s: float = 1.
 def agent_command_enqueue(*, node_id, kind: str, payload: dict, timeout_s: float) -> AgentCommand:
     """Queue one operation for the node's agent; it picks it up on its next poll."""
     if kind not in CommandKind.values:
-        raise ValidationFailed("Unknown agent command.", details={"kind": [f"{kind!r} is not a command."]})
+        raise ValidationFailed(gettext("Unknown agent command."), details={"kind": [gettext('%(kind)s is not a command.') % {'kind': repr(kind)}]})
     deadline = db_now() + timedelta(seconds=timeout_s)
     return AgentCommand.objects.create(node_id=node_id, kind=kind, payload=payload, deadline=deadline)
 
@@ -273,7 +274,7 @@ def _own_command_locked(credential: NodeCredential, command_id) -> AgentCommand:
     """One of the credential's node's commands, row-locked; any other node's answers 404 (never says it exists)."""
     cmd = AgentCommand.objects.select_for_update().filter(pk=command_id, node_id=credential.node_id).first()
     if cmd is None:
-        raise NotFoundError("No such command for this node.")
+        raise NotFoundError(gettext("No such command for this node."))
     return cmd
 
 
@@ -285,18 +286,18 @@ def agent_command_start(*, credential: NodeCredential, command_id, lease=None) -
     with transaction.atomic():
         cmd = _own_command_locked(credential, command_id)
         if cmd.state == CommandState.DONE:
-            raise InvalidState("This command has its result already.")
+            raise InvalidState(gettext("This command has its result already."))
         if cmd.state == CommandState.EXPIRED:
-            raise InvalidState("The platform stopped waiting for this command.")
+            raise InvalidState(gettext("The platform stopped waiting for this command."))
         if cmd.state != CommandState.DELIVERED or (cmd.lease_id is not None and str(cmd.lease_id) != str(lease)):
-            raise InvalidState("The lease on this command ran out; it is handed out again.")
+            raise InvalidState(gettext("The lease on this command ran out; it is handed out again."))
         if cmd.started_at is not None:
             return cmd  # acknowledged already under this lease
         now = db_now()
         if cmd.lease_until is not None and cmd.lease_until <= now:
-            raise InvalidState("The lease on this command ran out; it is handed out again.")
+            raise InvalidState(gettext("The lease on this command ran out; it is handed out again."))
         if cmd.deadline <= now:
-            raise InvalidState("The platform stopped waiting for this command.")
+            raise InvalidState(gettext("The platform stopped waiting for this command."))
         cmd.started_at, cmd.lease_until = now, None
         cmd.save(update_fields=["started_at", "lease_until"])
     return cmd
@@ -317,9 +318,9 @@ def agent_command_complete(*, credential: NodeCredential, command_id, exit_code:
         if cmd.state == CommandState.DONE:
             return cmd
         if cmd.state == CommandState.EXPIRED:
-            raise InvalidState("The platform stopped waiting for this command.")
+            raise InvalidState(gettext("The platform stopped waiting for this command."))
         if lease is not None and str(cmd.lease_id) != str(lease):
-            raise InvalidState("This answer is for an earlier hand-out of this command.")
+            raise InvalidState(gettext("This answer is for an earlier hand-out of this command."))
         started = _may_have_started(cmd.state, cmd.delivered_at, cmd.lease_id, cmd.started_at)
         if not started:
             AgentCommand.objects.filter(pk=cmd.pk).update(state=CommandState.QUEUED, delivered_at=None,
@@ -331,7 +332,7 @@ def agent_command_complete(*, credential: NodeCredential, command_id, exit_code:
             cmd.save(update_fields=["state", "exit_code", "output", "duration_s", "meta", "lease_until"])
             AgentCommand.objects.filter(pk=cmd.pk).update(finished_at=Now())
     if not started:  # raised after the commit: the lease stays taken back
-        raise InvalidState("This command was never started; it is handed out again.")
+        raise InvalidState(gettext("This command was never started; it is handed out again."))
     return cmd
 
 
@@ -386,7 +387,7 @@ def bmc_credential_set(*, name: str, username: str, password: str, verify_tls: b
                        request=None) -> BmcCredential:
     """Create or replace a BMC login (password encrypted at rest); nodes name it in bmc_credentials_ref."""
     if not name or not username or not password:
-        raise ValidationFailed("Name, username and password are required.",
+        raise ValidationFailed(gettext("Name, username and password are required."),
                                details={f: ["This field is required."]
                                         for f, v in (("name", name), ("username", username),
                                                      ("password", password)) if not v})

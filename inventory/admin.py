@@ -7,6 +7,7 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 
 from core.admin import CnyField, ReadOnlyAdmin, ServiceRefusalMixin, cny_display, form_action
 from core.errors import ServiceError
@@ -28,10 +29,10 @@ class PriceForm(forms.ModelForm):
               "monthly_price_per_card_hour": "monthly_per_card_hour_cny", "effective_from": "effective_from"}
 
     # Negative amounts pass the parse so that price_errors says what is wrong ("Must be a positive amount").
-    on_demand_per_card_hour_cny = CnyField(label="CNY / card-hour", allow_negative=True,
-                                           help_text='In CNY, e.g. "1.90" (at most 6 decimals).')
-    monthly_per_card_hour_cny = CnyField(label="monthly CNY / card-hour", allow_negative=True, required=False,
-                                         help_text="In CNY; empty: the on-demand price × 0.65.")
+    on_demand_per_card_hour_cny = CnyField(label=gettext_lazy("CNY / card-hour"), allow_negative=True,
+                                           help_text=gettext_lazy('In CNY, e.g. "1.90" (at most 6 decimals).'))
+    monthly_per_card_hour_cny = CnyField(label=gettext_lazy("monthly CNY / card-hour"), allow_negative=True, required=False,
+                                         help_text=gettext_lazy("In CNY; empty: the on-demand price × 0.65."))
 
     class Meta:
         model = Price
@@ -159,7 +160,7 @@ def reason_action(modeladmin, request, queryset, label, items, apply):
     the change permission of the rows' model."""
     opts = modeladmin.model._meta
     return form_action(modeladmin, request, label=label, form_class=ReasonForm, items=items,
-                       apply=lambda data: apply(queryset, data["reason"]), title=f"{label}: give a reason",
+                       apply=lambda data: apply(queryset, data["reason"]), title=gettext('%(label)s: give a reason') % {'label': label},
                        permission=f"{opts.app_label}.change_{opts.model_name}")
 
 

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 from core.money import format_ucny
 from core.querysets import ReleasableQuerySet
@@ -172,8 +173,8 @@ class Node(models.Model):
     bmc_address = models.CharField(max_length=300, blank=True)
     # The host's logical CPUs and RAM, divided among its containers in proportion to their cards
     # (provisioning/card_share.py). Set by the operator, or filled in by the agent's first report; empty: no limit.
-    cpu_cores = models.PositiveIntegerField(null=True, blank=True, help_text="Logical CPUs of the host.")
-    memory_mib = models.PositiveIntegerField(null=True, blank=True, help_text="RAM of the host in MiB.")
+    cpu_cores = models.PositiveIntegerField(null=True, blank=True, help_text=gettext_lazy("Logical CPUs of the host."))
+    memory_mib = models.PositiveIntegerField(null=True, blank=True, help_text=gettext_lazy("RAM of the host in MiB."))
     # A reference to where the BMC credentials are kept; never the secret itself.
     bmc_credentials_ref = models.CharField(max_length=200, blank=True)
     # The cleaning pass that may wipe the node (provisioning/services/cleaning.py): taken under the row

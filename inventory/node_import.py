@@ -3,6 +3,8 @@ import csv
 import io
 import re
 
+from django.utils.translation import gettext
+
 from core.errors import ValidationFailed
 
 from . import hooks
@@ -68,7 +70,7 @@ def _read_text(file) -> str:
         try:
             return data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise ValidationFailed("The file is not UTF-8 text.", details={"file": ["Save the CSV as UTF-8."]}) from exc
+            raise ValidationFailed(gettext("The file is not UTF-8 text."), details={"file": [gettext("Save the CSV as UTF-8.")]}) from exc
     return data
 
 
@@ -80,7 +82,7 @@ def parse_nodes_csv(file) -> list[dict]:
     unknown = [c for c in header if c not in CSV_REQUIRED + CSV_OPTIONAL]
     if missing or unknown:
         details = {"header": [f"Missing column {c}." for c in missing] + [f"Unknown column {c}." for c in unknown]}
-        raise ValidationFailed(f"Row 1 (header): {'; '.join(details['header'])}", details=details)
+        raise ValidationFailed(gettext('Row 1 (header): %(join)s') % {'join': '; '.join(details['header'])}, details=details)
     reader.fieldnames = header
     zones = {z.slug: z for z in Zone.objects.all()}
     accelerators = {a.slug: a for a in Accelerator.objects.all()}
@@ -92,7 +94,7 @@ def parse_nodes_csv(file) -> list[dict]:
     rows, errors = [], {}
     for number, raw in enumerate(raws, start=2):  # spreadsheet numbering: the header is row 1
         if number - 1 > MAX_ROWS:
-            raise ValidationFailed(f"At most {MAX_ROWS} rows per file.", details={"file": [f"At most {MAX_ROWS} rows."]})
+            raise ValidationFailed(gettext('At most %(MAX_ROWS)s rows per file.') % {'MAX_ROWS': MAX_ROWS}, details={"file": [gettext('At most %(MAX_ROWS)s rows.') % {'MAX_ROWS': MAX_ROWS}]})
         if None in raw:
             errors[f"row {number}: columns"] = ["More values than header columns."]
             continue
@@ -127,8 +129,8 @@ def parse_nodes_csv(file) -> list[dict]:
             rows.append(row)
     if errors:
         first = next(iter(errors))
-        raise ValidationFailed(f"Nothing was imported: {len(errors)} error(s); first: {first}: {errors[first][0]}",
+        raise ValidationFailed(gettext('Nothing was imported: %(len)s error(s); first: %(first)s: %(errors)s') % {'len': len(errors), 'first': first, 'errors': errors[first][0]},
                                details=errors)
     if not rows:
-        raise ValidationFailed("The file has no rows.", details={"file": ["No nodes in the file."]})
+        raise ValidationFailed(gettext("The file has no rows."), details={"file": [gettext("No nodes in the file.")]})
     return rows

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Now
+from django.utils.translation import gettext
 
 from core.errors import NotFoundError, ValidationFailed
 
@@ -80,8 +81,8 @@ def zone_for_filter(slug: str) -> Zone:
     """The zone a `?zone=` names; an unknown one is a 400 that says where the zones are listed."""
     zone = Zone.objects.filter(slug=slug).first() if "\x00" not in slug else None
     if zone is None:
-        raise ValidationFailed(f"Unknown zone {slug!r}.",
-                               details={"zone": [f"No zone has the slug {slug!r}; GET /api/v1/zones/ lists them."]})
+        raise ValidationFailed(gettext('Unknown zone %(slug)s.') % {'slug': repr(slug)},
+                               details={"zone": [gettext('No zone has the slug %(slug)s; GET /api/v1/zones/ lists them.') % {'slug': repr(slug)}]})
     return zone
 
 
@@ -128,7 +129,7 @@ def current_price(accelerator, at=None) -> tuple[int, int]:
     row = _effective(prices, at).values_list("on_demand_per_card_hour", "monthly_per_card_hour").first()
     if row is None:
         raise PriceMissing(f"{slug} has no price in effect; it cannot be ordered.",
-                           details={"accelerator": [f"{slug} is not orderable."]})
+                           details={"accelerator": [gettext('%(slug)s is not orderable.') % {'slug': slug}]})
     return price_pair(*row)
 
 
@@ -231,7 +232,7 @@ def node_get(*, node_id) -> Node:
     """One node with its zone and accelerator, or 404."""
     node = Node.objects.select_related("zone", "accelerator").filter(pk=node_id).first()
     if node is None:
-        raise NotFoundError("No such node.")
+        raise NotFoundError(gettext("No such node."))
     return node
 
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
+from django.utils.translation import gettext
 
 from core.errors import InsufficientCapacity, InvalidState, ValidationFailed
 from tenancy.audit import audit_record
@@ -43,17 +44,17 @@ def node_set_state(*, node, state, reason, actor=None, request=None) -> Node:
     """Move a node to `state` (a NodeState or a verb: drain, undrain, maintenance, quarantine, retire)."""
     state = NODE_ACTIONS.get(state, state)
     if state not in NodeState.values:
-        raise ValidationFailed("Unknown node state.", details={"state": [f"{state!r} is not a node state."]})
+        raise ValidationFailed(gettext("Unknown node state."), details={"state": [gettext('%(state)s is not a node state.') % {'state': repr(state)}]})
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationFailed("A reason is required.", details={"reason": ["This field is required."]})
+        raise ValidationFailed(gettext("A reason is required."), details={"reason": [gettext("This field is required.")]})
     with transaction.atomic():
         locked = node_lock(node.pk)
         previous = locked.state
         if previous == NodeState.RETIRED:
-            raise InvalidState(f"{locked.hostname} is retired; it cannot change state.")
+            raise InvalidState(gettext('%(hostname)s is retired; it cannot change state.') % {'hostname': locked.hostname})
         if state == NodeState.RETIRED and (held := _live_allocations_on(locked)):
-            raise InvalidState(f"{locked.hostname} still has {held} allocated card(s); drain it first.",
+            raise InvalidState(gettext('%(hostname)s still has %(held)s allocated card(s); drain it first.') % {'hostname': locked.hostname, 'held': held},
                                details={"allocated_cards": [str(held)]})
         locked.state, locked.state_reason = state, reason[:500]
         locked.save(update_fields=["state", "state_reason"])
@@ -74,10 +75,10 @@ def cards_set_health(*, card_ids, health, reason, actor=None, request=None) -> i
     Each change is audited with the reason; cards back to `ok` announce capacity.
     """
     if health not in CardHealth.values:
-        raise ValidationFailed("Unknown card health.", details={"health": [f"{health!r} is not a card health."]})
+        raise ValidationFailed(gettext("Unknown card health."), details={"health": [gettext('%(health)s is not a card health.') % {'health': repr(health)}]})
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationFailed("A reason is required.", details={"reason": ["This field is required."]})
+        raise ValidationFailed(gettext("A reason is required."), details={"reason": [gettext("This field is required.")]})
     with transaction.atomic():
         changed = [c for c in cards_lock(card_ids) if c.health != health]
         for card in changed:
@@ -127,7 +128,7 @@ def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated"
     errors = node_validate(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
                            driver=driver, ssh_port=ssh_port, bmc_credentials_ref=bmc_credentials_ref)
     if errors:
-        raise ValidationFailed("The node is invalid.", details=errors)
+        raise ValidationFailed(gettext("The node is invalid."), details=errors)
     try:
         with transaction.atomic():
             node = _node_insert(hostname=hostname, zone=zone, accelerator=accelerator, card_count=card_count,
@@ -137,7 +138,7 @@ def node_create(*, hostname, zone, accelerator, card_count=8, driver="simulated"
             if state == NodeState.AVAILABLE:
                 hooks.capacity_changed(accelerator_ids=[accelerator.pk], zone_ids=[zone.pk])
     except IntegrityError as exc:  # a concurrent insert of the same hostname
-        raise ValidationFailed("The node is invalid.", details={"hostname": ["A node with this hostname exists."]}) from exc
+        raise ValidationFailed(gettext("The node is invalid."), details={"hostname": [gettext("A node with this hostname exists.")]}) from exc
     return node
 
 
@@ -147,12 +148,12 @@ def node_update(*, node, actor=None, request=None, **fields) -> Node:
     A new bmc_credentials_ref must name an existing BMC credential (or be empty)."""
     unknown = set(fields) - set(NODE_EDITABLE_FIELDS)
     if unknown:
-        raise ValidationFailed("These fields cannot be changed.", details={f: ["Read-only."] for f in sorted(unknown)})
+        raise ValidationFailed(gettext("These fields cannot be changed."), details={f: ["Read-only."] for f in sorted(unknown)})
     with transaction.atomic():
         locked = node_lock(node.pk)
         changed = {k: v for k, v in fields.items() if getattr(locked, k) != v}
         if "bmc_credentials_ref" in changed and (bmc_errors := bmc_credentials_ref_errors(changed["bmc_credentials_ref"])):
-            raise ValidationFailed("The node is invalid.", details={"bmc_credentials_ref": bmc_errors})
+            raise ValidationFailed(gettext("The node is invalid."), details={"bmc_credentials_ref": bmc_errors})
         for key, value in changed.items():
             setattr(locked, key, value)
         if changed:
@@ -191,7 +192,7 @@ def cards_allocate(*, card_ids, holder_kind=HolderKind.INSTANCE, holder_id) -> l
     """
     card_ids = sorted(set(card_ids))
     if not card_ids:
-        raise ValidationFailed("No cards to allocate.", details={"card_ids": ["At least one card is required."]})
+        raise ValidationFailed(gettext("No cards to allocate."), details={"card_ids": [gettext("At least one card is required.")]})
     try:
         with transaction.atomic():
             cards = cards_lock(card_ids)
@@ -255,7 +256,7 @@ def price_create(*, accelerator, on_demand_per_card_hour, monthly_per_card_hour=
     errors = price_errors(on_demand_per_card_hour=on_demand_per_card_hour, monthly_per_card_hour=monthly_per_card_hour,
                           effective_from=effective_from)
     if errors:
-        raise ValidationFailed("The price is invalid.", details=errors)
+        raise ValidationFailed(gettext("The price is invalid."), details=errors)
     try:
         with transaction.atomic():
             price = Price.objects.create(accelerator=accelerator, on_demand_per_card_hour=on_demand_per_card_hour,
@@ -264,8 +265,8 @@ def price_create(*, accelerator, on_demand_per_card_hour, monthly_per_card_hour=
                          details={"accelerator": accelerator.slug, "on_demand": on_demand_per_card_hour,
                                   "monthly": monthly_per_card_hour, "effective_from": effective_from.isoformat()})
     except IntegrityError as exc:
-        raise ValidationFailed("The price is invalid.",
-                               details={"effective_from": ["A price already starts at this time."]}) from exc
+        raise ValidationFailed(gettext("The price is invalid."),
+                               details={"effective_from": [gettext("A price already starts at this time.")]}) from exc
     return price
 
 
@@ -279,7 +280,7 @@ def image_save(*, image, actor=None, request=None, **fields):
             with transaction.atomic():
                 image.save()
         except IntegrityError as exc:
-            raise ValidationFailed("The image is invalid.", details={"slug": ["An image with this slug exists."]}) from exc
+            raise ValidationFailed(gettext("The image is invalid."), details={"slug": [gettext("An image with this slug exists.")]}) from exc
         audit_record(action="image.create" if creating else "image.update", actor=actor, request=request,
                      target=image, details={"slug": image.slug, "fields": sorted(fields)})
     return image
@@ -299,8 +300,8 @@ def _create_by_slug(obj, fields: dict, noun: str, a_noun: str) -> None:
         with transaction.atomic():
             obj.save()
     except IntegrityError as exc:
-        raise ValidationFailed(f"The {noun} is invalid.",
-                               details={"slug": [f"{a_noun} with this slug exists."]}) from exc
+        raise ValidationFailed(gettext('The %(noun)s is invalid.') % {'noun': noun},
+                               details={"slug": [gettext('%(a_noun)s with this slug exists.') % {'a_noun': a_noun}]}) from exc
 
 
 def _update_changed(stored, fields: dict, shown) -> dict:
@@ -334,7 +335,7 @@ def accelerator_save(*, accelerator, actor=None, request=None, **fields):
         fixed = {k: [f"An accelerator's {k} cannot change."] for k in ("slug", "vendor")
                  if fields.get(k, getattr(stored, k)) != getattr(stored, k)}
         if fixed:
-            raise ValidationFailed("The accelerator is invalid.", details=fixed)
+            raise ValidationFailed(gettext("The accelerator is invalid."), details=fixed)
         changed = _update_changed(stored, fields, _audited)
         if changed:
             audit_record(action="accelerator.update", actor=actor, request=request, target=stored,
@@ -363,7 +364,7 @@ def zone_save(*, zone, actor=None, request=None, **fields):
             return zone
         stored = Zone.objects.select_for_update().get(pk=zone.pk)
         if fields.get("slug", stored.slug) != stored.slug:
-            raise ValidationFailed("The zone is invalid.", details={"slug": ["A zone's slug cannot change."]})
+            raise ValidationFailed(gettext("The zone is invalid."), details={"slug": [gettext("A zone's slug cannot change.")]})
         changed = _update_changed(stored, fields, str)
         if changed:
             audit_record(action="zone.update", actor=actor, request=request, target=stored,

@@ -1,35 +1,36 @@
 """Instance kinds, billing modes, states and the one transition table (SPEC §3)."""
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 
 class InstanceKind(models.TextChoices):
-    CONTAINER = "container"
-    BARE_METAL = "bare_metal"
+    CONTAINER = "container", gettext_lazy('Container')
+    BARE_METAL = "bare_metal", gettext_lazy('Bare Metal')
 
 
 class BillingMode(models.TextChoices):
-    ON_DEMAND = "on_demand"
-    MONTHLY = "monthly"
+    ON_DEMAND = "on_demand", gettext_lazy('On Demand')
+    MONTHLY = "monthly", gettext_lazy('Monthly')
 
 
 class PackageRenewal(models.TextChoices):
-    RENEW = "renew"
-    ON_DEMAND = "on_demand"
-    STOP = "stop"
+    RENEW = "renew", gettext_lazy('Renew')
+    ON_DEMAND = "on_demand", gettext_lazy('On Demand')
+    STOP = "stop", gettext_lazy('Stop')
 
 
 class InstanceState(models.TextChoices):
-    PENDING = "pending"
-    WAITLISTED = "waitlisted"
-    PROVISIONING = "provisioning"
-    CHECKING = "checking"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-    STARTING = "starting"
-    TERMINATING = "terminating"
-    TERMINATED = "terminated"
-    FAILED = "failed"
+    PENDING = "pending", gettext_lazy('Pending')
+    WAITLISTED = "waitlisted", gettext_lazy('Waitlisted')
+    PROVISIONING = "provisioning", gettext_lazy('Provisioning')
+    CHECKING = "checking", gettext_lazy('Checking')
+    RUNNING = "running", gettext_lazy('Running')
+    STOPPING = "stopping", gettext_lazy('Stopping')
+    STOPPED = "stopped", gettext_lazy('Stopped')
+    STARTING = "starting", gettext_lazy('Starting')
+    TERMINATING = "terminating", gettext_lazy('Terminating')
+    TERMINATED = "terminated", gettext_lazy('Terminated')
+    FAILED = "failed", gettext_lazy('Failed')
 
 
 S = InstanceState
@@ -64,11 +65,11 @@ def can_transition(current: str, target: str) -> bool:
 
 
 class ReportScope(models.TextChoices):
-    INTRA_NODE = "intra_node"  # nccl-tests / hccl_test over a node group of ≥ 2 cards
-    HEALTH = "health"  # one-card group: device health check
-    INTER_NODE = "inter_node"  # all nodes of one vendor in a multi-node instance, against the zone's floor
-    REACHABILITY = "reachability"  # a hybrid: TCP from each part to every other part's cluster address
-    SECOND_PASS = "second_pass"  # released cards that failed readiness or reported degraded, re-tested once
+    INTRA_NODE = "intra_node", gettext_lazy('Intra Node')  # nccl-tests / hccl_test over a node group of ≥ 2 cards
+    HEALTH = "health", gettext_lazy('Health')  # one-card group: device health check
+    INTER_NODE = "inter_node", gettext_lazy('Inter Node')  # all nodes of one vendor in a multi-node instance, against the zone's floor
+    REACHABILITY = "reachability", gettext_lazy('Reachability')  # a hybrid: TCP from each part to every other part's cluster address
+    SECOND_PASS = "second_pass", gettext_lazy('Second Pass')  # released cards that failed readiness or reported degraded, re-tested once
 
 
 # The provisioning → checking event of an instance whose nodes all came from the warm pool (services/warm_pool.py).
@@ -76,35 +77,35 @@ PROVISIONED_WARM = "provisioned: warm nodes, boot and image skipped"
 
 
 class WarmState(models.TextChoices):
-    PREPARING = "preparing"  # deployed with the pool's image, then its readiness test
-    WARM = "warm"  # verified; counts while its check is younger than WARM_POOL_MAX_AGE_HOURS
-    VERIFYING = "verifying"  # a stale check being run again
+    PREPARING = "preparing", gettext_lazy('Preparing')  # deployed with the pool's image, then its readiness test
+    WARM = "warm", gettext_lazy('Warm')  # verified; counts while its check is younger than WARM_POOL_MAX_AGE_HOURS
+    VERIFYING = "verifying", gettext_lazy('Verifying')  # a stale check being run again
 
 
 class RefillState(models.TextChoices):
-    IDLE = "idle"  # full
-    REFILLING = "refilling"  # nodes being prepared or re-verified
-    SHORT = "short"  # fewer whole free nodes than the pool asks for
+    IDLE = "idle", gettext_lazy('Idle')  # full
+    REFILLING = "refilling", gettext_lazy('Refilling')  # nodes being prepared or re-verified
+    SHORT = "short", gettext_lazy('Short')  # fewer whole free nodes than the pool asks for
 
 
 class RetestCause(models.TextChoices):
-    READINESS_FAILED = "readiness_failed"
-    DEGRADED = "degraded"
-    WARM_CHECK_FAILED = "warm_check_failed"  # a warm-pool node's check (no instance)
+    READINESS_FAILED = "readiness_failed", gettext_lazy('Readiness Failed')
+    DEGRADED = "degraded", gettext_lazy('Degraded')
+    WARM_CHECK_FAILED = "warm_check_failed", gettext_lazy('Warm Check Failed')  # a warm-pool node's check (no instance)
 
 
 class RetestState(models.TextChoices):
-    PENDING = "pending"
-    PASSED = "passed"  # the cards went back to the pool (health ok)
-    FAILED = "failed"  # the node was quarantined with both reports
+    PENDING = "pending", gettext_lazy('Pending')
+    PASSED = "passed", gettext_lazy('Passed')  # the cards went back to the pool (health ok)
+    FAILED = "failed", gettext_lazy('Failed')  # the node was quarantined with both reports
 
 
 class GroupState(models.TextChoices):
-    PLACED = "placed"
-    PREPARED = "prepared"
-    CHECKED = "checked"
-    FAILED = "failed"
-    RELEASED = "released"
+    PLACED = "placed", gettext_lazy('Placed')
+    PREPARED = "prepared", gettext_lazy('Prepared')
+    CHECKED = "checked", gettext_lazy('Checked')
+    FAILED = "failed", gettext_lazy('Failed')
+    RELEASED = "released", gettext_lazy('Released')
 
 
 # The reason prefix of a failure the organization's funds caused, not the platform (a monthly package that could

@@ -1,4 +1,6 @@
 """select_for_update helpers, always in pk order so concurrent writers never deadlock."""
+from django.utils.translation import gettext
+
 from core.errors import NotFoundError
 
 from .models import Instance
@@ -11,5 +13,5 @@ def instance_lock(*, instance_id, org=None) -> Instance:
         qs = qs.filter(organization=org)
     instance = qs.filter(pk=instance_id).first()
     if instance is None:
-        raise NotFoundError("No such instance.")
+        raise NotFoundError(gettext("No such instance."))
     return instance

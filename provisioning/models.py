@@ -4,6 +4,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 from core.querysets import ReleasableQuerySet
 
@@ -238,10 +239,10 @@ class WarmPool(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     zone = models.ForeignKey("inventory.Zone", on_delete=models.PROTECT, related_name="+")
     accelerator = models.ForeignKey("inventory.Accelerator", on_delete=models.PROTECT, related_name="+")
-    size = models.PositiveSmallIntegerField(default=0, help_text="Whole nodes to keep warm.")
+    size = models.PositiveSmallIntegerField(default=0, help_text=gettext_lazy("Whole nodes to keep warm."))
     image = models.ForeignKey("inventory.Image", on_delete=models.PROTECT, related_name="+",
-                              help_text="The default image warm nodes are deployed with; a create asking another "
-                                        "image boots a cold node.")
+                              help_text=gettext_lazy("The default image warm nodes are deployed with; a create asking another "
+                                        "image boots a cold node."))
     refill_state = models.CharField(max_length=10, choices=RefillState.choices, default=RefillState.IDLE,
                                     editable=False)
     refill_note = models.CharField(max_length=300, blank=True, editable=False)
@@ -280,12 +281,12 @@ class SimulatedFault(models.Model):
     """Forces simulated-driver faults on a node, across processes (tests and demos; not for real drivers)."""
 
     class Operation(models.TextChoices):
-        PREPARE = "prepare"
-        READINESS = "readiness"
-        HEALTH_CHECK = "health_check"
-        INTER_NODE = "inter_node"
-        REACHABILITY = "reachability"
-        INSTALL_KEYS = "install_keys"
+        PREPARE = "prepare", gettext_lazy('Prepare')
+        READINESS = "readiness", gettext_lazy('Readiness')
+        HEALTH_CHECK = "health_check", gettext_lazy('Health Check')
+        INTER_NODE = "inter_node", gettext_lazy('Inter Node')
+        REACHABILITY = "reachability", gettext_lazy('Reachability')
+        INSTALL_KEYS = "install_keys", gettext_lazy('Install Keys')
 
     id = models.BigAutoField(primary_key=True)
     node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+")
@@ -303,10 +304,10 @@ class DarkEpisode(models.Model):
     emailed, and at `deadline` NODE_DARK_ACTION applies unless the node comes back (services/dark.py)."""
 
     class Outcome(models.TextChoices):
-        RESUMED = "resumed"  # the node came back in time: meters opened again
-        FAILED = "failed"  # NODE_DARK_ACTION=fail (or a move that found no cards)
-        MOVED = "moved"  # NODE_DARK_ACTION=move: placed on other cards
-        LEFT = "left"  # the instance left running another way meanwhile (stopped, terminated)
+        RESUMED = "resumed", gettext_lazy('Resumed')  # the node came back in time: meters opened again
+        FAILED = "failed", gettext_lazy('Failed')  # NODE_DARK_ACTION=fail (or a move that found no cards)
+        MOVED = "moved", gettext_lazy('Moved')  # NODE_DARK_ACTION=move: placed on other cards
+        LEFT = "left", gettext_lazy('Left')  # the instance left running another way meanwhile (stopped, terminated)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="dark_episodes")
@@ -335,8 +336,8 @@ class HealthIncident(models.Model):
     (services/health.py). Ends when the instance leaves running: stopped, moved, failed or terminated."""
 
     class Klass(models.TextChoices):
-        DEGRADED = "degraded"  # charged, flagged on the statement
-        FAILED = "failed"  # not charged from failed_at
+        DEGRADED = "degraded", gettext_lazy('Degraded')  # charged, flagged on the statement
+        FAILED = "failed", gettext_lazy('Failed')  # not charged from failed_at
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="health_incidents")

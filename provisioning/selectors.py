@@ -23,6 +23,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
+from django.utils.translation import gettext
 
 from billing.selectors import instance_cost_expression, instance_costs
 from core.dbclock import db_now
@@ -307,7 +308,7 @@ def instance_get(*, org, instance_id) -> Instance:
     try:
         return instance_list(org=org).get(pk=uuid.UUID(str(instance_id)))
     except (Instance.DoesNotExist, ValueError):
-        raise NotFoundError("No such instance.") from None
+        raise NotFoundError(gettext("No such instance.")) from None
 
 
 def instance_names(*, org, ids) -> dict[str, str]:
@@ -512,7 +513,7 @@ def port_share_get(*, org, instance_id, share_id) -> PortShare:
     try:
         return PortShare.objects.get(instance=instance, pk=uuid.UUID(str(share_id)))
     except (PortShare.DoesNotExist, ValueError):
-        raise NotFoundError("No such share link.") from None
+        raise NotFoundError(gettext("No such share link.")) from None
 
 
 def port_share_active(*, instance_id, port: int, secret: str) -> PortShare | None:
@@ -534,7 +535,7 @@ def proxy_target(*, instance, port: int) -> ProxyTarget:
     running, or a port its container did not publish."""
     declared = {p["port"]: p for p in instance_ports(instance=instance)}
     if instance.state != S.RUNNING or port not in declared:
-        raise NotFoundError("No such port on a running instance.")
+        raise NotFoundError(gettext("No such port on a running instance."))
     head = _head_group(instance)
     where = http_ports.upstream(instance.kind, head, port) if head else None
     tunnel = None
@@ -547,7 +548,7 @@ def proxy_target(*, instance, port: int) -> ProxyTarget:
                         platform_private_key(instance))
         where = (endpoint.host, port)
     if where is None:
-        raise NotFoundError("This port is not published on the instance's container; restart the instance.")
+        raise NotFoundError(gettext("This port is not published on the instance's container; restart the instance."))
     token = http_ports.jupyter_token(instance.pk) if declared[port]["jupyter"] else None
     return ProxyTarget(str(instance.pk), port, where[0], where[1], token, tunnel)
 
@@ -568,7 +569,7 @@ def instance_ssh_endpoint(*, instance) -> SshEndpoint:
     """The sshd of the instance's head group (the web terminal's way in) and its host key; 404 when unplaced."""
     head = _head_group(instance)
     if head is None:
-        raise NotFoundError("The instance is not placed on a node.")
+        raise NotFoundError(gettext("The instance is not placed on a node."))
     host = head.node.ssh_host or head.node.hostname
     own_network = instance.kind == InstanceKind.CONTAINER and head.ssh_port
     return SshEndpoint(host, head.ssh_port if own_network else head.node.ssh_port, head.pk, head.ssh_host_key)

@@ -14,6 +14,7 @@ import uuid
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, QuotaExceeded, ServiceUnavailable, ValidationFailed
@@ -78,7 +79,7 @@ def bucket_policy(bucket: str) -> str:
 
 def _unavailable(exc) -> ServiceUnavailable:
     logger.warning("S3 endpoint %s failed: %s", settings.S3_ENDPOINT_URL, exc)
-    return ServiceUnavailable("The object storage endpoint did not answer; try again.",
+    return ServiceUnavailable(gettext("The object storage endpoint did not answer; try again."),
                               details={"endpoint": settings.S3_ENDPOINT_URL})
 
 
@@ -129,7 +130,7 @@ def access_key_get(*, volume, key_id) -> VolumeAccessKey:
         by = Q(access_key_id=str(key_id))
     key = access_key_list(volume=volume, include_revoked=True).filter(by).first()
     if key is None:
-        raise NotFoundError("Access key not found.")
+        raise NotFoundError(gettext("Access key not found."))
     return key
 
 
@@ -139,13 +140,13 @@ def access_key_create(*, volume, name: str = "", actor=None, request=None) -> tu
     """A new key for a shared volume: its bucket ensured, an IAM user limited to it, the key. → (key, secret);
     the secret is shown this once."""
     if not s3_configured():
-        raise ServiceUnavailable("Object access is not configured on this platform (S3_ENDPOINT_URL).")
+        raise ServiceUnavailable(gettext("Object access is not configured on this platform (S3_ENDPOINT_URL)."))
     if volume.kind != VolumeKind.SHARED:
-        raise ValidationFailed("Only shared volumes have object access.", details={"volume": ["Not a shared volume."]})
+        raise ValidationFailed(gettext("Only shared volumes have object access."), details={"volume": [gettext("Not a shared volume.")]})
     if volume.state != VolumeState.READY:
-        raise InvalidState("The volume is not ready.", details={"state": volume.state})
+        raise InvalidState(gettext("The volume is not ready."), details={"state": volume.state})
     if access_key_list(volume=volume).count() >= settings.S3_KEYS_PER_VOLUME:
-        raise QuotaExceeded(f"A volume has at most {settings.S3_KEYS_PER_VOLUME} access keys; revoke one first.")
+        raise QuotaExceeded(gettext('A volume has at most %(S3_KEYS_PER_VOLUME)s access keys; revoke one first.') % {'S3_KEYS_PER_VOLUME': settings.S3_KEYS_PER_VOLUME})
     from botocore.exceptions import BotoCoreError, ClientError
 
     bucket = bucket_ensure(volume)

@@ -1,6 +1,7 @@
 """Operators' admin: storage prices (new rows only: the history is kept), the dataset library, volumes (read)."""
 from django import forms
 from django.contrib import admin
+from django.utils.translation import gettext_lazy
 
 from core.admin import CnyField, ReadOnlyAdmin, ReadOnlyInline, ServiceRefusalMixin, cny_display
 
@@ -9,7 +10,7 @@ from .models import Dataset, StoragePrice, Volume, VolumeAttachment
 
 
 class StoragePriceForm(forms.ModelForm):
-    per_gib_hour_cny = CnyField(label="CNY / GiB-hour", help_text='In CNY, e.g. "0.000140" (at most 6 decimals).')
+    per_gib_hour_cny = CnyField(label=gettext_lazy("CNY / GiB-hour"), help_text=gettext_lazy('In CNY, e.g. "0.000140" (at most 6 decimals).'))
 
     class Meta:
         model = StoragePrice

@@ -1,4 +1,6 @@
 """Row locks of volumes, always in pk order so concurrent writers never deadlock."""
+from django.utils.translation import gettext
+
 from core.errors import NotFoundError
 
 from .choices import VolumeState
@@ -12,7 +14,7 @@ def volume_lock(*, volume_id, org=None) -> Volume:
         qs = qs.filter(organization=org)
     volume = qs.filter(pk=volume_id).first()
     if volume is None:
-        raise NotFoundError("Volume not found.")
+        raise NotFoundError(gettext("Volume not found."))
     return volume
 
 

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 from core.money import format_ucny
 
@@ -113,7 +114,7 @@ class Dataset(models.Model):
     kind = models.CharField(max_length=10, choices=DatasetKind.choices)
     size_gib = models.PositiveIntegerField()
     description = models.TextField(blank=True)
-    licence = models.CharField(max_length=300, help_text="The licence the users accept by mounting it.")
+    licence = models.CharField(max_length=300, help_text=gettext_lazy("The licence the users accept by mounting it."))
     # The zones whose storage root holds a copy: only instances there can mount it.
     zones = models.ManyToManyField("inventory.Zone", related_name="datasets", blank=True)
     active = models.BooleanField(default=True)

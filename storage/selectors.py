@@ -2,6 +2,7 @@
 import uuid
 
 from django.db.models import Prefetch, Q
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import NotFoundError, ValidationFailed
@@ -43,7 +44,7 @@ def volume_get(*, org, volume_id, include_deleted: bool = False) -> Volume:
     pk = _uuid(volume_id)
     volume = None if pk is None else volume_list(org=org, include_deleted=include_deleted).filter(pk=pk).first()
     if volume is None:
-        raise NotFoundError("Volume not found.")
+        raise NotFoundError(gettext("Volume not found."))
     return volume
 
 
@@ -121,7 +122,7 @@ def dataset_get(*, dataset) -> Dataset:
     pk = _uuid(dataset)
     found = dataset_list().filter(Q(pk=pk) if pk is not None else Q(slug=str(dataset))).first()
     if found is None:
-        raise NotFoundError("Dataset not found.")
+        raise NotFoundError(gettext("Dataset not found."))
     return found
 
 

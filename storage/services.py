@@ -10,6 +10,7 @@ import os
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext
 
 from billing import services as billing_services
 from billing.choices import MeterSubject
@@ -149,7 +150,7 @@ def volume_attach(*, org, volume_id, instance_id, zone_id, mount_path: str | Non
         try:
             volume = volume_lock(volume_id=volume_id, org=org)
         except NotFoundError as exc:
-            raise NotFoundError("Volume not found.", details={field: ["Volume not found."]}) from exc
+            raise NotFoundError(gettext("Volume not found."), details={field: [gettext("Volume not found.")]}) from exc
         return _attach_locked(volume, org=org, instance_id=instance_id, zone_id=zone_id, mount_path=mount_path,
                               actor=actor, request=request, field=field)
 
@@ -164,7 +165,7 @@ def _attach_locked(volume, *, org, instance_id, zone_id, mount_path, actor, requ
         return next(a for a in live if a.instance_id == instance_id)
     if volume.kind == VolumeKind.DISK and live:
         raise VolumeAttached(f"Disk {volume.name} is attached to another instance; detach it first.",
-                             details={field: ["attached to another instance"],
+                             details={field: [gettext("attached to another instance")],
                                       "instances": [str(a.instance_id) for a in live]})
     if VolumeAttachment.objects.live().filter(instance_id=instance_id, mount_path=path).exists():
         raise _invalid(path_field, f"Another volume is mounted at {path}.")
@@ -185,7 +186,7 @@ def volumes_attach(*, org, instance_id, zone_id, volumes: list[dict], actor=None
         for i, spec in enumerate(volumes):
             volume = locked.get(spec["volume"])
             if volume is None:
-                raise NotFoundError("Volume not found.", details={f"{field}[{i}].volume": ["Volume not found."]})
+                raise NotFoundError(gettext("Volume not found."), details={f"{field}[{i}].volume": [gettext("Volume not found.")]})
             out.append(_attach_locked(volume, org=org, instance_id=instance_id, zone_id=zone_id,
                                       mount_path=spec.get("mount_path"), actor=actor, request=request,
                                       field=f"{field}[{i}].volume"))
@@ -198,7 +199,7 @@ def volume_detach(*, org, volume_id, instance_id, actor=None, request=None) -> N
         volume = volume_lock(volume_id=volume_id, org=org)
         n = VolumeAttachment.objects.live().filter(volume=volume, instance_id=instance_id).update(detached_at=db_now())
         if not n:
-            raise NotFoundError("The volume is not attached to this instance.")
+            raise NotFoundError(gettext("The volume is not attached to this instance."))
         audit_record(action="volume.detach", org=org, actor=actor, target=volume, request=request,
                      details={"instance": str(instance_id)})
 

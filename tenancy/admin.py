@@ -8,6 +8,7 @@ from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 
 from core.admin import ActionForm, ReadOnlyAdmin, ReadOnlyInline, ServiceRefusalMixin, form_action
 from core.errors import ServiceError, ValidationFailed
@@ -124,11 +125,11 @@ class UserAdmin(BaseUserAdmin):
 
 
 REASON = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-                         help_text="Kept in the organization's audit log.")
+                         help_text=gettext_lazy("Kept in the organization's audit log."))
 
 
 class MemberAddForm(ActionForm):
-    email = forms.EmailField(help_text="An existing Cardmix account.")
+    email = forms.EmailField(help_text=gettext_lazy("An existing Cardmix account."))
     role = forms.ChoiceField(choices=Role.choices)
     reason = REASON
 
@@ -140,13 +141,13 @@ class MemberRoleForm(ActionForm):
 
 class MemberRemoveForm(ActionForm):
     reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-                             help_text="Their API tokens in the organization are revoked. Kept in the audit log.")
+                             help_text=gettext_lazy("Their API tokens in the organization are revoked. Kept in the audit log."))
 
 
 class OrganizationAddForm(forms.ModelForm):
     """A new organization needs its first owner (an existing account); without one nobody could manage it."""
 
-    owner_email = forms.EmailField(label="Owner email", help_text="An existing Cardmix account; they become its owner.")
+    owner_email = forms.EmailField(label=gettext_lazy("Owner email"), help_text=gettext_lazy("An existing Cardmix account; they become its owner."))
 
     class Meta:
         model = Organization
@@ -155,7 +156,7 @@ class OrganizationAddForm(forms.ModelForm):
     def clean_owner_email(self):
         email = normalize_email(self.cleaned_data.get("owner_email"))
         if not User.objects.filter(email=email, is_active=True).exists():
-            raise forms.ValidationError("No active Cardmix account uses this email address; ask them to sign up first.")
+            raise forms.ValidationError(gettext("No active Cardmix account uses this email address; ask them to sign up first."))
         return email
 
 
@@ -212,8 +213,8 @@ class OrganizationAdmin(ServiceRefusalMixin, admin.ModelAdmin):
                 with transaction.atomic():
                     obj.save(update_fields=others)
             except IntegrityError:  # another organization took the slug after the form checked it
-                raise ValidationFailed("The organization is invalid.",
-                                       details={"slug": ["An organization with this slug exists."]}) from None
+                raise ValidationFailed(gettext("The organization is invalid."),
+                                       details={"slug": [gettext("An organization with this slug exists.")]}) from None
             audit_record(action="organization.update", org=obj, actor=request.user, target=obj, request=request,
                          details={name: {"old": form.initial.get(name), "new": getattr(obj, name)} for name in others})
         if "card_quota" in form.changed_data:
@@ -235,7 +236,7 @@ class OrganizationAdmin(ServiceRefusalMixin, admin.ModelAdmin):
                 return "No member added.", [f"{org.slug}: {exc.message}"]
             return f"{membership.user.email} added to {org.slug} as {membership.role}.", []
 
-        return form_action(self, request, label="Add a member", form_class=MemberAddForm,
+        return form_action(self, request, label=gettext("Add a member"), form_class=MemberAddForm,
                            items=[(org.pk, f"{org.name} ({org.slug})")], apply=apply,
                            permission="tenancy.change_membership")
 
@@ -274,7 +275,7 @@ class MembershipAdmin(ReadOnlyAdmin):
     def change_role(self, request, queryset):
         apply = self._each(request, queryset, "Change role", lambda m, data: services.member_role_change(
             operator=request.user, membership=m, role=data["role"], reason=data["reason"], request=request))
-        return form_action(self, request, label="Change role", form_class=MemberRoleForm,
+        return form_action(self, request, label=gettext("Change role"), form_class=MemberRoleForm,
                            items=self._items(queryset), apply=apply,
                            permission="tenancy.change_membership")
 
@@ -282,7 +283,7 @@ class MembershipAdmin(ReadOnlyAdmin):
     def remove_members(self, request, queryset):
         apply = self._each(request, queryset, "Remove", lambda m, data: services.member_remove(
             operator=request.user, membership=m, reason=data["reason"], request=request))
-        return form_action(self, request, label="Remove members", form_class=MemberRemoveForm,
+        return form_action(self, request, label=gettext("Remove members"), form_class=MemberRemoveForm,
                            items=self._items(queryset), apply=apply,
                            permission="tenancy.change_membership")
 

@@ -5,6 +5,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from core.errors import PermissionDeniedError, ValidationFailed
 
@@ -20,9 +21,9 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)  # last_used_at is written at most o
 def _clean_name(name: str, field: str = "name") -> str:
     name = (name or "").strip()
     if not name:
-        raise ValidationFailed("A name is required.", details={field: ["This field is required."]})
+        raise ValidationFailed(gettext("A name is required."), details={field: [gettext("This field is required.")]})
     if len(name) > 100:
-        raise ValidationFailed("The name is too long.", details={field: ["At most 100 characters."]})
+        raise ValidationFailed(gettext("The name is too long."), details={field: [gettext("At most 100 characters.")]})
     return name
 
 
@@ -30,12 +31,12 @@ def token_create(*, membership: Membership, name: str, scope: str = TokenScope.W
                  request=None) -> tuple[ApiToken, str]:
     """Create an API token for the membership's user in its organization → (token, secret shown once)."""
     if not role_can(membership.role, "tokens"):
-        raise PermissionDeniedError("Your role does not allow creating tokens.")
+        raise PermissionDeniedError(gettext("Your role does not allow creating tokens."))
     name = _clean_name(name)
     if scope not in TokenScope.values:
-        raise ValidationFailed("Unknown scope.", details={"scope": ["Choose read or write."]})
+        raise ValidationFailed(gettext("Unknown scope."), details={"scope": [gettext("Choose read or write.")]})
     if expires_at is not None and expires_at <= timezone.now():
-        raise ValidationFailed("The expiry must be in the future.", details={"expires_at": ["Must be in the future."]})
+        raise ValidationFailed(gettext("The expiry must be in the future."), details={"expires_at": [gettext("Must be in the future.")]})
     secret = token_generate()
     with transaction.atomic():
         token = ApiToken.objects.create(organization=membership.organization, user=membership.user, name=name,
@@ -72,8 +73,8 @@ def ssh_key_add(*, user, name: str, public_key: str, org=None, request=None) -> 
     """Validate and store one of the user's SSH public keys (ed25519, ecdsa, rsa ≥ 2048)."""
     name = _clean_name(name)
     parsed = ssh_key_parse(public_key)
-    duplicate = ValidationFailed("You have already added this key.",
-                                 details={"public_key": [f"Already added ({parsed.fingerprint})."]})
+    duplicate = ValidationFailed(gettext("You have already added this key."),
+                                 details={"public_key": [gettext('Already added (%(fingerprint)s).') % {'fingerprint': parsed.fingerprint}]})
     if SshKey.objects.filter(user=user, fingerprint=parsed.fingerprint).exists():
         raise duplicate
     try:

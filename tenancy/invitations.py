@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext
 
 from core.errors import PermissionDeniedError, ValidationFailed
 
@@ -31,9 +32,9 @@ INVALID = "This invitation link is invalid, was already used or has expired."
 
 def _check_inviter(membership: Membership | None, role: str) -> None:
     if membership is None or not role_can(membership.role, "members_manage"):
-        raise PermissionDeniedError("Your role does not allow inviting members.")
+        raise PermissionDeniedError(gettext("Your role does not allow inviting members."))
     if role == Role.OWNER and membership.role != Role.OWNER:
-        raise PermissionDeniedError("Only owners may invite owners.")
+        raise PermissionDeniedError(gettext("Only owners may invite owners."))
 
 
 def invitation_token_make(*, org_id, email: str, role: str, inviter_id) -> str:
@@ -63,12 +64,12 @@ def invitation_send(*, actor_membership: Membership, email: str, role: str, requ
     """Email a link that adds `email` to the actor's organization with `role` (owners and admins; only owners invite
     owners); returns the link. An address that is already a member is refused (400)."""
     if role not in Role.values:
-        raise ValidationFailed("Unknown role.", details={"role": [f"Choose one of {', '.join(Role.values)}."]})
+        raise ValidationFailed(gettext("Unknown role."), details={"role": [gettext('Choose one of %(join)s.') % {'join': ', '.join(Role.values)}]})
     _check_inviter(actor_membership, role)
     email = normalize_email(email)
     org = actor_membership.organization
     if Membership.objects.filter(organization=org, user__email=email).exists():
-        raise ValidationFailed("This user is already a member.", details={"email": ["Already a member."]})
+        raise ValidationFailed(gettext("This user is already a member."), details={"email": [gettext("Already a member.")]})
     token = invitation_token_make(org_id=org.pk, email=email, role=role, inviter_id=actor_membership.user_id)
     url = invitation_url(token)
     inviter = actor_membership.user
@@ -76,10 +77,8 @@ def invitation_send(*, actor_membership: Membership, email: str, role: str, requ
         audit_record(action="member.invitation_send", org=org, actor=inviter, target=org, request=request,
                      details={"email": email, "role": role})
         transaction.on_commit(lambda: send_mail(
-            subject=f"You are invited to {org.name} on Cardmix",
-            message=(f"{inviter.name or inviter.email} invites you to join {org.name} on Cardmix as {role}.\n\n"
-                     f"Accept the invitation (and create your account if you have none):\n\n{url}\n\n"
-                     "The link is valid for seven days and can be used once. If you did not expect it, ignore it.\n"),
+            subject=gettext('You are invited to %(name)s on Cardmix') % {'name': org.name},
+            message=(gettext('%(email)s invites you to join %(name)s on Cardmix as %(role)s.\n\nAccept the invitation (and create your account if you have none):\n\n%(url)s\n\nThe link is valid for seven days and can be used once. If you did not expect it, ignore it.\n') % {'email': inviter.name or inviter.email, 'name': org.name, 'role': role, 'url': url}),
             from_email=None, recipient_list=[email]))
     return url
 
@@ -96,8 +95,8 @@ def invitation_accept(*, token: str, user=None, name: str = "", password: str | 
         raise ValidationFailed(INVALID, details={"token": [INVALID]})
     email, org = invitation["email"], invitation["org"]
     if user is not None and user.email != email:
-        raise ValidationFailed(f"This invitation is for {email}; log out and open the link again.",
-                               details={"token": ["For another address."]})
+        raise ValidationFailed(gettext('This invitation is for %(email)s; log out and open the link again.') % {'email': email},
+                               details={"token": [gettext("For another address.")]})
     try:
         with transaction.atomic():
             organization_lock(org.pk)
@@ -105,7 +104,7 @@ def invitation_accept(*, token: str, user=None, name: str = "", password: str | 
             try:
                 _check_inviter(inviter, invitation["role"])
             except PermissionDeniedError:
-                raise ValidationFailed(INVALID, details={"token": ["The inviter can no longer invite."]}) from None
+                raise ValidationFailed(INVALID, details={"token": [gettext("The inviter can no longer invite.")]}) from None
             used = AuditEvent.objects.filter(organization=org, action="member.invitation_accept",
                                              details__nonce=invitation["nonce"]).exists()
             removed = AuditEvent.objects.filter(organization=org, action="member.remove", details__email=email,
@@ -113,13 +112,13 @@ def invitation_accept(*, token: str, user=None, name: str = "", password: str | 
             if used or removed:
                 raise ValidationFailed(INVALID, details={"token": [INVALID]})
             if user is None and User.objects.filter(email=email).exists():
-                raise ValidationFailed(f"An account uses {email}: log in to accept the invitation.",
-                                       details={"token": ["Log in first."]})
+                raise ValidationFailed(gettext('An account uses %(email)s: log in to accept the invitation.') % {'email': email},
+                                       details={"token": [gettext("Log in first.")]})
             if user is None:
                 user = services.user_signup(email=email, password=password, name=name, request=request,
                                             send_verification=False)
             if Membership.objects.filter(organization=org, user=user).exists():
-                raise ValidationFailed("You are already a member.", details={"token": ["Already a member."]})
+                raise ValidationFailed(gettext("You are already a member."), details={"token": [gettext("Already a member.")]})
             membership = Membership.objects.create(organization=org, user=user, role=invitation["role"])
             audit_record(action="member.invitation_accept", org=org, actor=user, target=membership, request=request,
                          details={"email": email, "role": invitation["role"], "nonce": invitation["nonce"],
@@ -134,9 +133,9 @@ def organization_create_for_user(*, user, name: str, request=None) -> Organizati
     """A customer creates an organization from the console and becomes its owner (not personal, default quota)."""
     name = (name or "").strip()
     if not name:
-        raise ValidationFailed("Name the organization.", details={"name": ["This field is required."]})
+        raise ValidationFailed(gettext("Name the organization."), details={"name": [gettext("This field is required.")]})
     if len(name) > 150:
-        raise ValidationFailed("The name is too long.", details={"name": [f"At most 150 characters ({len(name)})."]})
+        raise ValidationFailed(gettext("The name is too long."), details={"name": [gettext('At most 150 characters (%(len)s).') % {'len': len(name)}]})
     from .services import _unique_slug
 
     with transaction.atomic():

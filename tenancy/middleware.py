@@ -1,5 +1,6 @@
 """Resolves the console session's current organization onto request.org / request.membership."""
 from django.shortcuts import redirect
+from django.utils import translation
 
 from core.logging import log_context_set
 
@@ -28,10 +29,26 @@ class CurrentOrganizationMiddleware:
         return self.get_response(request)
 
 
+class UserLanguageMiddleware:
+    """i18n: a logged-in user's own language (User.language) wins over the cookie and Accept-Language that
+    LocaleMiddleware read; a blank setting leaves theirs. After AuthenticationMiddleware, before the views."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        user = getattr(request, "user", None)
+        code = getattr(user, "language", "") if user is not None and user.is_authenticated else ""
+        if code and translation.check_for_language(code):
+            translation.activate(code)
+            request.LANGUAGE_CODE = translation.get_language()
+        return self.get_response(request)
+
+
 # Paths a member of an organization that requires MFA may reach before enrolling: the enrolment itself
 # (allauth under /accounts/), logging out, static files, and the API (session calls are refused there by
 # tenancy.authentication; tokens are token-only).
-MFA_EXEMPT_PREFIXES = ("/accounts/", "/logout/", "/static/", "/api/", "/admin/", "/healthz", "/metrics",
+MFA_EXEMPT_PREFIXES = ("/accounts/", "/logout/", "/static/", "/api/", "/admin/", "/healthz", "/metrics", "/jsi18n/", "/language/",
                        "/account/organizations/")
 
 

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from .choices import Role
 
@@ -64,6 +65,8 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_active = models.BooleanField(default=True)
     email_verified_at = models.DateTimeField(null=True, blank=True)
     date_joined = models.DateTimeField(default=timezone.now)
+    # The console's and emails' language (settings.LANGUAGES); blank: the browser's (Accept-Language), else English.
+    language = models.CharField(max_length=10, blank=True, default="", choices=settings.LANGUAGES)
 
     objects = UserManager()
 
@@ -179,8 +182,8 @@ class AuditEvent(models.Model):
 
 
 class TokenScope(models.TextChoices):
-    READ = "read"
-    WRITE = "write"
+    READ = "read", gettext_lazy('Read')
+    WRITE = "write", gettext_lazy('Write')
 
 
 class ApiToken(models.Model):

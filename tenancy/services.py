@@ -6,10 +6,12 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.text import slugify
+from django.utils.translation import gettext
 
 from core.errors import InvalidState, PermissionDeniedError, ValidationFailed
+from core.i18n import supported_language
 
 from . import hooks
 from .audit import audit_record
@@ -52,7 +54,7 @@ def _clean_signup(*, email: str, password: str | None, name: str) -> str:
         except ValidationError as exc:
             errors["password"] = list(exc.messages)
     if errors:
-        raise ValidationFailed("The sign-up form has errors.", details=errors)
+        raise ValidationFailed(gettext("The sign-up form has errors."), details=errors)
     return email
 
 
@@ -71,8 +73,12 @@ def user_signup(*, email: str, password: str | None, name: str = "", request=Non
     name = (name or "").strip()[:150]
     try:
         with transaction.atomic():
-            user = User.objects.create_user(email, password, name=name)
-            org = Organization.objects.create(name=f"{name or email.split('@')[0]}'s lab"[:150],
+            # i18n: the language the sign-up page spoke, so emails sent later from tasks speak it too.
+            user = User.objects.create_user(email, password, name=name,
+                                            language=supported_language(translation.get_language()))
+            # i18n: the personal organization is named in the sign-up page's language ("Ada 的实验室").
+            org_name = gettext("%(name)s's lab") % {"name": name or email.split("@")[0]}
+            org = Organization.objects.create(name=org_name[:150],
                                               slug=_unique_slug(email.split("@")[0]), is_personal=True)
             Membership.objects.create(organization=org, user=user, role=Role.OWNER)
             audit_record(action="user.signup", org=org, actor=user, target=user, request=request,
@@ -80,8 +86,19 @@ def user_signup(*, email: str, password: str | None, name: str = "", request=Non
             if send_verification:
                 transaction.on_commit(lambda: verification_email_send(user))
     except IntegrityError:  # a concurrent sign-up with the same address won the unique index
-        raise ValidationFailed("The sign-up form has errors.",
-                               details={"email": ["An account with this email address already exists."]}) from None
+        raise ValidationFailed(gettext("The sign-up form has errors."),
+                               details={"email": [gettext("An account with this email address already exists.")]}) from None
+    return user
+
+
+def user_language_set(*, user: User, language: str) -> User:
+    """i18n: the user's console and email language (a code of settings.LANGUAGES; "" = follow the browser)."""
+    code = supported_language(language) if language else ""
+    if language and not code:
+        raise ValidationFailed(gettext("Unknown language."), details={"language": [gettext("Choose one of the listed languages.")]})
+    if user.language != code:
+        user.language = code
+        user.save(update_fields=["language"])
     return user
 
 
@@ -124,8 +141,8 @@ def email_verify(*, token: str, request=None) -> User:
     data = verification_token_read(token)
     user = User.objects.filter(pk=data["u"]).first() if data else None
     if user is None or user.email != data.get("e"):
-        raise ValidationFailed("This verification link is invalid or has expired.",
-                               details={"token": ["Invalid or expired."]})
+        raise ValidationFailed(gettext("This verification link is invalid or has expired."),
+                               details={"token": [gettext("Invalid or expired.")]})
     user_mark_verified(user=user, request=request)
     return user
 
@@ -158,7 +175,7 @@ def organization_switch(*, request, org_id) -> Membership:
 def organization_quota_set(*, org: Organization, card_quota: int, actor=None, request=None) -> Organization:
     """Operators change an organization's card quota (staff only; audited)."""
     if card_quota < 0:
-        raise ValidationFailed("The quota cannot be negative.", details={"card_quota": ["Must be ≥ 0."]})
+        raise ValidationFailed(gettext("The quota cannot be negative."), details={"card_quota": [gettext("Must be ≥ 0.")]})
     with transaction.atomic():
         org = organization_lock(org.pk)
         old = org.card_quota
@@ -180,8 +197,8 @@ def organization_create(*, operator, name: str, slug: str, owner_email: str, is_
     _check_actor(None, operator)
     email = normalize_email(owner_email)
     if not User.objects.filter(email=email, is_active=True).exists():
-        raise ValidationFailed("No Cardmix account uses this email address; ask them to sign up first.",
-                               details={"owner_email": ["No account with this email address."]})
+        raise ValidationFailed(gettext("No Cardmix account uses this email address; ask them to sign up first."),
+                               details={"owner_email": [gettext("No account with this email address.")]})
     fields = {"name": name, "slug": slug, "is_personal": is_personal}
     if card_quota is not None:
         fields["card_quota"] = card_quota
@@ -193,28 +210,28 @@ def organization_create(*, operator, name: str, slug: str, owner_email: str, is_
             member_invite(operator=operator, org=org, email=email, role=Role.OWNER, request=request,
                           reason="first owner of an organization created in the admin")
     except IntegrityError:  # a concurrent create with the same slug won the unique index
-        raise ValidationFailed("The organization is invalid.",
-                               details={"slug": ["An organization with this slug exists."]}) from None
+        raise ValidationFailed(gettext("The organization is invalid."),
+                               details={"slug": [gettext("An organization with this slug exists.")]}) from None
     return org
 
 
 def _check_role(role: str) -> None:
     if role not in Role.values:
-        raise ValidationFailed("Unknown role.", details={"role": [f"Choose one of {', '.join(Role.values)}."]})
+        raise ValidationFailed(gettext("Unknown role."), details={"role": [gettext('Choose one of %(join)s.') % {'join': ', '.join(Role.values)}]})
 
 
 def _check_manager(actor_membership: Membership, *, target_role: str | None = None, new_role: str | None = None):
     if not role_can(actor_membership.role, "members_manage"):
-        raise PermissionDeniedError("Your role does not allow managing members.")
+        raise PermissionDeniedError(gettext("Your role does not allow managing members."))
     if actor_membership.role != Role.OWNER and Role.OWNER in (target_role, new_role):
-        raise PermissionDeniedError("Only owners may manage owners.")
+        raise PermissionDeniedError(gettext("Only owners may manage owners."))
 
 
 def _check_actor(actor_membership: Membership | None, operator, **roles) -> None:
     """A member managing their own organization (the role matrix), or an operator (staff) in the admin."""
     if operator is not None:
         if not (operator.is_active and operator.is_staff):
-            raise PermissionDeniedError("Only operators manage members from the admin.")
+            raise PermissionDeniedError(gettext("Only operators manage members from the admin."))
         return
     _check_manager(actor_membership, **roles)
 
@@ -243,12 +260,12 @@ def member_invite(*, actor_membership: Membership | None = None, email: str, rol
     org = org if operator is not None else actor_membership.organization
     user = User.objects.filter(email=normalize_email(email), is_active=True).first()
     if user is None:
-        raise ValidationFailed("No Cardmix account uses this email address; ask them to sign up first.",
-                               details={"email": ["No account with this email address."]})
+        raise ValidationFailed(gettext("No Cardmix account uses this email address; ask them to sign up first."),
+                               details={"email": [gettext("No account with this email address.")]})
     with transaction.atomic():
         _lock_org(org.pk)
         if Membership.objects.filter(organization=org, user=user).exists():
-            raise ValidationFailed("This user is already a member.", details={"email": ["Already a member."]})
+            raise ValidationFailed(gettext("This user is already a member."), details={"email": [gettext("Already a member.")]})
         membership = Membership.objects.create(organization=org, user=user, role=role)
         actor, details = _actor_details(actor_membership, operator, reason, {"email": user.email, "role": role})
         audit_record(action="member.invite", org=org, actor=actor, target=membership, request=request,
@@ -267,7 +284,7 @@ def member_role_change(*, actor_membership: Membership | None = None, membership
         _check_actor(actor_membership, operator, target_role=membership.role, new_role=role)
         old = membership.role
         if old == Role.OWNER and role != Role.OWNER and _owner_count(membership.organization_id) <= 1:
-            raise InvalidState("The organization's last owner cannot be demoted.")
+            raise InvalidState(gettext("The organization's last owner cannot be demoted."))
         membership.role = role
         membership.save(update_fields=["role"])
         actor, details = _actor_details(actor_membership, operator, reason,
@@ -288,7 +305,7 @@ def member_remove(*, actor_membership: Membership | None = None, membership: Mem
             return
         _check_actor(actor_membership, operator, target_role=membership.role)
         if membership.role == Role.OWNER and _owner_count(membership.organization_id) <= 1:
-            raise InvalidState("The organization's last owner cannot be removed.")
+            raise InvalidState(gettext("The organization's last owner cannot be removed."))
         ApiToken.objects.filter(organization_id=membership.organization_id, user_id=membership.user_id,
                                 revoked_at__isnull=True).update(revoked_at=timezone.now())
         actor, details = _actor_details(actor_membership, operator, reason,

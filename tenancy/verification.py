@@ -3,6 +3,9 @@ from django.conf import settings
 from django.core import signing
 from django.core.mail import send_mail
 from django.urls import reverse
+from django.utils.translation import gettext
+
+from core.i18n import in_language_of
 
 SALT = "tenancy.email-verification"
 MAX_AGE_SECONDS = 3 * 24 * 3600
@@ -26,12 +29,14 @@ def verification_url(user) -> str:
 
 
 def verification_email_send(user) -> None:
-    """Send the link (the console email backend prints it in development)."""
-    send_mail(
-        subject="Verify your Cardmix email address",
-        message=(f"Hello{(' ' + user.name) if user.name else ''},\n\n"
-                 f"Confirm your email address to activate your trial credit:\n\n{verification_url(user)}\n\n"
-                 "The link is valid for three days. If you did not sign up for Cardmix, ignore this email.\n"),
-        from_email=None,
-        recipient_list=[user.email],
-    )
+    """Send the link (the console email backend prints it in development), in the user's language."""
+    with in_language_of(user):
+        greeting = gettext("Hello %(name)s,") % {"name": user.name} if user.name else gettext("Hello,")
+        body = gettext("Confirm your email address to activate your trial credit:\n\n%(url)s\n\n"
+                       "The link is valid for three days. If you did not sign up for Cardmix, ignore this email.\n")
+        send_mail(
+            subject=gettext("Verify your Cardmix email address"),
+            message=greeting + "\n\n" + body % {"url": verification_url(user)},
+            from_email=None,
+            recipient_list=[user.email],
+        )

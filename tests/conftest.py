@@ -15,7 +15,7 @@ from hypothesis import settings as hyp_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = os.getpid()
-MARKED = ("pg", "redis", "worker", "browser", "slurm", "compose")
+MARKED = ("pg", "redis", "worker", "browser", "slurm", "compose", "gettext")
 
 hyp_settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 hyp_settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -48,6 +48,7 @@ def _available() -> dict[str, str | None]:
     why["browser"] = None if chromium else "Debian chromium not installed"
     why["slurm"] = None if Path("/usr/sbin/slurmctld").exists() else "slurmctld not installed"
     why["compose"] = None if shutil.which("docker-compose") else "docker-compose not installed"
+    why["gettext"] = None if shutil.which("xgettext") and shutil.which("msgmerge") else "GNU gettext not installed"
     return why
 
 
@@ -81,7 +82,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.section("SKIPPED FOR LACK OF SERVICES", sep="!", red=True, bold=True)
         for nodeid in _skipped_marked:
             tr.write_line(f"SKIPPED: {nodeid}", red=True)
-        tr.write_line(f"{len(_skipped_marked)} tests needing PostgreSQL/Redis/worker/browser/slurm/compose did not run.", red=True)
+        tr.write_line(f"{len(_skipped_marked)} tests needing PostgreSQL/Redis/worker/browser/slurm/compose/gettext did not run.", red=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -97,6 +98,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     db = settings.DATABASES["default"]
     if db["ENGINE"] != "django.db.backends.sqlite3":
         db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{RUN_ID}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _translations_compiled():
+    """i18n: the .mo files are build output (gitignored): compile the committed .po files, as `make run` does."""
+    from core.management.commands.compile_translations import compile_catalogs
+
+    compile_catalogs()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,6 +4,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 
 class WebhookEndpoint(models.Model):
@@ -60,10 +61,10 @@ class WebhookEvent(models.Model):
 
 
 class DeliveryState(models.TextChoices):
-    PENDING = "pending", "pending"
-    SUCCEEDED = "succeeded", "succeeded"
-    FAILED = "failed", "failed"  # gave up after the last retry
-    SKIPPED = "skipped", "skipped"  # the endpoint was disabled or deleted before it could go
+    PENDING = "pending", gettext_lazy("pending")
+    SUCCEEDED = "succeeded", gettext_lazy("succeeded")
+    FAILED = "failed", gettext_lazy("failed")  # gave up after the last retry
+    SKIPPED = "skipped", gettext_lazy("skipped")  # the endpoint was disabled or deleted before it could go
 
 
 class WebhookDelivery(models.Model):

@@ -2,6 +2,7 @@
 import uuid
 
 from django.db.models import Prefetch
+from django.utils.translation import gettext
 
 from core.errors import NotFoundError
 
@@ -15,7 +16,7 @@ def endpoint_list(*, org):
 def endpoint_get(*, org, id) -> WebhookEndpoint:
     endpoint = endpoint_list(org=org).filter(pk=id).first() if _uuid(id) else None
     if endpoint is None:
-        raise NotFoundError("No such webhook endpoint.")
+        raise NotFoundError(gettext("No such webhook endpoint."))
     return endpoint
 
 
@@ -27,7 +28,7 @@ def delivery_list(*, endpoint):
 def delivery_get(*, endpoint, id) -> WebhookDelivery:
     delivery = delivery_list(endpoint=endpoint).filter(pk=id).first() if _uuid(id) else None
     if delivery is None:
-        raise NotFoundError("No such delivery.")
+        raise NotFoundError(gettext("No such delivery."))
     return delivery
 
 

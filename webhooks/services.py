@@ -5,6 +5,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
@@ -21,10 +22,10 @@ MAX_ENDPOINTS_PER_ORG = 20
 
 def _event_types_clean(event_types) -> list[str]:
     if not isinstance(event_types, list) or not event_types:
-        raise ValidationFailed("Choose at least one event type.", details={"event_types": ["Choose at least one."]})
+        raise ValidationFailed(gettext("Choose at least one event type."), details={"event_types": [gettext("Choose at least one.")]})
     unknown = sorted({str(t) for t in event_types} - set(EVENT_TYPES))
     if unknown:
-        raise ValidationFailed("Unknown event type.", details={
+        raise ValidationFailed(gettext("Unknown event type."), details={
             "event_types": [f"Unknown event type {t!r}; choose from {', '.join(EVENT_TYPES)}." for t in unknown]})
     return sorted(set(event_types))
 
@@ -42,8 +43,8 @@ def endpoint_create(*, org, url: str, event_types, description: str = "", actor=
     event_types = _event_types_clean(event_types)
     with transaction.atomic():
         if WebhookEndpoint.objects.filter(organization=org, deleted_at__isnull=True).count() >= MAX_ENDPOINTS_PER_ORG:
-            raise ValidationFailed(f"An organization has at most {MAX_ENDPOINTS_PER_ORG} webhook endpoints.",
-                                   details={"url": ["Delete an endpoint first."]})
+            raise ValidationFailed(gettext('An organization has at most %(MAX_ENDPOINTS_PER_ORG)s webhook endpoints.') % {'MAX_ENDPOINTS_PER_ORG': MAX_ENDPOINTS_PER_ORG},
+                                   details={"url": [gettext("Delete an endpoint first.")]})
         endpoint = WebhookEndpoint.objects.create(organization=org, url=url, event_types=event_types,
                                                   description=(description or "")[:200], created_by=actor)
         secret = _secret_add(endpoint)
@@ -130,8 +131,8 @@ def event_publish(*, org_id, type: str, dedupe_key: str, data: dict) -> WebhookE
 def delivery_resend(*, delivery: WebhookDelivery, actor=None, request=None) -> WebhookDelivery:
     """Send a delivery again now (a new attempt with a fresh timestamp and the same webhook-id)."""
     if not delivery.endpoint.enabled or delivery.endpoint.deleted_at:
-        raise InvalidState("The endpoint is disabled; enable it before resending.",
-                           details={"endpoint": ["disabled"]})
+        raise InvalidState(gettext("The endpoint is disabled; enable it before resending."),
+                           details={"endpoint": [gettext("disabled")]})
     with transaction.atomic():
         WebhookDelivery.objects.filter(pk=delivery.pk).update(state=DeliveryState.PENDING, next_attempt_at=db_now(),
                                                               finished_at=None)

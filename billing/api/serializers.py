@@ -1,6 +1,7 @@
 """Billing API serializers: money as 6-decimal strings (core.fields.MoneyField)."""
 from datetime import UTC, datetime
 
+from django.utils.translation import gettext, gettext_lazy
 from rest_framework import serializers
 
 from core.fields import MoneyField
@@ -53,7 +54,7 @@ WINDOW_MAX = datetime(9000, 1, 1, tzinfo=UTC)
 
 def _in_window_range(value):
     if not WINDOW_MIN <= value <= WINDOW_MAX:
-        raise serializers.ValidationError(f"Must be between {WINDOW_MIN:%Y-%m-%d} and {WINDOW_MAX:%Y-%m-%d}.")
+        raise serializers.ValidationError(gettext('Must be between %(WINDOW_MIN)s and %(WINDOW_MAX)s.') % {'WINDOW_MIN': format(WINDOW_MIN, '%Y-%m-%d'), 'WINDOW_MAX': format(WINDOW_MAX, '%Y-%m-%d')})
 
 
 class UsageQuerySerializer(serializers.Serializer):
@@ -72,14 +73,14 @@ class UsageLineSerializer(serializers.Serializer):
     """One meter's usage within the window."""
 
     meter_id = serializers.IntegerField(source="pk")
-    subject = serializers.CharField(help_text='"instance", or "volume" / "image" (a saved image): then '
-                                              'instance_id is the volume\'s or image\'s id, cards its size in GiB '
-                                              'and rate per GiB-hour')
+    subject = serializers.CharField(help_text=gettext_lazy(
+        '"instance", or "volume" / "image" (a saved image): then instance_id is the volume\'s or image\'s id, '
+        'cards its size in GiB and rate per GiB-hour'))
     instance_id = serializers.UUIDField()
     item_index = serializers.IntegerField()
     accelerator = serializers.CharField()
     cards = serializers.IntegerField()
-    rate = MoneyField(help_text="µCNY per card-hour, as CNY")
+    rate = MoneyField(help_text=gettext_lazy("µCNY per card-hour, as CNY"))
     opened_at = serializers.DateTimeField()
     closed_at = serializers.DateTimeField(allow_null=True)
     seconds = serializers.SerializerMethodField()

@@ -7,6 +7,7 @@ from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 
 from core.admin import cny_display
 from core.errors import ServiceError
@@ -22,10 +23,10 @@ class FapiaoDecisionForm(forms.ModelForm):
     """The decision on a request; its fields are not the model's, the services write the row."""
 
     decision = forms.ChoiceField(choices=[("", "—"), (ISSUE, "Issue"), (REJECT, "Reject")], required=False)
-    issued_number = forms.CharField(label="Fapiao number", max_length=20, required=False)
-    pdf_file = forms.FileField(label="Fapiao PDF", required=False,
-                               help_text=f"The issued fapiao as a PDF (at most {PDF_MAX_BYTES // (1024 * 1024)} MiB).")
-    reject_reason = forms.CharField(label="Reason (shown to the customer)", max_length=300, required=False,
+    issued_number = forms.CharField(label=gettext_lazy("Fapiao number"), max_length=20, required=False)
+    pdf_file = forms.FileField(label=gettext_lazy("Fapiao PDF"), required=False,
+                               help_text=gettext('The issued fapiao as a PDF (at most %(PDF_MAX_BYTES)s MiB).') % {'PDF_MAX_BYTES': PDF_MAX_BYTES // (1024 * 1024)})
+    reject_reason = forms.CharField(label=gettext_lazy("Reason (shown to the customer)"), max_length=300, required=False,
                                     widget=forms.Textarea(attrs={"rows": 3, "cols": 60}))
 
     class Meta:
@@ -35,9 +36,9 @@ class FapiaoDecisionForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if data.get("decision") == ISSUE and not (data.get("issued_number") and data.get("pdf_file")):
-            raise forms.ValidationError("Issuing needs the fapiao number and its PDF.")
+            raise forms.ValidationError(gettext("Issuing needs the fapiao number and its PDF."))
         if data.get("decision") == REJECT and not (data.get("reject_reason") or "").strip():
-            raise forms.ValidationError("Rejecting needs the reason the customer will read.")
+            raise forms.ValidationError(gettext("Rejecting needs the reason the customer will read."))
         return data
 
 

@@ -2,6 +2,7 @@
 issued PDF. Routes appended to billing/api/urls.py."""
 from django.http import HttpResponse
 from django.urls import path
+from django.utils.translation import gettext, gettext_lazy
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
@@ -25,16 +26,16 @@ def _text(max_length: int, **kwargs):
 
 
 class FapiaoCreateSerializer(StrictSerializer):
-    kind = serializers.ChoiceField(choices=FapiaoKind.choices, help_text="normal (普通) or special (专用)")
-    amount = MoneyField(max_decimals=2, help_text='CNY in whole fen, e.g. "300.00"; at most what is available.')
-    title = serializers.CharField(max_length=100, help_text="The buyer's name (抬头).")
-    taxpayer_id = _text(18, help_text="Unified social credit code (18 characters, GB 32100 check character).")
+    kind = serializers.ChoiceField(choices=FapiaoKind.choices, help_text=gettext_lazy("normal (普通) or special (专用)"))
+    amount = MoneyField(max_decimals=2, help_text=gettext_lazy('CNY in whole fen, e.g. "300.00"; at most what is available.'))
+    title = serializers.CharField(max_length=100, help_text=gettext_lazy("The buyer's name (抬头)."))
+    taxpayer_id = _text(18, help_text=gettext_lazy("Unified social credit code (18 characters, GB 32100 check character)."))
     address = _text(200)
     phone = _text(30)
     bank_name = _text(100)
     bank_account = _text(40)
     email = serializers.EmailField(required=False, allow_blank=True, default="",
-                                   help_text="Where the e-fapiao is sent too (default: yours).")
+                                   help_text=gettext_lazy("Where the e-fapiao is sent too (default: yours)."))
     note = _text(200)
 
 
@@ -127,7 +128,7 @@ class FapiaoPdfView(APIView):
 def fapiao_pdf_response(fapiao: FapiaoRequest) -> HttpResponse:
     """The PDF as an attachment named by its number; NotFoundError while it is not issued (the console uses it)."""
     if fapiao.state != FapiaoState.ISSUED or not fapiao.pdf:
-        raise NotFoundError("This fapiao has not been issued yet.")
+        raise NotFoundError(gettext("This fapiao has not been issued yet."))
     response = HttpResponse(bytes(fapiao.pdf), content_type="application/pdf")
     response["Content-Disposition"] = f'attachment; filename="fapiao-{fapiao.number}.pdf"'
     return response

@@ -2,6 +2,7 @@
 from django.core.exceptions import ValidationError
 from django.db.models import F, Sum
 from django.db.models.functions import Greatest
+from django.utils.translation import gettext
 
 from core.errors import NotFoundError
 
@@ -22,7 +23,7 @@ def fapiao_get(*, org, id, with_pdf: bool = False) -> FapiaoRequest:
     except (ValidationError, ValueError):
         fapiao = None
     if fapiao is None:
-        raise NotFoundError("Fapiao request not found.")
+        raise NotFoundError(gettext("Fapiao request not found."))
     return fapiao
 
 

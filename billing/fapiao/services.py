@@ -8,6 +8,7 @@ import logging
 
 from django.core.mail import send_mail
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.cn_codes import uscc_error
 from core.dbclock import db_now
@@ -67,15 +68,15 @@ def fapiao_request(*, org, user=None, kind: str, amount: int, title: str, taxpay
                     "bank_name": bank_name, "bank_account": bank_account})
     errors = _field_errors(kind, amount, buyer)
     if errors:
-        raise ValidationFailed("The fapiao request is incomplete.", details=errors)
+        raise ValidationFailed(gettext("The fapiao request is incomplete."), details=errors)
     actor = user if getattr(user, "pk", None) else None
     with transaction.atomic():
         _lock(org.pk)
         left = invoiceable(org=org)["available"]
         if amount > left:
             raise ValidationFailed(
-                "The fapiao is larger than what was paid and not yet invoiced or refunded.",
-                details={"amount": [f"At most {format_ucny(left)} CNY can be invoiced now."]})
+                gettext("The fapiao is larger than what was paid and not yet invoiced or refunded."),
+                details={"amount": [gettext('At most %(format_ucny)s CNY can be invoiced now.') % {'format_ucny': format_ucny(left)}]})
         fapiao = FapiaoRequest.objects.create(
             organization=org, requested_by=actor, kind=kind, amount=amount, **buyer,
             email=(email or getattr(actor, "email", "") or "").strip(), note=(note or "").strip())
@@ -88,7 +89,7 @@ def _locked(fapiao_id, org=None) -> FapiaoRequest:
     rows = FapiaoRequest.objects.select_for_update(of=("self",)).select_related("organization", "requested_by")
     fapiao = rows.filter(pk=fapiao_id, **({"organization": org} if org is not None else {})).first()
     if fapiao is None:
-        raise NotFoundError("Fapiao request not found.")
+        raise NotFoundError(gettext("Fapiao request not found."))
     return fapiao
 
 
@@ -100,7 +101,7 @@ def fapiao_cancel(*, org, fapiao_id, actor=None, request=None) -> FapiaoRequest:
         if fapiao.state == FapiaoState.CANCELLED:
             return fapiao
         if fapiao.state != FapiaoState.REQUESTED:
-            raise InvalidState(f"This fapiao is {fapiao.state}; only a request not yet issued can be cancelled.")
+            raise InvalidState(gettext('This fapiao is %(state)s; only a request not yet issued can be cancelled.') % {'state': fapiao.state})
         fapiao.state = FapiaoState.CANCELLED
         fapiao.save(update_fields=["state"])
         audit_record(action="fapiao.cancel", org=org, actor=actor, target=fapiao, request=request)
@@ -125,19 +126,18 @@ def fapiao_issue(*, fapiao_id, number: str, pdf: bytes, actor=None, request=None
     elif len(pdf) > PDF_MAX_BYTES:
         errors["pdf"] = [f"At most {PDF_MAX_BYTES // (1024 * 1024)} MiB."]
     if errors:
-        raise ValidationFailed("The fapiao cannot be marked issued.", details=errors)
+        raise ValidationFailed(gettext("The fapiao cannot be marked issued."), details=errors)
     with transaction.atomic():
         org_id = FapiaoRequest.objects.filter(pk=fapiao_id).values_list("organization_id", flat=True).first()
         if org_id is None:
-            raise NotFoundError("Fapiao request not found.")
+            raise NotFoundError(gettext("Fapiao request not found."))
         _lock(org_id)
         fapiao = _locked(fapiao_id)
         if fapiao.state != FapiaoState.REQUESTED:
-            raise InvalidState(f"This fapiao is {fapiao.state}; only a request can be issued.")
+            raise InvalidState(gettext('This fapiao is %(state)s; only a request can be issued.') % {'state': fapiao.state})
         over = -invoiceable(org=fapiao.organization)["available"]
         if over > 0:
-            raise InvalidState(f"Refunds since this request leave it {format_ucny(over)} CNY above what was paid; "
-                               "reject it with that reason so the customer can ask again.")
+            raise InvalidState(gettext('Refunds since this request leave it %(format_ucny)s CNY above what was paid; reject it with that reason so the customer can ask again.') % {'format_ucny': format_ucny(over)})
         fapiao.state, fapiao.number, fapiao.pdf = FapiaoState.ISSUED, number, pdf
         fapiao.decided_by, fapiao.decided_at = (actor if getattr(actor, "pk", None) else None), db_now()
         fapiao.save(update_fields=["state", "number", "pdf", "decided_by", "decided_at"])
@@ -153,13 +153,13 @@ def fapiao_reject(*, fapiao_id, reason: str, actor=None, request=None) -> Fapiao
     """Operators: refuse a request with the reason the customer sees; its amount can be invoiced again."""
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationFailed("Say why the fapiao is rejected.", details={"reason": ["The customer sees this."]})
+        raise ValidationFailed(gettext("Say why the fapiao is rejected."), details={"reason": [gettext("The customer sees this.")]})
     with transaction.atomic():
         fapiao = _locked(fapiao_id)
         if fapiao.state == FapiaoState.REJECTED:
             return fapiao
         if fapiao.state != FapiaoState.REQUESTED:
-            raise InvalidState(f"This fapiao is {fapiao.state}; only a request can be rejected.")
+            raise InvalidState(gettext('This fapiao is %(state)s; only a request can be rejected.') % {'state': fapiao.state})
         fapiao.state, fapiao.reason = FapiaoState.REJECTED, reason[:300]
         fapiao.decided_by, fapiao.decided_at = (actor if getattr(actor, "pk", None) else None), db_now()
         fapiao.save(update_fields=["state", "reason", "decided_by", "decided_at"])

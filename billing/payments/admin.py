@@ -3,6 +3,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext, gettext_lazy
 
 from billing.models_payments import UCNY_PER_FEN, StripeEvent, TopUp
 from core.admin import cny_display
@@ -15,7 +16,7 @@ from .services import topup_refund
 class RefundForm(forms.Form):
     """How much of the captured amount to give back, in CNY with at most 2 decimals."""
 
-    amount = forms.CharField(label="Amount (CNY)", help_text='e.g. "30.00"; at most what remains refundable.')
+    amount = forms.CharField(label=gettext_lazy("Amount (CNY)"), help_text=gettext_lazy('e.g. "30.00"; at most what remains refundable.'))
 
     def clean_amount(self) -> int:
         try:
@@ -23,7 +24,7 @@ class RefundForm(forms.Form):
         except MoneyError as exc:
             raise forms.ValidationError(str(exc)) from exc
         if ucny <= 0:
-            raise forms.ValidationError("The amount must be positive.")
+            raise forms.ValidationError(gettext("The amount must be positive."))
         return ucny // UCNY_PER_FEN
 
 

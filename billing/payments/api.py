@@ -1,5 +1,6 @@
 """Top-up API and the Stripe webhook (SPEC §4 Payments, §5); routes appended to billing/api/urls.py."""
 from django.urls import path
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.permissions import AllowAny
@@ -22,7 +23,7 @@ PENDING = (TopUpState.CREATED, TopUpState.PROCESSING, TopUpState.FAILED)
 
 
 class TopUpCreateSerializer(StrictSerializer):
-    amount = MoneyField(help_text='CNY as a decimal string with at most 2 significant decimals, e.g. "100.00".')
+    amount = MoneyField(help_text=gettext_lazy('CNY as a decimal string with at most 2 significant decimals, e.g. "100.00".'))
 
 
 class TopUpSerializer(serializers.ModelSerializer):

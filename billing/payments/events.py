@@ -15,6 +15,7 @@ import uuid
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from billing.choices import AccountKind, TransferCode
 from billing.fapiao.services import fapiao_refund_flag
@@ -49,15 +50,15 @@ def stripe_event_verify(*, payload: bytes, signature: str | None) -> dict:
     except (stripe.SignatureVerificationError, UnicodeDecodeError) as exc:
         # stripe-python decodes the body as UTF-8 before checking; Stripe only signs UTF-8 JSON, so a body
         # that does not decode cannot carry a valid signature: refused (and counted) like a forged one.
-        raise ValidationFailed("The Stripe signature is invalid or too old.",
-                               details={"Stripe-Signature": ["Invalid or expired signature."]}) from exc
+        raise ValidationFailed(gettext("The Stripe signature is invalid or too old."),
+                               details={"Stripe-Signature": [gettext("Invalid or expired signature.")]}) from exc
     try:
         event = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ValidationFailed("The event body is not JSON.", details={"body": ["Malformed JSON."]}) from exc
+        raise ValidationFailed(gettext("The event body is not JSON."), details={"body": [gettext("Malformed JSON.")]}) from exc
     if not (isinstance(event, dict) and isinstance(event.get("id"), str) and isinstance(event.get("type"), str)
             and isinstance(event.get("data"), dict) and isinstance(event["data"].get("object"), dict)):
-        raise ValidationFailed("The event lacks id, type or data.object.", details={"body": ["Not a Stripe event."]})
+        raise ValidationFailed(gettext("The event lacks id, type or data.object."), details={"body": [gettext("Not a Stripe event.")]})
     return event
 
 

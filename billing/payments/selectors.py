@@ -1,5 +1,6 @@
 """Reads for top-ups, always scoped to one organization (another tenant's id → 404)."""
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext
 
 from billing.choices import AccountKind
 from billing.models import Account
@@ -19,7 +20,7 @@ def topup_get(*, org, id) -> TopUp:
     except (ValidationError, ValueError):
         topup = None
     if topup is None:
-        raise NotFoundError("Top-up not found.")
+        raise NotFoundError(gettext("Top-up not found."))
     return topup
 
 

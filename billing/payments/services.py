@@ -8,6 +8,7 @@ import logging
 
 from django.conf import settings
 from django.db import models, transaction
+from django.utils.translation import gettext
 
 from billing.models_payments import UCNY_PER_FEN, TopUp, TopUpState
 from core.errors import InvalidState, ServiceUnavailable, ValidationFailed
@@ -26,13 +27,12 @@ DEV_API_KEY = "sk_test_cardmix_dev"  # settings' embedded default: no Stripe acc
 def topup_amount_validate(amount: int) -> int:
     """The amount in fen, or ValidationFailed (sub-fen precision, outside TOPUP_MIN/MAX)."""
     if amount % UCNY_PER_FEN:
-        raise ValidationFailed("The amount must be a whole number of fen.",
-                               details={"amount": ["Sub-fen precision is not allowed (at most 2 decimals)."]})
+        raise ValidationFailed(gettext("The amount must be a whole number of fen."),
+                               details={"amount": [gettext("Sub-fen precision is not allowed (at most 2 decimals).")]})
     if amount < settings.TOPUP_MIN_UCNY or amount > settings.TOPUP_MAX_UCNY:
         raise ValidationFailed(
-            "The amount is out of range.",
-            details={"amount": [f"Top up between {format_ucny(settings.TOPUP_MIN_UCNY)} and "
-                                f"{format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
+            gettext("The amount is out of range."),
+            details={"amount": [gettext('Top up between %(format_ucny)s and %(format_ucny2)s CNY.') % {'format_ucny': format_ucny(settings.TOPUP_MIN_UCNY), 'format_ucny2': format_ucny(settings.TOPUP_MAX_UCNY)}]})
     return amount // UCNY_PER_FEN
 
 
@@ -42,9 +42,9 @@ def payments_unavailable() -> str:
     if settings.STRIPE_STANDIN or settings.STRIPE_API_BASE:
         return ""
     if settings.STRIPE_API_KEY == DEV_API_KEY:
-        return ("Payments are not set up on this server: it runs with the built-in development keys and no Stripe "
-                "stand-in. `make run` starts a local one (localstripe); an operator sets STRIPE_API_KEY and "
-                "STRIPE_PUBLISHABLE_KEY for real payments.")
+        return gettext("Payments are not set up on this server: it runs with the built-in development keys and no "
+                       "Stripe stand-in. `make run` starts a local one (localstripe); an operator sets STRIPE_API_KEY "
+                       "and STRIPE_PUBLISHABLE_KEY for real payments.")
     return ""
 
 
@@ -95,7 +95,7 @@ def topup_intent_create(topup: TopUp) -> TopUp:
                               "stripe_request_id": getattr(exc, "request_id", None)})
         TopUp.objects.filter(pk=topup.pk).update(state=TopUpState.FAILED,
                                                  failure_message="The payment provider did not answer.")
-        raise ServiceUnavailable("The payment provider is unavailable; retry shortly.") from exc
+        raise ServiceUnavailable(gettext("The payment provider is unavailable; retry shortly.")) from exc
     TopUp.objects.filter(pk=topup.pk).update(stripe_payment_intent_id=intent.id,
                                              client_secret=intent.client_secret or "")
     topup.refresh_from_db()
@@ -110,16 +110,16 @@ def topup_refund(*, topup_id, amount_fen: int, actor=None, request=None) -> TopU
     cumulative amount requested, so a retry after a lost response returns the same refund.
     """
     if not isinstance(amount_fen, int) or isinstance(amount_fen, bool) or amount_fen <= 0:
-        raise ValidationFailed("The refund amount must be positive.", details={"amount": ["Must be > 0 fen."]})
+        raise ValidationFailed(gettext("The refund amount must be positive."), details={"amount": [gettext("Must be > 0 fen.")]})
     with transaction.atomic():
         topup = TopUp.objects.select_for_update(of=("self",)).select_related("organization").get(pk=topup_id)
         if topup.credited_at is None or not topup.stripe_payment_intent_id:
-            raise InvalidState("Only a top-up whose payment succeeded can be refunded.")
+            raise InvalidState(gettext("Only a top-up whose payment succeeded can be refunded."))
         remaining = topup.refundable_fen
         if amount_fen > remaining:
             raise ValidationFailed(
-                "The refund is larger than what remains of the captured amount.",
-                details={"amount": [f"At most {format_ucny(remaining * UCNY_PER_FEN)} CNY can be refunded."]})
+                gettext("The refund is larger than what remains of the captured amount."),
+                details={"amount": [gettext('At most %(format_ucny)s CNY can be refunded.') % {'format_ucny': format_ucny(remaining * UCNY_PER_FEN)}]})
         requested_after = max(topup.refunded_fen, topup.refund_requested_fen) + amount_fen
         stripe = stripe_api()
         try:
@@ -133,7 +133,7 @@ def topup_refund(*, topup_id, amount_fen: int, actor=None, request=None) -> TopU
             logger.warning("stripe refund create failed",
                            extra={"topup": str(topup.pk), "error": type(exc).__name__,
                                   "stripe_request_id": getattr(exc, "request_id", None)})
-            raise ServiceUnavailable("The payment provider refused or did not answer; retry shortly.") from exc
+            raise ServiceUnavailable(gettext("The payment provider refused or did not answer; retry shortly.")) from exc
         topup.refund_requested_fen = requested_after
         topup.save(update_fields=["refund_requested_fen", "updated_at"])
         audit_record(action="topup.refund", org=topup.organization, actor=actor, target=topup, request=request,

@@ -4,6 +4,7 @@ Credit limits are edited on the ledger's BillingProfile admin (billing/admin.py,
 from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext, gettext_lazy
 
 from core.admin import ReadOnlyAdmin, cny_display, cny_fields
 from core.errors import ServiceError
@@ -15,7 +16,7 @@ from .sponsorship import sponsorship_approve, sponsorship_reject
 
 class DecisionForm(forms.Form):
     note = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 60}), required=False,
-                           help_text="Shown to the customer.")
+                           help_text=gettext_lazy("Shown to the customer."))
 
 
 def _decide(modeladmin, request, queryset, *, action: str, service, title: str, button: str, explanation: str):
@@ -59,14 +60,14 @@ class SponsorshipProposalAdmin(admin.ModelAdmin):
     @admin.action(description="Approve and grant the card-hours at list price")
     def approve(self, request, queryset):
         return _decide(self, request, queryset.filter(state=SponsorshipState.SUBMITTED), action="approve",
-                       service=sponsorship_approve, title="Approve sponsorship proposals", button="Approve and grant",
+                       service=sponsorship_approve, title=gettext("Approve sponsorship proposals"), button="Approve and grant",
                        explanation="Each approval grants card-hours × the accelerator's current on-demand list "
                                    "price into the organization's grant account, once.")
 
     @admin.action(description="Reject with a note")
     def reject(self, request, queryset):
         return _decide(self, request, queryset.filter(state=SponsorshipState.SUBMITTED), action="reject",
-                       service=sponsorship_reject, title="Reject sponsorship proposals", button="Reject",
+                       service=sponsorship_reject, title=gettext("Reject sponsorship proposals"), button="Reject",
                        explanation="The note is shown to the customer.")
 
 

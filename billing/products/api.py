@@ -3,6 +3,7 @@ import json
 
 from django.http import HttpResponse
 from django.urls import path, re_path
+from django.utils.translation import gettext_lazy
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
@@ -77,7 +78,7 @@ class MonthField(serializers.DateField):
 
 class InvoiceSerializer(serializers.ModelSerializer):
     period = MonthField(format="%Y-%m")
-    amount_due = MoneyField(help_text="Cash below zero at the month's end (includes superseded invoices' debt).")
+    amount_due = MoneyField(help_text=gettext_lazy("Cash below zero at the month's end (includes superseded invoices' debt)."))
     amount_outstanding = serializers.SerializerMethodField()
     pay_amount = serializers.SerializerMethodField()
 

@@ -16,6 +16,7 @@ from datetime import timedelta
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InsufficientFunds, NotFoundError, ValidationFailed
@@ -46,17 +47,17 @@ def _org_id(org):
 def package_items_clean(items) -> tuple[list[dict], int]:
     """Validate [{accelerator, cards, rate}]; returns (items, Σ rate × cards µCNY per hour)."""
     if not isinstance(items, list) or not items:
-        raise ValidationFailed("A package needs at least one item.", details={"items": ["Must be a non-empty list."]})
+        raise ValidationFailed(gettext("A package needs at least one item."), details={"items": [gettext("Must be a non-empty list.")]})
     clean, per_hour = [], 0
     for item in items:
         try:
             accelerator, cards, rate = str(item["accelerator"]), item["cards"], item["rate"]
         except (KeyError, TypeError) as exc:
-            raise ValidationFailed("Each item needs accelerator, cards and rate.",
-                                   details={"items": ["Each item needs accelerator, cards and rate."]}) from exc
+            raise ValidationFailed(gettext("Each item needs accelerator, cards and rate."),
+                                   details={"items": [gettext("Each item needs accelerator, cards and rate.")]}) from exc
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (cards, rate)):
-            raise ValidationFailed("cards and rate must be positive integers.",
-                                   details={"items": ["cards and rate (µCNY per card-hour) must be positive integers."]})
+            raise ValidationFailed(gettext("cards and rate must be positive integers."),
+                                   details={"items": [gettext("cards and rate (µCNY per card-hour) must be positive integers.")]})
         clean.append({"accelerator": accelerator, "cards": cards, "rate": rate})
         per_hour += cards * rate
     return clean, per_hour
@@ -73,7 +74,7 @@ def _charge(package: Package) -> None:
                       code=TransferCode.PACKAGE, instance_id=package.instance_id)
     if uncharged:
         raise InsufficientFunds(
-            f"Available funds do not cover the monthly package of {format_ucny(package.amount)} CNY. Top up first.",
+            gettext('Available funds do not cover the monthly package of %(format_ucny)s CNY. Top up first.') % {'format_ucny': format_ucny(package.amount)},
             details={"required": format_ucny(package.amount)})
 
 
@@ -86,7 +87,7 @@ def package_start(*, org, instance_id, items: list[dict], renewal: str = Package
     """
     clean, per_hour = package_items_clean(items)
     if renewal not in PackageRenewal.values:
-        raise ValidationFailed("Unknown renewal choice.", details={"package_renewal": [f"One of {PackageRenewal.values}."]})
+        raise ValidationFailed(gettext("Unknown renewal choice."), details={"package_renewal": [gettext('One of %(values)s.') % {'values': PackageRenewal.values}]})
     org_id = _org_id(org)
     existing = Package.objects.filter(instance_id=instance_id).order_by("-period").first()
     if existing is not None:
@@ -124,12 +125,12 @@ def packages_current(instance_ids) -> dict:
 def package_renewal_set(*, org, instance_id, renewal: str, actor=None, request=None) -> Package:
     """Change what happens at the end of the active period (terminating an instance sets "stop")."""
     if renewal not in PackageRenewal.values:
-        raise ValidationFailed("Unknown renewal choice.", details={"package_renewal": [f"One of {PackageRenewal.values}."]})
+        raise ValidationFailed(gettext("Unknown renewal choice."), details={"package_renewal": [gettext('One of %(values)s.') % {'values': PackageRenewal.values}]})
     with transaction.atomic():
         package = (Package.objects.select_for_update()
                    .filter(organization_id=_org_id(org), instance_id=instance_id, state=PackageState.ACTIVE).first())
         if package is None:
-            raise NotFoundError("No active package for this instance.")
+            raise NotFoundError(gettext("No active package for this instance."))
         if package.renewal != renewal:
             old = package.renewal
             package.renewal = renewal
@@ -164,10 +165,8 @@ def _notice_send(package: Package) -> None:
     if emails:
         name = instance_name(org_id=package.organization_id, instance_id=package.instance_id)
         instance = f"{name} ({package.instance_id})" if name else str(package.instance_id)
-        send_mail(subject="Cardmix: your monthly package could not renew",
-                  message=(f"The monthly package of instance {instance} ended on {local_time(package.ends_at)}"
-                           f" and could not renew: available funds do not cover {format_ucny(package.amount)} CNY."
-                           f" The instance is being stopped. {STOP_KEEPS_NOTHING}"),
+        send_mail(subject=gettext("Cardmix: your monthly package could not renew"),
+                  message=(gettext('The monthly package of instance %(instance)s ended on %(local_time)s and could not renew: available funds do not cover %(format_ucny)s CNY. The instance is being stopped. %(STOP_KEEPS_NOTHING)s') % {'instance': instance, 'local_time': local_time(package.ends_at), 'format_ucny': format_ucny(package.amount), 'STOP_KEEPS_NOTHING': STOP_KEEPS_NOTHING}),
                   from_email=None, recipient_list=emails, fail_silently=True)
 
 

@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
@@ -75,7 +76,7 @@ def invoice_issue(*, org, year: int, month: int) -> Invoice:
     org_id = getattr(org, "pk", org)
     start, end = month_bounds(year, month)
     if end > db_now():
-        raise ValidationFailed("A month is invoiced after it ends.", details={"month": ["The month has not ended."]})
+        raise ValidationFailed(gettext("A month is invoiced after it ends."), details={"month": [gettext("The month has not ended.")]})
     period = date(year, month, 1)
     existing = Invoice.objects.filter(organization_id=org_id, period=period).first()
     if existing is not None:
@@ -174,22 +175,22 @@ def invoice_pay(*, org, invoice_id, actor=None, request=None) -> TopUp:
         with transaction.atomic():
             invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
             if invoice.state == InvoiceState.SUPERSEDED:
-                raise InvalidState("This invoice is included in a later month's invoice; pay that one.")
+                raise InvalidState(gettext("This invoice is included in a later month's invoice; pay that one."))
             if invoice.state != InvoiceState.OPEN:
-                raise InvalidState("This invoice is already paid.")
+                raise InvalidState(gettext("This invoice is already paid."))
             amount = invoice_pay_amount(invoice)
             if amount > settings.TOPUP_MAX_UCNY:
                 raise ValidationFailed(
-                    "This invoice is above the largest card payment; pay it by bank transfer (an operator records it).",
-                    details={"amount_due": [f"Card payments go up to {format_ucny(settings.TOPUP_MAX_UCNY)} CNY."]})
+                    gettext("This invoice is above the largest card payment; pay it by bank transfer (an operator records it)."),
+                    details={"amount_due": [gettext('Card payments go up to %(format_ucny)s CNY.') % {'format_ucny': format_ucny(settings.TOPUP_MAX_UCNY)}]})
             current = (TopUp.objects.filter(pk=invoice.topup_id, organization_id=invoice.organization_id,
                                             credited_at__isnull=True).first() if invoice.topup_id else None)
             if current is not None and current.state == TopUpState.PROCESSING:
-                raise InvalidState("A payment of this invoice is being processed.")
+                raise InvalidState(gettext("A payment of this invoice is being processed."))
             topup = None
             if current is not None and current.state == TopUpState.CREATED and not current.stripe_payment_intent_id:
                 if not _starter_gone(current, held):
-                    raise InvalidState("A payment of this invoice is being started; retry in a moment.")
+                    raise InvalidState(gettext("A payment of this invoice is being started; retry in a moment."))
                 if current.amount == amount:  # else nobody got its client secret: a new payment replaces it
                     topup = current
                     audit_record(action="invoice.pay", org=org, actor=actor, target=invoice, request=request,

@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import BigIntegerField, Case, DateTimeField, Func, OuterRef, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext
 
 from core.errors import NotFoundError
 
@@ -24,7 +25,7 @@ def sponsorship_get(*, org, id) -> SponsorshipProposal:
     except (ValidationError, ValueError):
         proposal = None
     if proposal is None:
-        raise NotFoundError("Proposal not found.")
+        raise NotFoundError(gettext("Proposal not found."))
     return proposal
 
 
@@ -87,5 +88,5 @@ def invoice_get(*, org, id) -> Invoice:
     except (ValidationError, ValueError):
         invoice = None
     if invoice is None:
-        raise NotFoundError("Invoice not found.")
+        raise NotFoundError(gettext("Invoice not found."))
     return invoice

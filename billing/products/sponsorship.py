@@ -1,5 +1,6 @@
 """Sponsorship proposals (SPEC §4): customers submit; operators approve (grant at list price, once) or reject."""
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
@@ -31,7 +32,7 @@ def sponsorship_submit(*, org, user=None, title: str, abstract: str, accelerator
     if not (abstract or "").strip():
         errors["abstract"] = ["This field may not be blank."]
     if errors:
-        raise ValidationFailed("The proposal is incomplete.", details=errors)
+        raise ValidationFailed(gettext("The proposal is incomplete."), details=errors)
     with transaction.atomic():
         proposal = SponsorshipProposal.objects.create(
             organization=org, submitted_by=user if getattr(user, "pk", None) else None, title=title.strip(),
@@ -45,7 +46,7 @@ def _lock(proposal_id) -> SponsorshipProposal:
     proposal = (SponsorshipProposal.objects.select_for_update(of=("self",)).select_related("organization")
                 .filter(pk=proposal_id).first())
     if proposal is None:
-        raise NotFoundError("Proposal not found.")
+        raise NotFoundError(gettext("Proposal not found."))
     return proposal
 
 
@@ -59,7 +60,7 @@ def sponsorship_approve(*, proposal_id, actor=None, note: str = "", request=None
         if proposal.state == SponsorshipState.APPROVED:
             return proposal
         if proposal.state == SponsorshipState.REJECTED:
-            raise InvalidState("This proposal was rejected; it cannot be approved.")
+            raise InvalidState(gettext("This proposal was rejected; it cannot be approved."))
         on_demand, _monthly = current_price(proposal.accelerator)
         amount = proposal.card_hours * on_demand
         grant_credit(org=proposal.organization, amount=amount, key=f"grant:{proposal.pk}", grant_ref=str(proposal.pk),
@@ -84,7 +85,7 @@ def sponsorship_reject(*, proposal_id, actor=None, note: str = "", request=None)
         if proposal.state == SponsorshipState.REJECTED:
             return proposal
         if proposal.state == SponsorshipState.APPROVED:
-            raise InvalidState("This proposal was approved and granted; it cannot be rejected.")
+            raise InvalidState(gettext("This proposal was approved and granted; it cannot be rejected."))
         proposal.state = SponsorshipState.REJECTED
         proposal.staff_note = note or proposal.staff_note
         proposal.decided_by = actor if getattr(actor, "pk", None) else None

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncMonth
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import NotFoundError, ValidationFailed
@@ -35,14 +36,14 @@ def month_parse(text: str) -> tuple[int, int]:
     """"2025-03" → (2025, 3), or ValidationFailed."""
     m = MONTH_RE.match(text or "")
     if not m or not 1 <= int(m.group(2)) <= 12 or int(m.group(1)) < 2000:
-        raise ValidationFailed("The month must look like YYYY-MM.", details={"month": ["Use YYYY-MM, e.g. 2025-03."]})
+        raise ValidationFailed(gettext("The month must look like YYYY-MM."), details={"month": [gettext("Use YYYY-MM, e.g. 2025-03.")]})
     return int(m.group(1)), int(m.group(2))
 
 
 def month_start(year: int, month: int) -> datetime:
     """The month's first instant in the billing time zone (aware); ValidationFailed before 2000 or after 9999."""
     if not (isinstance(year, int) and isinstance(month, int) and 2000 <= year <= 9999 and 1 <= month <= 12):
-        raise ValidationFailed("The month is out of range.", details={"month": ["No such month."]})
+        raise ValidationFailed(gettext("The month is out of range."), details={"month": [gettext("No such month.")]})
     return datetime(year, month, 1, tzinfo=billing_tz())
 
 
@@ -52,7 +53,7 @@ def month_bounds(year: int, month: int) -> tuple[datetime, datetime]:
     9999-12 has no representable end (datetime stops at year 9999): ValidationFailed, never a 500."""
     start = month_start(year, month)
     if (year, month) >= (9999, 12):
-        raise ValidationFailed("The month is out of range.", details={"month": ["No such month."]})
+        raise ValidationFailed(gettext("The month is out of range."), details={"month": [gettext("No such month.")]})
     return start, month_start(year + (month == 12), month % 12 + 1)
 
 
@@ -127,7 +128,7 @@ def statement_build(*, org, month: str, now=None) -> Statement:
     year, mon = month_parse(month)
     # Before month_bounds: a future month is a 404, even one whose end is not representable (9999-12).
     if month_start(year, mon) > (now or db_now()):
-        raise NotFoundError("There is no statement for a month that has not begun.")
+        raise NotFoundError(gettext("There is no statement for a month that has not begun."))
     start, end = month_bounds(year, mon)
     org_id = getattr(org, "pk", org)
     accounts = _org_accounts(org_id)  # {account id: kind}

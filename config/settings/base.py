@@ -60,9 +60,11 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "core.middleware.RequestIdMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",  # i18n: language cookie, then Accept-Language
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "tenancy.middleware.UserLanguageMiddleware",  # i18n: a logged-in user's own language comes first
     "tenancy.middleware.CurrentOrganizationMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "tenancy.middleware.MfaRequiredMiddleware",  # an organization that requires MFA: enrol first
@@ -86,6 +88,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "tenancy.context_processors.current_organization",
@@ -129,7 +132,11 @@ LOGIN_URL = "console:login"
 LOGIN_REDIRECT_URL = "console:dashboard"
 LOGOUT_REDIRECT_URL = "console:landing"
 
-LANGUAGE_CODE = "en-us"
+# --- i18n: English and Simplified Chinese (locale/, `make messages`). The language is the user's own setting
+# (tenancy.User.language), else the language cookie the header's switch sets, else Accept-Language, else English.
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]  # each named in its own language, as the switch shows them
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -4,9 +4,11 @@ import re
 from datetime import datetime
 
 from django import template
+from django.utils.translation import gettext, gettext_lazy
 
 from billing.choices import TransferCode
 from billing.zone import billing_tz, local_time, zone_label
+from provisioning.choices import InstanceState
 
 from ..catalog_names import VENDOR_NAMES
 from ..money_text import fen, per_second, rate
@@ -16,7 +18,7 @@ from ..state_reasons import terminate_warning as _terminate_warning
 
 register = template.Library()
 
-ACCOUNT_LABELS = {"trial": "Trial credit", "compensation": "Compensation", "grant": "Grant", "cash": "Cash"}
+ACCOUNT_LABELS = {"trial": gettext_lazy("Trial credit"), "compensation": gettext_lazy("Compensation"), "grant": gettext_lazy("Grant"), "cash": gettext_lazy("Cash")}
 
 
 # Money: plain formatters in console/money_text.py (service_text uses them too).
@@ -44,6 +46,14 @@ def transfer_label(code):
 
 
 @register.filter
+def state_word(state):
+    """running → "running" in English, "运行中" in Chinese: an instance state as a word of the page's language."""
+    if state not in InstanceState.values:
+        return state or ""
+    return str(InstanceState(state).label).lower()
+
+
+@register.filter
 def reason(text, kind=""):
     """An instance's state reason, or an event's, as a sentence: "create: placed" → "Cards placed; the machine is
     being prepared." (display only; the API keeps the reason). `|reason:instance.kind`: some read differently for
@@ -58,12 +68,14 @@ def duration(seconds):
         return "—"
     seconds = int(seconds)
     if seconds < 60:
-        return f"{seconds} s"
+        return gettext("%(seconds)d s") % {"seconds": seconds}
     minutes, _ = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     if hours >= 48:
-        return f"{hours // 24} days {hours % 24} h"
-    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
+        return gettext("%(days)d days %(hours)d h") % {"days": hours // 24, "hours": hours % 24}
+    if hours:
+        return gettext("%(hours)d h %(minutes)02d min") % {"hours": hours, "minutes": minutes}
+    return gettext("%(minutes)d min") % {"minutes": minutes}
 
 
 # --- times: the console shows every time in the billing time zone (where statement days and months and the spend

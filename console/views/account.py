@@ -14,6 +14,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -80,7 +81,7 @@ def check_email(request):
         if _throttled(request, SignupRateThrottle):
             return _too_many(request)
         verification_email_send(request.user)
-        messages.info(request, "We sent the verification link again.")
+        messages.info(request, gettext("We sent the verification link again."))
         return redirect("console:check_email")
     return render(request, "console/account/check_email.html")
 
@@ -153,9 +154,9 @@ def organization_switch(request):
     try:
         membership = services.organization_switch(request=request, org_id=request.POST.get("organization", ""))
     except (Http404, DjangoValidationError):  # not a member, or not an id at all
-        messages.error(request, "You are not a member of that organization.")
+        messages.error(request, gettext("You are not a member of that organization."))
         return redirect("console:organizations")
-    messages.success(request, f"Now working in {membership.organization.name}.")
+    messages.success(request, gettext('Now working in %(name)s.') % {'name': membership.organization.name})
     return redirect("console:dashboard")
 
 
@@ -166,7 +167,7 @@ class InviteForm(forms.Form):
 
 def _membership_or_redirect(request):
     if request.membership is None:
-        messages.error(request, "You are not a member of any organization.")
+        messages.error(request, gettext("You are not a member of any organization."))
         return None
     return request.membership
 
@@ -183,7 +184,7 @@ def members(request):
     form.fields["role"].choices = roles
     if request.method == "POST":
         if not can_manage:
-            messages.error(request, "Your role does not allow managing members.")
+            messages.error(request, gettext("Your role does not allow managing members."))
             return redirect("console:members")
         if form.is_valid():
             try:
@@ -191,7 +192,7 @@ def members(request):
             except ServiceError as exc:
                 form_errors_add(form, exc)
             else:
-                messages.success(request, f"Added {form.cleaned_data['email']}.")
+                messages.success(request, gettext('Added %(cleaned_data)s.') % {'cleaned_data': form.cleaned_data['email']})
                 return redirect("console:members")
     members = list(selectors.member_list(org=request.org))
     owners = sum(1 for m in members if m.role == Role.OWNER)
@@ -221,7 +222,7 @@ def member_update(request, id):
     try:
         services.member_role_change(actor_membership=request.membership, membership=target,
                                     role=request.POST.get("role", ""), request=request)
-        messages.success(request, f"{target.user.email} is now {request.POST.get('role')}.")
+        messages.success(request, gettext('%(email)s is now %(get)s.') % {'email': target.user.email, 'get': request.POST.get('role')})
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("console:members")
@@ -236,22 +237,22 @@ def member_remove(request, id):
     target = selectors.member_get(org=request.org, id=id)  # another organization's member: 404
     if request.method == "GET":
         if not _can_manage_member(request, target):
-            raise PermissionDenied("Your role does not allow removing this member.")
+            raise PermissionDenied(gettext("Your role does not allow removing this member."))
         if target.role == Role.OWNER and not selectors.member_list(org=request.org).filter(
                 role=Role.OWNER).exclude(pk=target.pk).exists():
-            messages.error(request, "The organization's last owner cannot be removed: make another member an owner "
-                                    "first.")
+            messages.error(request, gettext("The organization's last owner cannot be removed: make another member an owner "
+                                    "first."))
             return redirect("console:members")
-        return confirm_page(request, title=f"Remove {target.user.email} from {request.org.name}?", label="Remove",
+        return confirm_page(request, title=gettext('Remove %(email)s from %(name)s?') % {'email': target.user.email, 'name': request.org.name}, label=gettext("Remove"),
                             cancel=reverse("console:members"),
-                            detail="They lose access to the organization at once and their API tokens in it are "
-                                   "revoked. You can add them again later.")
+                            detail=gettext("They lose access to the organization at once and their API tokens in it are "
+                                   "revoked. You can add them again later."))
     try:  # the service checks the role (and the last owner) under the organization's lock
         services.member_remove(actor_membership=request.membership, membership=target, request=request)
     except ServiceError as exc:
         messages.error(request, exc.message)
         return _back_to(request, "console:members")
-    messages.success(request, f"Removed {target.user.email}.")
+    messages.success(request, gettext('Removed %(email)s.') % {'email': target.user.email})
     if target.user_id == request.user.id:  # left the organization: its members page is gone
         return _back_to(request, "console:dashboard")
     return _back_to(request, "console:members")
@@ -264,7 +265,7 @@ class TokenForm(forms.Form):
     # Read by default: a token made for a dashboard or a script that only looks should not be able to create.
     scope = forms.ChoiceField(choices=TokenScope.choices, initial=TokenScope.READ)
     expires_at = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}),
-                                 help_text="Optional: the token stops working at 00:00 on this day.")
+                                 help_text=gettext_lazy("Optional: the token stops working at 00:00 on this day."))
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -276,7 +277,7 @@ class TokenForm(forms.Form):
         if day is None:
             return None
         if day <= _today():
-            raise forms.ValidationError("Pick a day after today (the token stops working at 00:00 that day).")
+            raise forms.ValidationError(gettext("Pick a day after today (the token stops working at 00:00 that day)."))
         return datetime.combine(day, time.min, tzinfo=billing_tz())
 
 
@@ -313,12 +314,12 @@ def token_revoke(request, id):
         return redirect("console:dashboard")
     token = selectors.token_get(org=request.org, user=request.user, id=id)
     if request.method == "GET":
-        return confirm_page(request, title=f"Revoke the token {token.name} ({token.prefix}…)?", label="Revoke",
+        return confirm_page(request, title=gettext('Revoke the token %(name)s (%(prefix)s…)?') % {'name': token.name, 'prefix': token.prefix}, label=gettext("Revoke"),
                             cancel=reverse("console:tokens"),
-                            detail="Scripts and tools that use it stop working at once; a revoked token cannot "
-                                   "be restored.")
+                            detail=gettext("Scripts and tools that use it stop working at once; a revoked token cannot "
+                                   "be restored."))
     services.token_revoke(token=token, actor=request.user, request=request)
-    messages.success(request, f"Revoked {token.name} ({token.prefix}…).")
+    messages.success(request, gettext('Revoked %(name)s (%(prefix)s…).') % {'name': token.name, 'prefix': token.prefix})
     return _back_to(request, "console:tokens")
 
 
@@ -327,21 +328,21 @@ def token_revoke(request, id):
 class SshKeyForm(forms.Form):
     name = no_maxlength(forms.CharField(max_length=100))
     public_key = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
-                                 help_text="Paste the contents of your .pub file…")
-    key_file = forms.FileField(required=False, help_text="…or upload it.")
+                                 help_text=gettext_lazy("Paste the contents of your .pub file…"))
+    key_file = forms.FileField(required=False, help_text=gettext_lazy("…or upload it."))
 
     def clean(self):
         data = super().clean()
         upload = data.get("key_file")
         if upload:
             if upload.size > SSH_UPLOAD_MAX_BYTES:
-                raise forms.ValidationError("The file is too large for a public key.")
+                raise forms.ValidationError(gettext("The file is too large for a public key."))
             try:
                 data["public_key"] = upload.read().decode("utf-8").strip()
             except UnicodeDecodeError:
-                raise forms.ValidationError("The file is not a text public key.") from None
+                raise forms.ValidationError(gettext("The file is not a text public key.")) from None
         if not data.get("public_key"):
-            raise forms.ValidationError("Paste a public key or upload a .pub file.")
+            raise forms.ValidationError(gettext("Paste a public key or upload a .pub file."))
         return data
 
 
@@ -357,7 +358,7 @@ def ssh_keys(request):
     can_manage = _can_manage_ssh_keys(request)
     if request.method == "POST":
         if not can_manage:
-            messages.error(request, "Your role does not allow adding SSH keys.")
+            messages.error(request, gettext("Your role does not allow adding SSH keys."))
             return redirect("console:ssh_keys")
         if form.is_valid():
             try:
@@ -366,7 +367,7 @@ def ssh_keys(request):
             except ServiceError as exc:
                 form_errors_add(form, exc)
             else:
-                messages.success(request, "SSH key added.")
+                messages.success(request, gettext("SSH key added."))
                 return redirect("console:ssh_keys")
     return render(request, "console/account/ssh_keys.html",
                   {"keys": selectors.ssh_key_list(user=request.user), "form": form, "can_manage": can_manage})
@@ -378,13 +379,12 @@ def ssh_key_delete(request, id):
     """POST deletes one's key; GET is the confirmation page its Delete button leads to without JavaScript."""
     key = selectors.ssh_key_get(user=request.user, id=id)
     if not _can_manage_ssh_keys(request):
-        messages.error(request, "Your role does not allow deleting SSH keys.")
+        messages.error(request, gettext("Your role does not allow deleting SSH keys."))
         return _back_to(request, "console:ssh_keys")
     if request.method == "GET":
-        return confirm_page(request, title=f"Delete the SSH key {key.name}?", label="Delete",
+        return confirm_page(request, title=gettext('Delete the SSH key %(name)s?') % {'name': key.name}, label=gettext("Delete"),
                             cancel=reverse("console:ssh_keys"),
-                            detail=f"Fingerprint {key.fingerprint}. Instances that already have it keep it; "
-                                   "new instances cannot use it.")
+                            detail=gettext('Fingerprint %(fingerprint)s. Instances that already have it keep it; new instances cannot use it.') % {'fingerprint': key.fingerprint})
     services.ssh_key_delete(key=key, actor=request.user, org=request.org, request=request)
-    messages.success(request, f"Deleted {key.name}.")
+    messages.success(request, gettext('Deleted %(name)s.') % {'name': key.name})
     return _back_to(request, "console:ssh_keys")

@@ -125,7 +125,7 @@ def ledger_day(request, instance_id, day):
     try:
         on = date.fromisoformat(day)
     except ValueError:
-        raise Http404("No such day.") from None
+        raise Http404(gettext("No such day.")) from None
     tz = ZoneInfo(settings.BILLING_TIME_ZONE)
     lines = list(transfer_day_lines(org=org, instance_id=instance.pk, day=on, tz=tz))
     for t in lines:  # a posting's charge, all its sources together (what each source paid is in the ledger)

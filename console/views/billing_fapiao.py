@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from billing.fapiao.api import fapiao_pdf_response
@@ -20,16 +21,16 @@ from .access import or_404, require_capability, require_write
 
 class FapiaoForm(forms.Form):
     kind = forms.ChoiceField(choices=FapiaoKind.choices, widget=forms.RadioSelect, initial=FapiaoKind.NORMAL)
-    amount = forms.CharField(label="Amount (CNY)", max_length=20, help_text='Whole fen, e.g. "300.00".')
-    title = forms.CharField(label="Buyer (抬头)", max_length=100)
-    taxpayer_id = forms.CharField(label="Taxpayer id (统一社会信用代码)", max_length=18, required=False,
-                                  help_text="18 characters; required for a 专用 fapiao and for companies.")
-    address = forms.CharField(label="Registered address", max_length=200, required=False)
-    phone = forms.CharField(label="Registered phone", max_length=30, required=False)
-    bank_name = forms.CharField(label="Bank", max_length=100, required=False)
-    bank_account = forms.CharField(label="Bank account", max_length=40, required=False)
-    email = forms.EmailField(label="Send the e-fapiao to", required=False)
-    note = forms.CharField(max_length=200, required=False)
+    amount = forms.CharField(label=gettext_lazy("Amount (CNY)"), max_length=20, help_text=gettext_lazy('Whole fen, e.g. "300.00".'))
+    title = forms.CharField(label=gettext_lazy("Buyer (抬头)"), max_length=100)
+    taxpayer_id = forms.CharField(label=gettext_lazy("Taxpayer id (统一社会信用代码)"), max_length=18, required=False,
+                                  help_text=gettext_lazy("18 characters; required for a 专用 fapiao and for companies."))
+    address = forms.CharField(label=gettext_lazy("Registered address"), max_length=200, required=False)
+    phone = forms.CharField(label=gettext_lazy("Registered phone"), max_length=30, required=False)
+    bank_name = forms.CharField(label=gettext_lazy("Bank"), max_length=100, required=False)
+    bank_account = forms.CharField(label=gettext_lazy("Bank account"), max_length=40, required=False)
+    email = forms.EmailField(label=gettext_lazy("Send the e-fapiao to"), required=False)
+    note = forms.CharField(label=gettext_lazy("Note"), max_length=200, required=False)
 
     def clean_amount(self):
         try:
@@ -53,8 +54,7 @@ def fapiao_page(request):
             except ServiceError as exc:
                 attach_service_error(form, exc)
             else:
-                messages.success(request, f"Fapiao requested for {format_fen(fapiao.amount)}; you get an email "
-                                          "when it is issued.")
+                messages.success(request, gettext('Fapiao requested for %(format_fen)s; you get an email when it is issued.') % {'format_fen': format_fen(fapiao.amount)})
                 return redirect("console:billing_fapiao")
     return render(request, "console/billing/fapiao.html", {
         "rows": list(fapiao_list(org=request.org)[:200]), "figures": figures, "form": form,
@@ -72,7 +72,7 @@ def fapiao_cancel_view(request, id):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Request for {fapiao.title} ({format_fen(fapiao.amount)}) cancelled.")
+        messages.success(request, gettext('Request for %(title)s (%(format_fen)s) cancelled.') % {'title': fapiao.title, 'format_fen': format_fen(fapiao.amount)})
     return redirect("console:billing_fapiao")
 
 

@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
 
 from billing.products import selectors
 from billing.products.postpaid import invoice_pay_amount
@@ -88,7 +89,7 @@ def sponsorships(request):
                     for msg in msgs:
                         form.add_error(field if field in form.fields else None, msg)
             else:
-                messages.success(request, "Proposal submitted; operators will review it.")
+                messages.success(request, gettext("Proposal submitted; operators will review it."))
                 return redirect("console:billing_sponsorships")
     proposals = list(selectors.sponsorship_list(org=request.org)[:200])
     names = accelerator_names(p.accelerator for p in proposals) if proposals else {}

@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 
 from billing.models_payments import UCNY_PER_FEN
 from billing.models_products import InvoiceState
@@ -24,7 +25,7 @@ SETTLED = ("succeeded", "refunded")
 def _membership_or_404(request, capability: str):
     membership = getattr(request, "membership", None)
     if membership is None or not role_can(membership.role, capability):
-        raise Http404("No billing access in this organization.")
+        raise Http404(gettext("No billing access in this organization."))
     return membership
 
 
@@ -35,8 +36,8 @@ def _invoice_to_pay(request, invoice_id) -> dict | None:
     except NotFoundError as exc:
         raise Http404(str(exc)) from exc
     if invoice.state != InvoiceState.OPEN:
-        messages.info(request, "That invoice is included in a later month's invoice; pay that one."
-                      if invoice.state == InvoiceState.SUPERSEDED else "That invoice is already paid.")
+        messages.info(request, gettext("That invoice is included in a later month's invoice; pay that one.")
+                      if invoice.state == InvoiceState.SUPERSEDED else gettext("That invoice is already paid."))
         return None
     amount = invoice_pay_amount(invoice)
     return {"invoice": invoice, "invoice_amount": amount, "invoice_surplus": amount - invoice_due_in_fen(invoice),

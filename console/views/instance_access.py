@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from core.errors import NotFoundError, ServiceError
@@ -109,7 +110,7 @@ def instance_port_add_view(request, instance_id):
     _instance_for_write(request, instance_id)
     form = PortAddForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Port: a number from 1 to 65535, and a name of at most 40 characters.")
+        messages.error(request, gettext("Port: a number from 1 to 65535, and a name of at most 40 characters."))
         return _back(instance_id)
     try:
         instance_port_add(org=request.org, instance_id=instance_id, port=form.cleaned_data["port"],
@@ -137,7 +138,7 @@ def instance_port_share_view(request, instance_id, port):
     _instance_for_write(request, instance_id)
     form = PortShareForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Expiry: from 1 hour to 30 days.")
+        messages.error(request, gettext("Expiry: from 1 hour to 30 days."))
         return _back(instance_id)
     try:
         share, secret = port_share_create(org=request.org, instance_id=instance_id, port=port, actor=request.user,

@@ -2,6 +2,8 @@
 readiness bars and topology — each fetched once per page, never per row."""
 from dataclasses import dataclass
 
+from django.utils.translation import gettext, gettext_lazy, ngettext
+
 from billing.selectors import sla_compensation_total
 from core.dbclock import db_now
 from provisioning import selectors
@@ -16,12 +18,12 @@ from ..state_reasons import reason_for_people
 # Polling: fast while something is changing, slow while running (only the cost moves), none when settled.
 POLL_FAST, POLL_RUNNING = "every 2s", "every 10s"
 SETTLED = frozenset({S.TERMINATED, S.FAILED, S.STOPPED})
-INTRA_NODE_FABRIC = {"nvidia": "NVLink / NVSwitch", "huawei": "HCCS"}
-ACTIONS = (("stop", S.STOPPING, "Stop", ""), ("start", S.STARTING, "Start", "primary"),
-           ("terminate", S.TERMINATING, "Terminate", "danger"))
-STEPS = ((S.PROVISIONING, "Cards placed, machine being prepared"),
-         (S.CHECKING, "Interconnect readiness test"),
-         (S.RUNNING, "Running — billing started"))
+INTRA_NODE_FABRIC = {"nvidia": gettext_lazy("NVLink / NVSwitch"), "huawei": "HCCS"}
+ACTIONS = (("stop", S.STOPPING, gettext_lazy("Stop"), ""), ("start", S.STARTING, gettext_lazy("Start"), "primary"),
+           ("terminate", S.TERMINATING, gettext_lazy("Terminate"), "danger"))
+STEPS = ((S.PROVISIONING, gettext_lazy("Cards placed, machine being prepared")),
+         (S.CHECKING, gettext_lazy("Interconnect readiness test")),
+         (S.RUNNING, gettext_lazy("Running — billing started")))
 
 
 def poll_trigger(instance) -> str:
@@ -49,10 +51,10 @@ def decorate(instances, *, can_write: bool) -> list:
         inst.actions = [(name, label, style) for name, target, label, style in ACTIONS
                         if can_write and inst.can_become(target)]
         if inst.state == S.WAITLISTED:  # terminating a waiting request only takes it out of the queue
-            inst.actions = [(n, "Leave the waitlist" if n == "terminate" else label, style)
+            inst.actions = [(n, gettext("Leave the waitlist") if n == "terminate" else label, style)
                             for n, label, style in inst.actions]
         if can_write and inst.state == S.FAILED:  # not a transition: a new instance with the same request
-            inst.actions.insert(0, ("retry", "Retry as a new instance", "primary"))
+            inst.actions.insert(0, ("retry", gettext("Retry as a new instance"), "primary"))
         inst.may_start = can_write  # the console only suggests starting to a role that may
         # The API lists a group's endpoint until the group is released; a machine being stopped or torn down is
         # no longer one to log into, so the console offers no command for it.
@@ -82,10 +84,10 @@ def progress(instance, events) -> list[Step]:
     for event in run:
         reached.setdefault(event.to_state, event.created_at)
     first = run[0] if run else None
-    steps = [Step("Start requested" if first and first.reason == "start requested" else "Request accepted",
+    steps = [Step(gettext("Start requested") if first and first.reason == "start requested" else gettext("Request accepted"),
                   "done", first.created_at if first else None)]
     if S.WAITLISTED in reached:
-        steps.append(Step("Waiting for capacity (waitlist)",
+        steps.append(Step(gettext("Waiting for capacity (waitlist)"),
                           "current" if instance.state == S.WAITLISTED else "done", reached[S.WAITLISTED]))
     for state, label in STEPS:
         if state in reached:
@@ -95,7 +97,7 @@ def progress(instance, events) -> list[Step]:
             steps.append(Step(label, "todo"))
     if instance.state == S.FAILED:
         why = reason_for_people(instance.state_reason, instance.kind)
-        steps.append(Step(f"Failed: {why}" if why else "Failed", "failed", reached.get(S.FAILED)))
+        steps.append(Step(gettext('Failed: %(why)s') % {'why': why} if why else gettext("Failed"), "failed", reached.get(S.FAILED)))
     ended = ENDED.get(instance.state)
     if ended:
         # Stopped or terminated since: the hand-over steps are history, not what the instance is now.
@@ -113,8 +115,8 @@ def progress(instance, events) -> list[Step]:
 # A stop or termination after the hand-over: (requested state, final state) by current state.
 ENDED = {S.STOPPING: (S.STOPPING, S.STOPPED), S.STOPPED: (S.STOPPING, S.STOPPED),
          S.TERMINATING: (S.TERMINATING, S.TERMINATED), S.TERMINATED: (S.TERMINATING, S.TERMINATED)}
-STEP_LABELS = {S.STOPPING: "Stop requested", S.STOPPED: "Stopped — cards released, billing stopped",
-               S.TERMINATING: "Termination requested", S.TERMINATED: "Terminated — everything released"}
+STEP_LABELS = {S.STOPPING: gettext_lazy("Stop requested"), S.STOPPED: gettext_lazy("Stopped — cards released, billing stopped"),
+               S.TERMINATING: gettext_lazy("Termination requested"), S.TERMINATED: gettext_lazy("Terminated — everything released")}
 # States in which the machine is no longer there to log into (SSH commands are withheld).
 NO_CONNECT = frozenset({S.STOPPING, S.STOPPED, S.TERMINATING, S.TERMINATED, S.FAILED})
 
@@ -165,8 +167,7 @@ def readiness_failure_text(verdicts) -> str:
              else f"{attempts[0]} attempt{'s' if attempts[0] != 1 else ''}" if len(attempts) == 1
              else "attempts: " + ", ".join(f"{v.hostname} {v.attempts}" for v in failed))
     machines = f"{len(failed)} machine{'s' if len(failed) != 1 else ''}"
-    return (f"The readiness test failed on {machines} ({tries}): {', '.join(v.hostname for v in failed)}. "
-            "It was not handed over, and the time spent testing is not charged.")
+    return (gettext('The readiness test failed on %(machines)s (%(tries)s): %(join)s. It was not handed over, and the time spent testing is not charged.') % {'machines': machines, 'tries': tries, 'join': ', '.join(v.hostname for v in failed)})
 
 
 def readiness_rows(reports) -> list:
@@ -208,12 +209,14 @@ def topology(groups) -> list[str]:
         cards = sum(len(g.card_indices) for g in item_groups)
         hosts = len({g.node_id for g in item_groups})
         inside = INTRA_NODE_FABRIC.get(vendor, "PCIe")
-        text = f"{cards} × {node.accelerator.name} on {hosts} node{'s' if hosts > 1 else ''}: {inside} inside a node"
+        text = ngettext("%(cards)s × %(name)s on %(hosts)s node: %(inside)s inside a node",
+                        "%(cards)s × %(name)s on %(hosts)s nodes: %(inside)s inside a node", hosts) % {
+            "cards": cards, "name": node.accelerator.name, "hosts": hosts, "inside": inside}
         if hosts > 1:
-            text += f"; {fabric(node.zone)} across nodes"
+            text += gettext("; %(fabric)s across nodes") % {"fabric": fabric(node.zone)}
         lines.append(text)
     if len(vendors) > 1 and groups:
-        lines.append(f"The vendors' parts talk over the zone's {fabric(groups[0].node.zone)} fabric.")
+        lines.append(gettext("The vendors' parts talk over the zone's %(fabric)s fabric.") % {'fabric': fabric(groups[0].node.zone)})
     return lines
 
 

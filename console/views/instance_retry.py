@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from core.errors import ServiceError
@@ -26,9 +27,9 @@ def instance_retry_view(request, instance_id):
     try:
         new = instance_retry(org=request.org, instance_id=instance_id, actor=request.user, request=request)
     except ServiceError as exc:
-        messages.error(request, "Retry refused: " + for_people(exc.message))
+        messages.error(request, gettext("Retry refused: ") + for_people(exc.message))
     else:
-        messages.success(request, f"Retrying as a new instance, {new.name}.")
+        messages.success(request, gettext('Retrying as a new instance, %(name)s.') % {'name': new.name})
         target = reverse("console:instance_detail", kwargs={"instance_id": new.pk})
     if request.htmx:  # leave the failed page for the new one (or reload it with the refusal)
         response = HttpResponse(status=204)

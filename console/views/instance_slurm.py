@@ -1,10 +1,12 @@
 """The instance page's Slurm card: the hybrid's partition with a ready-to-copy sbatch header, or why it has none."""
+from django.utils.translation import gettext_lazy
+
 from provisioning.choices import InstanceState as S
 from provisioning.services import hardware_port
 from provisioning.services.slurm_partitions import SLURM_FAILURE
 
-SHARED_NODES = ("No Slurm partition: its container parts share nodes with other tenants, and a partition can only "
-                "cover whole nodes. Bare metal, or containers taking every card of their nodes, get one.")
+SHARED_NODES = (gettext_lazy("No Slurm partition: its container parts share nodes with other tenants, and a partition can only "
+                "cover whole nodes. Bare metal, or containers taking every card of their nodes, get one."))
 
 
 def slurm_section(instance) -> dict | None:

@@ -13,6 +13,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from billing.funds import available_funds
@@ -52,15 +53,15 @@ NODE_SIZE = 8  # cards per node in the fleet (bare metal is sold in whole nodes)
 SERVICES = {"stop": instance_stop, "start": instance_start, "terminate": instance_terminate,
             "move": instance_move_healthy}  # off a failed card (the notice's button)
 # The actions that ask first (both delete what is on the instance's disks): the state they lead to, the button.
-ASKS = {"stop": (InstanceState.STOPPING, "Stop", stop_warning),
-        "terminate": (InstanceState.TERMINATING, "Terminate", terminate_warning)}
-LEAVE_WAITLIST = "Your request leaves the queue and is ended; nothing was charged for it."
+ASKS = {"stop": (InstanceState.STOPPING, gettext_lazy("Stop"), stop_warning),
+        "terminate": (InstanceState.TERMINATING, gettext_lazy("Terminate"), terminate_warning)}
+LEAVE_WAITLIST = gettext_lazy("Your request leaves the queue and is ended; nothing was charged for it.")
 
 
 def share_text(share: CardShare) -> str:
     """"56 CPUs and 512 GiB memory": what a quote item's cards bring on the nodes chosen now ("" when unknown)."""
-    parts = [f"{cpus_text(share.millicpus)} CPUs" if share.millicpus else "",
-             f"{share.memory_gib:.2f}".rstrip("0").rstrip(".") + " GiB memory" if share.memory_mib else ""]
+    parts = [gettext('%(cpus_text)s CPUs') % {'cpus_text': cpus_text(share.millicpus)} if share.millicpus else "",
+             f"{share.memory_gib:.2f}".rstrip("0").rstrip(".") + gettext(" GiB memory") if share.memory_mib else ""]
     return " and ".join(p for p in parts if p)
 
 
@@ -117,13 +118,15 @@ def quote_topology(kind: str, items: list[dict], catalog) -> list[str]:
         vendors.add(acc.vendor)
         inside = ic.INTRA_NODE_FABRIC.get(acc.vendor, "PCIe")
         nodes = 1 if kind == "container" else max(math.ceil(row["count"] / NODE_SIZE), 1)
-        text = f"{row['count']} × {acc.name}: {inside} inside the node"
+        text = gettext("%(count)s × %(name)s: %(inside)s inside the node") % {
+            "count": row["count"], "name": acc.name, "inside": inside}
         if nodes > 1:
-            text = f"{row['count']} × {acc.name} on {nodes} nodes: {inside} inside each node, " \
-                   "InfiniBand / RoCE across nodes (one fabric, one zone)"
+            text = gettext("%(count)s × %(name)s on %(nodes)s nodes: %(inside)s inside each node, "
+                           "InfiniBand / RoCE across nodes (one fabric, one zone)") % {
+                "count": row["count"], "name": acc.name, "nodes": nodes, "inside": inside}
         lines.append(text)
     if len(vendors) > 1:
-        lines.append("Hybrid: the parts sit on separate nodes in one zone and talk over its InfiniBand / RoCE fabric.")
+        lines.append(gettext("Hybrid: the parts sit on separate nodes in one zone and talk over its InfiniBand / RoCE fabric."))
     return lines
 
 
@@ -144,15 +147,16 @@ def quota_note(org, cards: int) -> str:
     in_use = selectors.org_cards_in_use(org=org)
     if in_use + cards <= org.card_quota:
         return ""
-    return (f"Over your card quota: this needs {cards} card{'s' if cards != 1 else ''}, and {in_use} of your "
-            f"organization's {org.card_quota} are in use. Stop or terminate an instance, or ask us to raise the quota.")
+    return (gettext("Over your card quota: this needs %(cards)s card%(s__if_cards____1_else)s, and %(in_use)s of your organization's %(card_quota)s are in use. Stop or terminate an instance, or ask us to raise the quota.") % {'cards': cards, 's__if_cards____1_else': 's' if cards != 1 else '', 'in_use': in_use, 'card_quota': org.card_quota})
 
 
 def _hours_text(seconds: int) -> str:
     hours, minutes = divmod(max(seconds, 0) // 60, 60)
     if hours >= 48:
-        return f"about {hours // 24} days"
-    return f"about {hours} h {minutes} min" if hours else f"about {minutes} min"
+        return gettext("about %(days)s days") % {"days": hours // 24}
+    if hours:
+        return gettext("about %(hours)s h %(minutes)s min") % {"hours": hours, "minutes": minutes}
+    return gettext("about %(minutes)s min") % {"minutes": minutes}
 
 
 def funds_note(org, user, *, price_per_hour: int, billing: str, can_top_up: bool = False) -> dict:
@@ -167,18 +171,23 @@ def funds_note(org, user, *, price_per_hour: int, billing: str, can_top_up: bool
         funds_check(org=org, price_per_hour=price_per_hour, billing=billing)
     except InsufficientFunds as exc:
         required = parse_cny((exc.details or {}).get("required", "0"), allow_negative=True)
-        what = "the whole 30-day package" if billing == "monthly" else \
-            f"{settings.FUNDS_MIN_MINUTES} min at {rate(price_per_hour)}/h"
+        what = gettext("the whole 30-day package") if billing == "monthly" else \
+            gettext("%(minutes)s min at %(rate)s/h") % {"minutes": settings.FUNDS_MIN_MINUTES,
+                                                        "rate": rate(price_per_hour)}
         # Available rounded down and the need up, so it never reads "¥0.63 available — this needs ¥0.63".
-        text = (f"{format_fen(available, rounding=ROUND_FLOOR)} available — this needs "
-                f"{format_fen(required, rounding=ROUND_CEILING)} to start ({what}). "
-                + ("Verify your email first: it unlocks the trial credit." if unverified else "Top up first."))
+        text = (gettext("%(available)s available — this needs %(required)s to start (%(what)s). ") % {
+                "available": format_fen(available, rounding=ROUND_FLOOR),
+                "required": format_fen(required, rounding=ROUND_CEILING), "what": what}
+                + (gettext("Verify your email first: it unlocks the trial credit.") if unverified else gettext("Top up first.")))
         return {"funds_short": True, "funds_text": text, "funds_unverified": unverified, "can_top_up": can_top_up,
                 "funds_available": available, "funds_required": required}
     if billing == "monthly":
-        text = f"{format_fen(available, rounding=ROUND_FLOOR)} available: covers the package."
+        text = gettext("%(available)s available: covers the package.") % {
+            "available": format_fen(available, rounding=ROUND_FLOOR)}
     else:
-        text = f"{format_fen(available, rounding=ROUND_FLOOR)} available: {_hours_text(available * 3600 // price_per_hour)} at this price."
+        text = gettext("%(available)s available: %(runway)s at this price.") % {
+            "available": format_fen(available, rounding=ROUND_FLOOR),
+            "runway": _hours_text(available * 3600 // price_per_hour)}
     return {"funds_short": False, "funds_text": text, "funds_available": available}
 
 
@@ -194,7 +203,7 @@ def _quote_context(form, org=None, user=None, can_top_up=False) -> dict:
     """The quote the service computes for a valid form, or why there is none."""
     ctx = {"quote": None, "quote_error": ""}
     if not form.is_valid():
-        ctx["quote_error"] = "Complete the card mix to see a price."
+        ctx["quote_error"] = gettext("Complete the card mix to see a price.")
         return ctx
     try:
         quote = quote_compute(spec=form.spec())
@@ -299,23 +308,23 @@ def instance_new(request):
             try:
                 body, replayed = _create_once(request, form)
             except IdempotencyKeyReused:
-                form.add_error(None, "This form was already submitted with other values, and that created an "
-                                     "instance (see All instances). Press Create again to create another one.")
+                form.add_error(None, gettext("This form was already submitted with other values, and that created an "
+                                     "instance (see All instances). Press Create again to create another one."))
                 _fresh_key(form)
                 status = 409
             except IdempotencyInProgress:
-                form.add_error(None, "This form is still being submitted from another tab; wait a moment and "
-                                     "look at All instances before pressing Create again.")
+                form.add_error(None, gettext("This form is still being submitted from another tab; wait a moment and "
+                                     "look at All instances before pressing Create again."))
                 status = 409
             except ServiceError as exc:
                 attach_service_error(form, exc, items=form.item_names())
                 status = exc.status
             else:
                 if replayed:
-                    messages.info(request, "This form was already submitted (another tab, or a second click): "
-                                           "here is the instance it created. Nothing was created twice.")
+                    messages.info(request, gettext("This form was already submitted (another tab, or a second click): "
+                                           "here is the instance it created. Nothing was created twice."))
                 elif body.get("state") == InstanceState.WAITLISTED:
-                    messages.info(request, "Sold out right now: your request is on the waitlist.")
+                    messages.info(request, gettext("Sold out right now: your request is on the waitlist."))
                 return redirect("console:instance_detail", instance_id=body["id"])
         quote = _quote_for(request, _form(request, request.POST, catalog=form.catalog))
         name = request.POST.get("name", "")
@@ -377,7 +386,7 @@ def instance_action(request, instance_id, action):
     require_capability(request, "read")
     service = SERVICES.get(action)
     if service is None:
-        raise Http404("No such action.")
+        raise Http404(gettext("No such action."))
     instance = or_404(selectors.instance_get, org=request.org, instance_id=instance_id)  # 404 before any lock
     if request.method == "GET" and action not in ASKS:
         return HttpResponseNotAllowed(["POST"])
@@ -388,9 +397,9 @@ def instance_action(request, instance_id, action):
         if not instance.can_become(to):  # already there or gone: nothing to ask
             return redirect(detail_url)
         if action == "terminate" and instance.state == InstanceState.WAITLISTED:
-            return confirm_page(request, title=f"Leave the waitlist with {instance.name}?", label="Leave the waitlist",
+            return confirm_page(request, title=gettext('Leave the waitlist with %(name)s?') % {'name': instance.name}, label=gettext("Leave the waitlist"),
                                 cancel=detail_url, detail=LEAVE_WAITLIST)
-        return confirm_page(request, title=f"{label} {instance.name}?", label=label, cancel=detail_url,
+        return confirm_page(request, title=gettext('%(label)s %(name)s?') % {'label': label, 'name': instance.name}, label=label, cancel=detail_url,
                             detail=warning(instance.kind))
     error, leaving = "", instance.state == InstanceState.WAITLISTED
     try:
@@ -403,9 +412,9 @@ def instance_action(request, instance_id, action):
     if error:
         messages.error(request, error)
     else:
-        messages.success(request, "You left the waitlist." if leaving and action == "terminate" else
+        messages.success(request, gettext("You left the waitlist.") if leaving and action == "terminate" else
                          {"stop": "Stopping…", "start": "Starting…", "terminate": "Terminating…",
-                          "move": "Moving to healthy cards…"}[action])
+                          "move": gettext("Moving to healthy cards…")}[action])
     return redirect(detail_url)
 
 
@@ -422,5 +431,5 @@ def instance_package_renewal(request, instance_id):
     except ServiceError as exc:
         messages.error(request, for_people(exc.message))
     else:
-        messages.success(request, "Saved what happens when the package period ends.")
+        messages.success(request, gettext("Saved what happens when the package period ends."))
     return redirect(reverse("console:instance_detail", kwargs={"instance_id": instance_id}))

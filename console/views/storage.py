@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -28,9 +29,9 @@ HOURS_PER_MONTH = 720  # the console's "per month": 30 days, as the monthly pack
 
 class VolumeCreateForm(forms.Form):
     name = forms.RegexField(regex=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", max_length=63,
-                            help_text="Lowercase letters, digits and dashes; a shared volume mounts at /mnt/<name>.")
+                            help_text=gettext_lazy("Lowercase letters, digits and dashes; a shared volume mounts at /mnt/<name>."))
     kind = forms.ChoiceField(choices=VolumeKind.choices, widget=forms.RadioSelect, initial=VolumeKind.DISK)
-    size_gib = forms.IntegerField(min_value=1, label="Size (GiB)", initial=100)
+    size_gib = forms.IntegerField(min_value=1, label=gettext_lazy("Size (GiB)"), initial=100)
     zone = forms.ChoiceField()
 
     def __init__(self, *args, **kwargs):
@@ -39,7 +40,7 @@ class VolumeCreateForm(forms.Form):
 
 
 class VolumeGrowForm(forms.Form):
-    size_gib = forms.IntegerField(min_value=1, label="New size (GiB)")
+    size_gib = forms.IntegerField(min_value=1, label=gettext_lazy("New size (GiB)"))
 
 
 def monthly_text(volume) -> str:
@@ -77,8 +78,7 @@ def storage(request):
             except ServiceError as exc:
                 form.add_error(None, for_people(exc))
             else:
-                messages.success(request, f"Created {volume.name} ({volume.size_gib} GiB, {monthly_text(volume)} "
-                                          "per month).")
+                messages.success(request, gettext('Created %(name)s (%(size_gib)s GiB, %(monthly_text)s per month).') % {'name': volume.name, 'size_gib': volume.size_gib, 'monthly_text': monthly_text(volume)})
                 return redirect("console:storage")
     return render(request, "console/storage/list.html", {
         "volumes": _decorate(request.org, selectors.volume_list(org=request.org)), "form": form,
@@ -93,7 +93,7 @@ def volume_grow(request, volume_id):
     require_write(request, "instances")
     form = VolumeGrowForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Give the new size in whole GiB.")
+        messages.error(request, gettext("Give the new size in whole GiB."))
         return redirect("console:storage")
     try:
         volume = services.volume_grow(org=request.org, volume_id=volume.pk, size_gib=form.cleaned_data["size_gib"],
@@ -101,8 +101,7 @@ def volume_grow(request, volume_id):
     except ServiceError as exc:
         messages.error(request, for_people(exc))
     else:
-        messages.success(request, f"{volume.name} grown to {volume.size_gib} GiB with nothing detached "
-                                  f"({monthly_text(volume)} per month).")
+        messages.success(request, gettext('%(name)s grown to %(size_gib)s GiB with nothing detached (%(monthly_text)s per month).') % {'name': volume.name, 'size_gib': volume.size_gib, 'monthly_text': monthly_text(volume)})
     return redirect("console:storage")
 
 
@@ -114,21 +113,20 @@ def volume_delete(request, volume_id):
     volume = or_404(selectors.volume_get, org=request.org, volume_id=volume_id)
     require_write(request, "instances")
     if request.method == "GET":
-        return confirm_page(request, title=f"Delete the volume {volume.name}?", label="Delete for good",
+        return confirm_page(request, title=gettext('Delete the volume %(name)s?') % {'name': volume.name}, label=gettext("Delete for good"),
                             cancel=reverse("console:storage"), detail=delete_warning(volume))
     try:
         services.volume_delete(org=request.org, volume_id=volume.pk, actor=request.user, request=request)
     except ServiceError as exc:
         messages.error(request, for_people(exc))
     else:
-        messages.success(request, f"Deleted {volume.name}; its billing has stopped.")
+        messages.success(request, gettext('Deleted %(name)s; its billing has stopped.') % {'name': volume.name})
     url = reverse("console:storage")
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def delete_warning(volume) -> str:
-    return (f"Everything on {volume.name} ({volume.size_gib} GiB, {volume.usage_gib} GiB used) is erased for good "
-            "and cannot be recovered; its S3 access keys stop working. Detach it from every instance first.")
+    return (gettext('Everything on %(name)s (%(size_gib)s GiB, %(usage_gib)s GiB used) is erased for good and cannot be recovered; its S3 access keys stop working. Detach it from every instance first.') % {'name': volume.name, 'size_gib': volume.size_gib, 'usage_gib': volume.usage_gib})
 
 
 # --- the new-instance page and the instance page ----------------------------------------------------

@@ -6,6 +6,7 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 
 from core.errors import ServiceError
 from tenancy import invitations
@@ -45,8 +46,7 @@ def member_invite(request):
         except ServiceError as exc:
             form_errors_add(form, exc)
         else:
-            messages.success(request, f"Invitation sent to {form.cleaned_data['email']}; the link is valid for "
-                                      "seven days.")
+            messages.success(request, gettext('Invitation sent to %(cleaned_data)s; the link is valid for seven days.') % {'cleaned_data': form.cleaned_data['email']})
             return redirect("console:members")
     return render(request, "console/account/invite.html", {"form": form}, status=400 if form.errors else 200)
 
@@ -76,7 +76,7 @@ def invitation_accept(request, token):
                 if user is None:
                     login(request, membership.user, backend="django.contrib.auth.backends.ModelBackend")
                 request.session[SESSION_ORG_KEY] = str(membership.organization_id)
-                messages.success(request, f"You joined {membership.organization.name} as {membership.role}.")
+                messages.success(request, gettext('You joined %(name)s as %(role)s.') % {'name': membership.organization.name, 'role': membership.role})
                 return redirect("console:dashboard")
     has_account = user is None and user_exists(email=invitation["email"])
     return render(request, "console/account/invitation.html", {
@@ -97,6 +97,6 @@ def organization_new(request):
             form_errors_add(form, exc)
         else:
             request.session[SESSION_ORG_KEY] = str(org.pk)
-            messages.success(request, f"Created {org.name}; you are its owner. Invite your team from Members.")
+            messages.success(request, gettext('Created %(name)s; you are its owner. Invite your team from Members.') % {'name': org.name})
             return redirect("console:members")
     return render(request, "console/account/organization_new.html", {"form": form}, status=400 if form.errors else 200)

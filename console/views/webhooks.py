@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import ServiceError
@@ -16,9 +17,9 @@ from .confirm import confirm_page
 
 
 class EndpointForm(forms.Form):
-    url = forms.CharField(max_length=500, label="URL")
+    url = forms.CharField(max_length=500, label=gettext_lazy("URL"))
     event_types = forms.MultipleChoiceField(choices=[(t, t) for t in EVENT_TYPES],
-                                            widget=forms.CheckboxSelectMultiple, label="Events")
+                                            widget=forms.CheckboxSelectMultiple, label=gettext_lazy("Events"))
     description = forms.CharField(max_length=200, required=False)
 
 
@@ -58,7 +59,7 @@ def webhook_toggle(request, id):
     require_capability(request, "webhooks")
     endpoint = or_404(selectors.endpoint_get, org=request.org, id=id)
     services.endpoint_update(endpoint=endpoint, enabled=not endpoint.enabled, actor=request.user, request=request)
-    messages.success(request, f"{'Disabled' if endpoint.enabled is False else 'Enabled'} {endpoint.url}.")
+    messages.success(request, gettext('%(enabled_is_False_else__Enabled)s %(url)s.') % {'enabled_is_False_else__Enabled': 'Disabled' if endpoint.enabled is False else 'Enabled', 'url': endpoint.url})
     return redirect("console:webhook_detail", id=endpoint.pk)
 
 
@@ -68,10 +69,10 @@ def webhook_rotate(request, id):
     require_capability(request, "webhooks")
     endpoint = or_404(selectors.endpoint_get, org=request.org, id=id)
     if request.method == "GET":
-        return confirm_page(request, title=f"Rotate the signing secret of {endpoint.url}?", label="Rotate",
+        return confirm_page(request, title=gettext('Rotate the signing secret of %(url)s?') % {'url': endpoint.url}, label=gettext("Rotate"),
                             cancel=reverse("console:webhook_detail", args=[endpoint.pk]),
-                            detail="A new secret is shown once. The old one keeps signing for the overlap window, "
-                                   "so update your receiver before it ends.")
+                            detail=gettext("A new secret is shown once. The old one keeps signing for the overlap window, "
+                                   "so update your receiver before it ends."))
     request.session["webhook_secret"] = services.secret_rotate(endpoint=endpoint, actor=request.user,
                                                                request=request)
     return redirect("console:webhook_detail", id=endpoint.pk)
@@ -83,11 +84,11 @@ def webhook_delete(request, id):
     require_capability(request, "webhooks")
     endpoint = or_404(selectors.endpoint_get, org=request.org, id=id)
     if request.method == "GET":
-        return confirm_page(request, title=f"Delete the webhook endpoint {endpoint.url}?", label="Delete",
+        return confirm_page(request, title=gettext('Delete the webhook endpoint %(url)s?') % {'url': endpoint.url}, label=gettext("Delete"),
                             cancel=reverse("console:webhook_detail", args=[endpoint.pk]),
-                            detail="Events stop going there at once; pending deliveries are dropped.")
+                            detail=gettext("Events stop going there at once; pending deliveries are dropped."))
     services.endpoint_delete(endpoint=endpoint, actor=request.user, request=request)
-    messages.success(request, f"Deleted {endpoint.url}.")
+    messages.success(request, gettext('Deleted %(url)s.') % {'url': endpoint.url})
     return redirect("console:webhooks")
 
 
@@ -102,5 +103,5 @@ def webhook_resend(request, id, delivery_id):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Resending {delivery.event.type} ({delivery.event_id}).")
+        messages.success(request, gettext('Resending %(type)s (%(event_id)s).') % {'type': delivery.event.type, 'event_id': delivery.event_id})
     return redirect("console:webhook_detail", id=endpoint.pk)

@@ -1,6 +1,7 @@
 """Agent API payloads: heartbeat report in, commands out, results in."""
 import json
 
+from django.utils.translation import gettext
 from rest_framework import serializers
 
 from inventory.custom_images import pull_auth_unseal
@@ -28,18 +29,18 @@ class JsonSafe:
     def __call__(self, value):
         self._walk(value, 0)
         if len(json.dumps(value, ensure_ascii=False).encode()) > self.max_bytes:
-            raise serializers.ValidationError(f"Must be at most {self.max_bytes} bytes as JSON.")
+            raise serializers.ValidationError(gettext('Must be at most %(max_bytes)s bytes as JSON.') % {'max_bytes': self.max_bytes})
 
     def _walk(self, value, depth):
         if depth > self.max_depth:
-            raise serializers.ValidationError(f"Must be nested at most {self.max_depth} levels deep.")
+            raise serializers.ValidationError(gettext('Must be nested at most %(max_depth)s levels deep.') % {'max_depth': self.max_depth})
         if isinstance(value, str):
             if "\x00" in value:
-                raise serializers.ValidationError("Null characters are not allowed.")
+                raise serializers.ValidationError(gettext("Null characters are not allowed."))
         elif isinstance(value, dict):
             for key, item in value.items():
                 if "\x00" in key:
-                    raise serializers.ValidationError("Null characters are not allowed in keys.")
+                    raise serializers.ValidationError(gettext("Null characters are not allowed in keys."))
                 self._walk(item, depth + 1)
         elif isinstance(value, list):
             for item in value:
@@ -102,16 +103,16 @@ class HeartbeatSerializer(serializers.Serializer):
 
     def validate_health_probe(self, value):
         if len(value) > MAX_HEALTH_SECTIONS:
-            raise serializers.ValidationError(f"Ensure this field has no more than {MAX_HEALTH_SECTIONS} elements.")
+            raise serializers.ValidationError(gettext('Ensure this field has no more than %(MAX_HEALTH_SECTIONS)s elements.') % {'MAX_HEALTH_SECTIONS': MAX_HEALTH_SECTIONS})
         if any(len(key) > 40 or "\x00" in key for key in value):
-            raise serializers.ValidationError("Keys must be at most 40 characters, without null characters.")
+            raise serializers.ValidationError(gettext("Keys must be at most 40 characters, without null characters."))
         return value
 
     def validate_driver_versions(self, value):
         if len(value) > MAX_DRIVER_VERSIONS:
-            raise serializers.ValidationError(f"Ensure this field has no more than {MAX_DRIVER_VERSIONS} elements.")
+            raise serializers.ValidationError(gettext('Ensure this field has no more than %(MAX_DRIVER_VERSIONS)s elements.') % {'MAX_DRIVER_VERSIONS': MAX_DRIVER_VERSIONS})
         if any(len(key) > 100 for key in value):
-            raise serializers.ValidationError("Keys must be at most 100 characters.")
+            raise serializers.ValidationError(gettext("Keys must be at most 100 characters."))
         return value
 
 

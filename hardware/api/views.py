@@ -5,6 +5,7 @@ Not idempotency-keyed: a heartbeat overwrites the last one, a repeated start ack
 no-op (the command id is the idempotency key), so a retrying agent is always safe.
 """
 from django.conf import settings
+from django.utils.translation import gettext
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -30,7 +31,7 @@ from .serializers import (
 def _valid(serializer_class, data):
     serializer = serializer_class(data=data)
     if not serializer.is_valid():
-        raise ValidationFailed("The request is invalid.", details=serializer.errors)
+        raise ValidationFailed(gettext("The request is invalid."), details=serializer.errors)
     return serializer.validated_data
 
 

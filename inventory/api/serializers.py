@@ -1,4 +1,5 @@
 """Serializers of the catalog API and the operators' admin API."""
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
@@ -55,7 +56,7 @@ class AcceleratorSerializer(serializers.ModelSerializer):
 class ZoneStockSerializer(serializers.Serializer):
     """Live stock of one accelerator in a zone (counted as `/accelerators/` counts it)."""
 
-    accelerator = serializers.CharField(help_text="The accelerator's slug.")
+    accelerator = serializers.CharField(help_text=gettext_lazy("The accelerator's slug."))
     available_cards = serializers.IntegerField()
     total_cards = serializers.IntegerField()
 

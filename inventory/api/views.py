@@ -1,6 +1,7 @@
 """The catalog API (every role) and the operators' admin API (staff only)."""
 import django_filters
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -82,7 +83,7 @@ class NodeFilter(django_filters.FilterSet):
     zone = django_filters.CharFilter(field_name="zone__slug")
     accelerator = django_filters.CharFilter(field_name="accelerator__slug")
     driver = django_filters.CharFilter()
-    q = django_filters.CharFilter(method="search", label="hostname or SSH host contains")
+    q = django_filters.CharFilter(method="search", label=gettext_lazy("hostname or SSH host contains"))
 
     class Meta:
         model = Node

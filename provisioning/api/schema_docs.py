@@ -4,6 +4,7 @@ The bodies themselves are built as plain dicts on the fast path (rows.instance_b
 these serializers describe them so clients can type them (clients/python checks its models against the schema).
 tests/provisioning/test_schema_docs.py fails when a body and its description part.
 """
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 
@@ -28,7 +29,7 @@ class InstanceItemDoc(_Doc):
 
     accelerator = serializers.CharField()
     count = serializers.IntegerField()
-    price_per_card_hour = serializers.CharField(help_text="CNY, 6 decimals")
+    price_per_card_hour = serializers.CharField(help_text=gettext_lazy("CNY, 6 decimals"))
 
 
 class InstanceNodeDoc(_Doc):
@@ -57,12 +58,12 @@ class SshGatewayDoc(_Doc):
     class Meta:
         ref_name = "SshGateway"
 
-    host = serializers.CharField(help_text="the platform's SSH gateway, one address for every instance")
+    host = serializers.CharField(help_text=gettext_lazy("the platform's SSH gateway, one address for every instance"))
     port = serializers.IntegerField()
-    user = serializers.CharField(help_text="the instance's short id: `ssh <short id>@<gateway>`")
-    command = serializers.CharField(help_text="ssh through the gateway with a key registered on the platform")
-    jump = serializers.CharField(help_text="the same as a ProxyJump (`ssh -J`)")
-    config = serializers.CharField(help_text="a ready ~/.ssh/config block: `ssh <instance name>`")
+    user = serializers.CharField(help_text=gettext_lazy("the instance's short id: `ssh <short id>@<gateway>`"))
+    command = serializers.CharField(help_text=gettext_lazy("ssh through the gateway with a key registered on the platform"))
+    jump = serializers.CharField(help_text=gettext_lazy("the same as a ProxyJump (`ssh -J`)"))
+    config = serializers.CharField(help_text=gettext_lazy("a ready ~/.ssh/config block: `ssh <instance name>`"))
 
 
 class SlaDoc(_Doc):
@@ -109,15 +110,15 @@ class InstanceDoc(_Doc):
     price_per_hour = serializers.CharField()
     price_per_second = serializers.CharField()
     cost_so_far = serializers.CharField()
-    ssh = SshEntryDoc(many=True, help_text="each node's sshd directly (node address and port)")
-    ssh_gateway = SshGatewayDoc(allow_null=True, help_text="the gateway form; null while there is no sshd to reach")
+    ssh = SshEntryDoc(many=True, help_text=gettext_lazy("each node's sshd directly (node address and port)"))
+    ssh_gateway = SshGatewayDoc(allow_null=True, help_text=gettext_lazy("the gateway form; null while there is no sshd to reach"))
     sla = SlaDoc()
     waitlist_position = serializers.IntegerField(allow_null=True)
     slurm_partition = serializers.JSONField(allow_null=True)
     actions = serializers.ListField(child=serializers.CharField())
     notices = serializers.ListField(child=serializers.JSONField())
-    volumes = serializers.ListField(child=serializers.JSONField(), help_text="attached volumes and mount paths")
-    datasets = serializers.ListField(child=serializers.JSONField(), help_text="library entries mounted read-only")
+    volumes = serializers.ListField(child=serializers.JSONField(), help_text=gettext_lazy("attached volumes and mount paths"))
+    datasets = serializers.ListField(child=serializers.JSONField(), help_text=gettext_lazy("library entries mounted read-only"))
 
 
 PaginatedInstanceDoc = _paginated(InstanceDoc)
@@ -134,8 +135,8 @@ class QuoteItemDoc(_Doc):
     memory_mib = serializers.IntegerField(allow_null=True)
     memory_gib = serializers.FloatField(allow_null=True)
     busbw_gbps = serializers.FloatField(
-        allow_null=True, help_text="the lowest last measured readiness all_reduce busbw (GB/s) of the nodes chosen "
-                                   "for it now; null when none was measured yet")
+        allow_null=True, help_text=gettext_lazy("the lowest last measured readiness all_reduce busbw (GB/s) of the nodes chosen "
+                                   "for it now; null when none was measured yet"))
 
 
 class QuoteDoc(_Doc):

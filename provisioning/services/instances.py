@@ -3,6 +3,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InsufficientCapacity, QuotaExceeded, ValidationFailed
@@ -49,7 +50,7 @@ def _ssh_keys(actor, ids) -> list[SshKey]:
     keys = {str(k.pk): k for k in ssh_keys_by_ids(user=actor, ids=ids)} if ids else {}
     unknown = [i for i in ids if i not in keys]
     if unknown:
-        raise ValidationFailed("The request is invalid.",
+        raise ValidationFailed(gettext("The request is invalid."),
                                details={"ssh_key_ids": [f"Unknown SSH key {i}." for i in unknown]})
     return [keys[i] for i in ids]
 
@@ -59,7 +60,7 @@ def _quota_check(org: Organization, cards: int) -> None:
     in_use = org_cards_in_use(org=org)
     if in_use + cards > org.card_quota:
         raise QuotaExceeded(
-            f"This needs {cards} card(s); {in_use} of the organization's quota of {org.card_quota} are in use.",
+            gettext("This needs %(cards)s card(s); %(in_use)s of the organization's quota of %(card_quota)s are in use.") % {'cards': cards, 'in_use': in_use, 'card_quota': org.card_quota},
             details={"quota": [str(org.card_quota)], "in_use": [str(in_use)], "requested": [str(cards)]})
 
 

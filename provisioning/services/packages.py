@@ -8,6 +8,7 @@ the seconds between the period's end and the stop are the platform's latency and
 stopped instance started later is on demand (a new package is a new instance's choice).
 """
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
@@ -58,12 +59,12 @@ def instance_package_ended(*, instance_id, outcome: str, at=None):
 def instance_package_renewal_set(*, org, instance_id, renewal: str, actor=None, request=None):
     """Change what happens when the monthly package period ends: "renew", "on_demand" or "stop"."""
     if renewal not in PackageRenewal.values:
-        raise ValidationFailed("Unknown renewal choice.",
-                               details={"package_renewal": [f"One of: {', '.join(PackageRenewal.values)}."]})
+        raise ValidationFailed(gettext("Unknown renewal choice."),
+                               details={"package_renewal": [gettext('One of: %(join)s.') % {'join': ', '.join(PackageRenewal.values)}]})
     with transaction.atomic():
         instance = instance_lock(instance_id=instance_id, org=org)
         if instance.billing != "monthly" or instance.state in (S.TERMINATING, S.TERMINATED):
-            raise InvalidState("Only a monthly instance that is not terminated has a renewal choice.",
+            raise InvalidState(gettext("Only a monthly instance that is not terminated has a renewal choice."),
                                details={"billing": [instance.billing], "state": [instance.state]})
         if instance.package_renewal != renewal:
             audit_record(action="instance.package_renewal", org=org, actor=actor, target=instance, request=request,

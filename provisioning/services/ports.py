@@ -3,6 +3,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
@@ -21,7 +22,7 @@ GONE = (S.TERMINATING, S.TERMINATED)
 def _live_instance(*, org, instance_id):
     instance = instance_lock(instance_id=selectors.instance_get(org=org, instance_id=instance_id).pk)
     if instance.state in GONE:
-        raise InvalidState("The instance is terminated.")
+        raise InvalidState(gettext("The instance is terminated."))
     return instance
 
 
@@ -29,15 +30,15 @@ def instance_port_add(*, org, instance_id, port: int, name: str = "", actor=None
     """Declare one more HTTP port (a running container's is reached through its sshd until its next start
     publishes it)."""
     if port in RESERVED_PORTS:
-        raise ValidationFailed("Port 22 is the instance's sshd.", details={"port": ["Port 22 is reserved."]})
+        raise ValidationFailed(gettext("Port 22 is the instance's sshd."), details={"port": [gettext("Port 22 is reserved.")]})
     with transaction.atomic():
         instance = _live_instance(org=org, instance_id=instance_id)
         declared = selectors.instance_ports(instance=instance)
         if any(p["port"] == port for p in declared):
-            raise InvalidState(f"Port {port} is already declared.")
+            raise InvalidState(gettext('Port %(port)s is already declared.') % {'port': port})
         if len(declared) >= settings.HTTP_PORTS_PER_INSTANCE:
-            raise ValidationFailed("Too many ports.", details={
-                "port": [f"An instance declares at most {settings.HTTP_PORTS_PER_INSTANCE} ports."]})
+            raise ValidationFailed(gettext("Too many ports."), details={
+                "port": [gettext('An instance declares at most %(HTTP_PORTS_PER_INSTANCE)s ports.') % {'HTTP_PORTS_PER_INSTANCE': settings.HTTP_PORTS_PER_INSTANCE}]})
         instance.http_ports = [*instance.http_ports, {"port": port, "name": name}]
         instance.save(update_fields=["http_ports", "updated_at"])
         audit_record(action="instance.port_added", org=org, actor=actor, target=instance, request=request,
@@ -51,7 +52,7 @@ def instance_port_remove(*, org, instance_id, port: int, actor=None, request=Non
         instance = _live_instance(org=org, instance_id=instance_id)
         kept = [p for p in instance.http_ports if p["port"] != port]
         if len(kept) == len(instance.http_ports):
-            raise NotFoundError("No such user-added port.")
+            raise NotFoundError(gettext("No such user-added port."))
         instance.http_ports = kept
         instance.save(update_fields=["http_ports", "updated_at"])
         PortShare.objects.filter(instance=instance, port=port, revoked_at__isnull=True).update(revoked_at=db_now())
@@ -63,12 +64,12 @@ def instance_port_remove(*, org, instance_id, port: int, actor=None, request=Non
 def port_share_create(*, org, instance_id, port: int, expires_in: timedelta, actor=None, request=None):
     """A share link of one declared port, valid for `expires_in`: (row, secret). The secret is shown once."""
     if not timedelta(minutes=1) <= expires_in <= timedelta(days=settings.PORT_SHARE_MAX_DAYS):
-        raise ValidationFailed("Bad expiry.", details={"expires_in_hours": [
-            f"Between one minute and {settings.PORT_SHARE_MAX_DAYS} days."]})
+        raise ValidationFailed(gettext("Bad expiry."), details={"expires_in_hours": [
+            gettext('Between one minute and %(PORT_SHARE_MAX_DAYS)s days.') % {'PORT_SHARE_MAX_DAYS': settings.PORT_SHARE_MAX_DAYS}]})
     with transaction.atomic():
         instance = _live_instance(org=org, instance_id=instance_id)
         if not any(p["port"] == port for p in selectors.instance_ports(instance=instance)):
-            raise NotFoundError("No such port on this instance.")
+            raise NotFoundError(gettext("No such port on this instance."))
         secret = http_ports.share_secret()
         share = PortShare.objects.create(instance=instance, port=port, secret_hash=http_ports.secret_hash(secret),
                                          expires_at=db_now() + expires_in,

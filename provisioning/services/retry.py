@@ -6,6 +6,7 @@ a fresh SLA window), and the failed row stays as it is until the customer termin
 the audit log against the failed instance, under its row lock, so a second press (another tab, a double click)
 answers the instance the first one created instead of creating another."""
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.errors import InvalidState
 from tenancy.audit import audit_record
@@ -55,7 +56,7 @@ def instance_retry(*, org, instance_id, actor, request=None) -> Instance:
     with transaction.atomic():
         failed = instance_lock(instance_id=instance_id, org=org)
         if failed.state != S.FAILED:
-            raise InvalidState(f"Only a failed instance can be retried; this one is {failed.state}.")
+            raise InvalidState(gettext('Only a failed instance can be retried; this one is %(state)s.') % {'state': failed.state})
         earlier = retry_of(failed)
         if earlier is not None:
             return earlier

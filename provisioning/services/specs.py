@@ -1,6 +1,8 @@
 """A create/quote request turned into placement terms, with the checks that need the database."""
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext
+
 from core.errors import ValidationFailed
 from inventory.models import Image, Zone
 from inventory.selectors import custom_images_by_ids
@@ -53,14 +55,14 @@ def spec_check(spec: InstanceSpec, catalog: dict[str, AcceleratorInfo]) -> None:
     if spec.zone and not Zone.objects.filter(slug=spec.zone).exists():
         details["zone"] = [f"Unknown zone {spec.zone!r}."]
     if details:
-        raise ValidationFailed("The request is invalid.", details=details)
+        raise ValidationFailed(gettext("The request is invalid."), details=details)
 
 
 def placement_invalid(result: PlacementResult) -> None:
     """Turn the engine's invalid_request into a 400 (capacity shortfalls are the caller's business)."""
     if not result.ok and result.error_code == INVALID_REQUEST:
         field_name = "policy" if result.message.startswith("policy") else "items"
-        raise ValidationFailed("The request is invalid.", details={field_name: result.message.split("\n")})
+        raise ValidationFailed(gettext("The request is invalid."), details={field_name: result.message.split("\n")})
 
 
 def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo], *, org=None) -> dict[str, str]:
@@ -84,5 +86,5 @@ def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo
             details.append(f"Image {slug!r} is a private container image: bare-metal nodes boot the catalog's "
                            "images only.")
     if details:
-        raise ValidationFailed("The request is invalid.", details={"image" if spec.image else "images": details})
+        raise ValidationFailed(gettext("The request is invalid."), details={"image" if spec.image else "images": details})
     return wanted

@@ -2,6 +2,7 @@
 and one when it ends (how long, and why: the client left, or its key or membership was revoked)."""
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils.translation import gettext
 
 from tenancy.audit import audit_record
 
@@ -21,10 +22,10 @@ def _audit(*, action, user_id, instance_id, org_id, ip, details):
 def ssh_session_opened(*, user_id, instance_id, org_id, ip, port, fingerprint, form):
     """A member's session to the instance began (form: "user" for `ssh <id>@gateway`, "jump" for `ssh -J`)."""
     return _audit(action="instance.ssh_open", user_id=user_id, instance_id=instance_id, org_id=org_id, ip=ip,
-                  details={"from": f"{ip}:{port}", "key": fingerprint, "form": form})
+                  details={"from": gettext('%(ip)s:%(port)s') % {'ip': ip, 'port': port}, "key": fingerprint, "form": form})
 
 
 def ssh_session_closed(*, user_id, instance_id, org_id, ip, port, fingerprint, seconds: int, reason: str):
     """It ended after `seconds`; `reason` is "closed" when the client left."""
     return _audit(action="instance.ssh_close", user_id=user_id, instance_id=instance_id, org_id=org_id, ip=ip,
-                  details={"from": f"{ip}:{port}", "key": fingerprint, "seconds": seconds, "reason": reason})
+                  details={"from": gettext('%(ip)s:%(port)s') % {'ip': ip, 'port': port}, "key": fingerprint, "seconds": seconds, "reason": reason})

@@ -6,6 +6,8 @@ copy in the instance's zone. Everything is attached in the create's transaction,
 """
 from dataclasses import replace
 
+from django.utils.translation import gettext
+
 from core.errors import NotFoundError, ValidationFailed
 from inventory.models import Zone
 from storage import selectors as storage_selectors
@@ -35,7 +37,7 @@ def create_spec_zone(*, org, spec: InstanceSpec, volumes: list[dict], datasets: 
         try:
             volume = volume_get(org=org, volume_id=entry["volume"])
         except NotFoundError as exc:
-            raise NotFoundError("Volume not found.", details={field: ["Volume not found."]}) from exc
+            raise NotFoundError(gettext("Volume not found."), details={field: [gettext("Volume not found.")]}) from exc
         if zone_slug is None:
             zone_slug, zone_from = volume.zone.slug, field
         elif volume.zone.slug != zone_slug:
@@ -82,7 +84,7 @@ def volume_attach(*, instance, volume_id, mount_path=None, actor=None, request=N
     from core.errors import InvalidState
 
     if instance.state not in ATTACHABLE_STATES:
-        raise InvalidState(f"Attach volumes to a stopped instance (this one is {instance.state}).",
+        raise InvalidState(gettext('Attach volumes to a stopped instance (this one is %(state)s).') % {'state': instance.state},
                            details={"state": [str(instance.state)]})
     volume = volume_get(org=instance.organization, volume_id=volume_id)
     if instance.zone_id is None:
@@ -103,7 +105,7 @@ def volume_detach(*, instance, volume_id, actor=None, request=None) -> None:
     from core.errors import InvalidState
 
     if instance.state not in ATTACHABLE_STATES:
-        raise InvalidState(f"Detach volumes from a stopped instance (this one is {instance.state}).",
+        raise InvalidState(gettext('Detach volumes from a stopped instance (this one is %(state)s).') % {'state': instance.state},
                            details={"state": [str(instance.state)]})
     storage_services.volume_detach(org=instance.organization, volume_id=volume_id, instance_id=instance.pk,
                                    actor=actor, request=request)
@@ -140,7 +142,7 @@ def quote_storage(*, org, volumes: list[dict], datasets: list) -> dict:
         try:
             v = volume_get(org=org, volume_id=entry["volume"])
         except NotFoundError as exc:
-            raise NotFoundError("Volume not found.", details={f"volumes[{i}].volume": ["Volume not found."]}) from exc
+            raise NotFoundError(gettext("Volume not found."), details={f"volumes[{i}].volume": [gettext("Volume not found.")]}) from exc
         rows.append({"volume": str(v.pk), "name": v.name, "size_gib": v.size_gib, "price_per_hour": v.size_gib * v.rate})
         total += v.size_gib * v.rate
     found = set(Dataset.objects.filter(active=True, slug__in=[str(d) for d in datasets]).values_list("slug", flat=True))

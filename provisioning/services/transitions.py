@@ -1,5 +1,6 @@
 """The one place an instance changes state: checks the table and records the event."""
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState
@@ -34,7 +35,7 @@ def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=
     if not can_transition(current, to):
         raise InvalidState(
             # str(): the values ('stopping'), not the enum members' reprs.
-            f"An instance in state '{str(current)}' cannot become '{str(to)}'.",
+            gettext("An instance in state '%(str)s' cannot become '%(str2)s'.") % {'str': str(current), 'str2': str(to)},
             details={"state": [str(current)], "requested": [str(to)]},
         )
     now = db_now()

@@ -1,4 +1,6 @@
 /* Cardmix console: copy buttons (event delegation, so they keep working after htmx swaps). */
+/* i18n: gettext from Django's JavaScript catalog (/jsi18n/, loaded first by base.html); English without it. */
+var gettext = window.gettext || function (text) { return text; };
 document.addEventListener("click", function (event) {
   var button = event.target.closest("[data-copy]");
   if (!button) return;
@@ -7,7 +9,7 @@ document.addEventListener("click", function (event) {
   var text = source.textContent.trim();
   var done = function () {
     var label = button.textContent;
-    button.textContent = "Copied";
+    button.textContent = gettext("Copied");
     setTimeout(function () { button.textContent = label; }, 1500);
   };
   if (navigator.clipboard && window.isSecureContext) {
@@ -59,11 +61,11 @@ document.addEventListener("htmx:validation:halted", function (event) {
   var field = form.querySelector("input:invalid, select:invalid, textarea:invalid");
   var label = field && field.id ? form.querySelector("label[for='" + field.id + "']") : null;
   var heading = document.createElement("h2");
-  heading.textContent = "Price";
+  heading.textContent = gettext("Price");
   var note = document.createElement("p");
   note.className = "muted";
   note.id = "quote-error";
   note.textContent = (label ? label.textContent.trim() + ": " : "") +
-    (field ? field.validationMessage : "Complete the card mix") + " Fix it to see a price.";
+    (field ? field.validationMessage : gettext("Complete the card mix")) + " " + gettext("Fix it to see a price.");
   quote.replaceChildren(heading, note);
 });

@@ -7,6 +7,7 @@
 (function () {
   "use strict";
   const STOPPED = 4000, UNREACHABLE = 4001, TAKEN_OVER = 4003, HOST_KEY = 4004;
+  const gettext = window.gettext || ((text) => text);  // i18n: Django's JavaScript catalog (/jsi18n/)
 
   // xterm.js writes its theme and cell sizes into <style> elements it creates; the page's CSP lets only those
   // carrying this response's nonce apply, so each one made from now on gets it (markup stays without inline style).
@@ -36,7 +37,7 @@
       if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ resize: [term.cols, term.rows] }));
     }
     function connect() {
-      say("Connecting…");
+      say(gettext("Connecting…"));
       socket = new WebSocket(url + (shellId ? "?session=" + encodeURIComponent(shellId) : ""));
       socket.binaryType = "arraybuffer";
       socket.onopen = () => { everOpened = true; delay = 500; sendResize(); term.focus(); };
@@ -50,17 +51,17 @@
         panel.dataset.shell = notice.reattached ? "reattached" : "new";
         panel.dataset.reconnects = String(reconnects);
         panel.dataset.connected = "1";
-        say(reconnects === 0 ? "Connected" : (fresh ? "Reconnected: a new shell (the previous one had ended)"
-                                                    : "Reconnected to the same shell"));
+        say(reconnects === 0 ? gettext("Connected") : (fresh ? gettext("Reconnected: a new shell (the previous one had ended)")
+                                                    : gettext("Reconnected to the same shell")));
       };
       socket.onclose = (ev) => {
         panel.dataset.connected = "";
-        if (ev.code === STOPPED) { say("The instance stopped: terminal closed."); return; }
-        if (ev.code === UNREACHABLE) { say("The instance's shell does not answer."); return; }
-        if (ev.code === TAKEN_OVER) { say("This shell was opened in another window."); return; }
-        if (ev.code === HOST_KEY) { say("The instance's SSH host key changed: refused (see the terminal)."); return; }
-        if (!everOpened) { say("The terminal is not available."); return; }
-        say("Connection lost: reconnecting in " + Math.round(delay / 100) / 10 + " s…");
+        if (ev.code === STOPPED) { say(gettext("The instance stopped: terminal closed.")); return; }
+        if (ev.code === UNREACHABLE) { say(gettext("The instance's shell does not answer.")); return; }
+        if (ev.code === TAKEN_OVER) { say(gettext("This shell was opened in another window.")); return; }
+        if (ev.code === HOST_KEY) { say(gettext("The instance's SSH host key changed: refused (see the terminal).")); return; }
+        if (!everOpened) { say(gettext("The terminal is not available.")); return; }
+        say(gettext("Connection lost: reconnecting in %s s…").replace("%s", String(Math.round(delay / 100) / 10)));
         reconnects += 1;
         setTimeout(connect, delay);
         delay = Math.min(delay * 2, 10000);

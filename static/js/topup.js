@@ -2,13 +2,14 @@
    straight to Stripe), then let htmx poll the status partial until the webhook has credited cash. */
 (function () {
   "use strict";
+  var gettext = window.gettext || function (text) { return text; };  // i18n: Django's JavaScript catalog (/jsi18n/)
   var form = document.getElementById("topup-form");
   if (!form) { return; }
   var errorBox = document.getElementById("topup-error");
   // The pay buttons stay disabled (as the page renders them) until the card field is mounted, so the form
   // can never be sent anywhere without Stripe.js.
   if (typeof window.Stripe !== "function") {
-    errorBox.textContent = "Payments are unavailable right now: the payment form could not be loaded. Try again later.";
+    errorBox.textContent = gettext("Payments are unavailable right now: the payment form could not be loaded. Try again later.");
     errorBox.hidden = false;
     return;
   }
@@ -45,7 +46,7 @@
     }).then(function (response) {
       return response.json().then(function (body) {
         if (!response.ok) {
-          var err = body && body.error ? body.error : {message: "The top-up could not be created."};
+          var err = body && body.error ? body.error : {message: gettext("The top-up could not be created.")};
           var details = err.details && err.details.amount ? " " + err.details.amount.join(" ") : "";
           throw new Error(err.message + details);
         }
@@ -112,7 +113,7 @@
   function pay(method) {
     if (busy) { return; }
     var amount = form.querySelector("#topup-amount").value.trim();
-    if (!amount) { showError("Enter an amount."); return; }
+    if (!amount) { showError(gettext("Enter an amount.")); return; }
     if (pending.amount !== amount) { pending = {amount: amount, key: newKey()}; }
     busy = true;
     showError("");
@@ -120,7 +121,7 @@
       pollStatus(topup.id);
       if (!topup.client_secret) { return null; }
       return confirm(method, topup.client_secret).then(function (result) {
-        if (result && result.error) { throw new Error(result.error.message || "The payment failed."); }
+        if (result && result.error) { throw new Error(result.error.message || gettext("The payment failed.")); }
         pending = {amount: null, key: null};
       });
     }).catch(function (err) {

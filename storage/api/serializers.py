@@ -1,4 +1,5 @@
 """Volume, dataset and storage price representations, and the write bodies (strict: unknown fields are 400)."""
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from core.money import format_ucny
@@ -13,7 +14,7 @@ class VolumeCreateSerializer(StrictSerializer):
     """POST /volumes/."""
 
     name = serializers.RegexField(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", max_length=63,
-                                  error_messages={"invalid": "Lower-case letters, digits and hyphens (1–63)."})
+                                  error_messages={"invalid": gettext_lazy("Lower-case letters, digits and hyphens (1–63).")})
     kind = serializers.ChoiceField(choices=VolumeKind.choices)
     size_gib = serializers.IntegerField(min_value=1)
     zone = serializers.SlugField(max_length=40)

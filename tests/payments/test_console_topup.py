@@ -27,7 +27,8 @@ def test_page_loads_stripe_js_from_settings_and_mounts_a_card_element(member_fac
     assert "Alipay" not in html and "WeChat Pay" not in html
     # Only Stripe.js is external: every other script is served by the app.
     scripts = [line for line in html.splitlines() if "<script src=" in line]
-    assert all("/static/" in s or "js.stripe.com" in s for s in scripts), scripts
+    # Local scripts only (and Stripe.js): static files and the same-origin translation catalog (/jsi18n/).
+    assert all("/static/" in s or "js.stripe.com" in s or 'src="/jsi18n/"' in s for s in scripts), scripts
 
 
 def test_alipay_and_wechat_buttons_when_enabled(member_factory, settings):

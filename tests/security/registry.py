@@ -469,5 +469,7 @@ SKIP = {
     "socialaccount_login_cancelled": "public page",
     "socialaccount_login_error": "public page",
     "socialaccount_signup": "SSO sign-up form of a login in progress (session state)",
+    "console:set_language": "the header's language switch: a cookie, and the caller's own User.language (tests/i18n)",
+    "javascript-catalog": "the JavaScript translation catalog, public (no tenant data)",
 }
 SKIP_NAMESPACES = {"admin": "Django admin: staff only, behind is_staff login"}

@@ -1,4 +1,5 @@
 """Webhook API bodies and representations."""
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from core.serializers import StrictSerializer
@@ -17,7 +18,7 @@ class EndpointSerializer(serializers.Serializer):
 
 
 class EndpointCreatedSerializer(EndpointSerializer):
-    secret = serializers.CharField(read_only=True, help_text="The signing secret (whsec_…), in this response only.")
+    secret = serializers.CharField(read_only=True, help_text=gettext_lazy("The signing secret (whsec_…), in this response only."))
 
 
 class EndpointCreateSerializer(StrictSerializer):
