@@ -2,8 +2,6 @@
 the kernel's WebSocket, with the token the proxy adds), 404 to everyone else, and a share link works until it
 is revoked or expires."""
 import asyncio
-import json
-import uuid
 from datetime import timedelta
 
 import httpx
@@ -15,7 +13,7 @@ from django.utils import timezone
 from provisioning.http_ports import jupyter_token, port_path
 from provisioning.models import PortShare
 from provisioning.services.ports import port_share_create, port_share_revoke
-from tests.access.world import loopback_instance, start_jupyter, stop
+from tests.access.world import kernel_execute, loopback_instance, start_jupyter, stop
 from tests.factories.tenancy import session_key_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.timeout(180), pytest.mark.django_db(transaction=True)]
@@ -41,22 +39,7 @@ async def _run_in_kernel(server, path, cookie: str, code: str) -> str:
     """Execute `code` on the kernel through the proxy's WebSocket; its stdout."""
     url = f"ws://127.0.0.1:{server.port}{path}"
     async with websockets.connect(url, additional_headers={"Cookie": cookie}, origin=server.url) as ws:
-        msg_id = uuid.uuid4().hex
-        await ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "username": "test", "session": uuid.uuid4().hex,
-                       "msg_type": "execute_request", "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                        "allow_stdin": False}}))
-        out = ""
-        while True:
-            msg = json.loads(await asyncio.wait_for(ws.recv(), timeout=60))
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            if msg["msg_type"] == "stream":
-                out += msg["content"]["text"]
-            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                return out
+        return await kernel_execute(ws, code)
 
 
 def test_a_member_reaches_jupyter_over_http_and_its_kernel_websocket(asgi_server, jupyter_instance):

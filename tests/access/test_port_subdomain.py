@@ -8,7 +8,6 @@ is neither needed nor honoured there, nor passed to the app."""
 import asyncio
 import json
 import threading
-import uuid
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,7 +19,7 @@ from django.conf import settings
 from provisioning.http_ports import jupyter_token, port_path
 from provisioning.models import PortShare
 from provisioning.services.ports import instance_port_add, port_share_create, port_share_revoke
-from tests.access.world import loopback_instance, start_jupyter, stop
+from tests.access.world import kernel_execute, loopback_instance, start_jupyter, stop
 from tests.conftest import AsgiServer
 from tests.factories.tenancy import session_key_for
 
@@ -104,22 +103,7 @@ async def _run_in_kernel(server, instance, path, cookie: str, code: str) -> str:
     host = _host(server, instance, 8888)
     async with websockets.connect(f"ws://{host}{path}", host="127.0.0.1", port=server.port,
                                   additional_headers={"Cookie": cookie}, origin=f"http://{host}") as ws:
-        msg_id = uuid.uuid4().hex
-        await ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "username": "test", "session": uuid.uuid4().hex,
-                       "msg_type": "execute_request", "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                        "allow_stdin": False}}))
-        out = ""
-        while True:
-            msg = json.loads(await asyncio.wait_for(ws.recv(), timeout=60))
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            if msg["msg_type"] == "stream":
-                out += msg["content"]["text"]
-            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                return out
+        return await kernel_execute(ws, code)
 
 
 async def _ws_open(server, instance, path, cookie):

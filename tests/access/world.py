@@ -1,8 +1,11 @@
 """A running instance whose node is this machine's loopback: its ports and sshd are processes the test starts."""
+import asyncio
+import json
 import os
 import socket
 import subprocess
 import sys
+import uuid
 
 from inventory.catalog_seed import seed_catalog
 from provisioning.choices import GroupState, InstanceState
@@ -87,3 +90,23 @@ def stop(proc):
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
+
+
+async def kernel_execute(ws, code: str) -> str:
+    """Run `code` over an open Jupyter kernel channel WebSocket; the stdout it printed (tests/access)."""
+    msg_id = uuid.uuid4().hex
+    await ws.send(json.dumps({
+        "header": {"msg_id": msg_id, "username": "test", "session": uuid.uuid4().hex,
+                   "msg_type": "execute_request", "version": "5.3"},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                    "allow_stdin": False}}))
+    out = ""
+    while True:
+        msg = json.loads(await asyncio.wait_for(ws.recv(), timeout=60))
+        if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            out += msg["content"]["text"]
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return out
