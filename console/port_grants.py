@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.core.cache import cache
 from django.utils.crypto import constant_time_compare
+from django.utils.translation import gettext
 
 from core.errors import NotFoundError
 from provisioning import selectors
@@ -43,7 +44,7 @@ def ticket_redeem(ticket: str, *, instance_id: str, port: int) -> tuple[str, str
     key = _TICKET + (ticket or "")[:64]
     data = cache.get(key)
     if not data or not cache.delete(key) or (data["instance_id"], data["port"]) != (str(instance_id), port):
-        raise NotFoundError("No such port.")
+        raise NotFoundError(gettext("No such port."))
     grant = secrets.token_urlsafe(32)
     cache.set(_GRANT + grant, {k: data[k] for k in ("user_id", "session_key", "org_id", "instance_id", "port")},
               timeout=settings.PROXY_GRANT_SECONDS)
@@ -55,15 +56,15 @@ def grant_target(grant: str, *, instance_id: str, port: int) -> selectors.ProxyT
     console session ended, the member no longer allowed, the port gone)."""
     data = cache.get(_GRANT + (grant or "")[:64]) if grant else None
     if not data or (data["instance_id"], data["port"]) != (str(instance_id), port):
-        raise NotFoundError("No such port.")
+        raise NotFoundError(gettext("No such port."))
     session = import_module(settings.SESSION_ENGINE).SessionStore(session_key=data["session_key"])
     user = get_user_model().objects.filter(pk=data["user_id"], is_active=True).first()
     if (user is None or session.get(SESSION_KEY) != data["user_id"]
             or not constant_time_compare(session.get(HASH_SESSION_KEY, ""), user.get_session_auth_hash())):
-        raise NotFoundError("No such port.")
+        raise NotFoundError(gettext("No such port."))
     instance = member_instance(user=user, session={SESSION_ORG_KEY: data["org_id"]}, instance_id=instance_id)
     if str(instance.organization_id) != data["org_id"]:
-        raise NotFoundError("No such port.")
+        raise NotFoundError(gettext("No such port."))
     return selectors.proxy_target(instance=instance, port=port)
 
 

@@ -8,6 +8,7 @@ hint that the instance exists.
 from http.cookies import SimpleCookie
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from core.errors import NotFoundError
 from provisioning import selectors
@@ -26,10 +27,10 @@ GRANT_COOKIE = "cardmix_port"
 def member_instance(*, user, session, instance_id):
     """The instance, when the session's member may use it; else NotFoundError."""
     if user is None or not user.is_authenticated:
-        raise NotFoundError("No such instance.")
+        raise NotFoundError(gettext("No such instance."))
     membership = membership_for_session(user=user, org_id=session.get(SESSION_ORG_KEY))
     if membership is None or not role_can(membership.role, "instances"):
-        raise NotFoundError("No such instance.")
+        raise NotFoundError(gettext("No such instance."))
     return selectors.instance_get(org=membership.organization, instance_id=instance_id)
 
 
@@ -44,7 +45,7 @@ def running_instance(*, user, session, instance_id):
     """The web terminal's instance: the member's, and running."""
     instance = member_instance(user=user, session=session, instance_id=instance_id)
     if instance.state != InstanceState.RUNNING:
-        raise NotFoundError("The instance is not running.")
+        raise NotFoundError(gettext("The instance is not running."))
     return instance
 
 

@@ -8,6 +8,8 @@
 """
 import datetime
 
+from django.utils.translation import gettext
+
 # GB 32100: digits and capitals without I, O, Z, S, V (31 characters, each worth its index).
 CHARSET = "0123456789ABCDEFGHJKLMNPQRTUWXY"
 WEIGHTS = (1, 3, 9, 27, 19, 26, 16, 17, 20, 29, 25, 13, 8, 24, 10, 30, 28)  # 3^i mod 31
@@ -22,12 +24,12 @@ def uscc_check_char(first17: str) -> str:
 def uscc_error(code: str) -> str:
     """Why `code` is not a valid unified social credit code ("" when it is)."""
     if len(code) != 18:
-        return "A unified social credit code has 18 characters."
+        return gettext("A unified social credit code has 18 characters.")
     bad = sorted({c for c in code if c not in CHARSET})
     if bad:
         return f"A unified social credit code uses digits and capitals other than I, O, Z, S, V; not {''.join(bad)}."
     if uscc_check_char(code[:17]) != code[17]:
-        return "The check character does not match: a character was mistyped."
+        return gettext("The check character does not match: a character was mistyped.")
     return ""
 
 
@@ -44,19 +46,19 @@ def id_check_char(first17: str) -> str:
 def id_number_error(number: str) -> str:
     """Why `number` is not a valid 18-character citizen identification number ("" when it is)."""
     if len(number) != 18:
-        return "An identification number has 18 characters."
+        return gettext("An identification number has 18 characters.")
     if not number[:17].isdigit() or not number[:17].isascii() or number[17] not in "0123456789X":
-        return "An identification number is 17 digits and a last digit or X."
+        return gettext("An identification number is 17 digits and a last digit or X.")
     if number[:2] == "00":
-        return "The first six digits are not a region code."
+        return gettext("The first six digits are not a region code.")
     try:
         born = datetime.date(int(number[6:10]), int(number[10:12]), int(number[12:14]))
     except ValueError:
-        return "Digits 7 to 14 are not a date of birth (YYYYMMDD)."
+        return gettext("Digits 7 to 14 are not a date of birth (YYYYMMDD).")
     if born.year < 1900 or born > datetime.date.today():
-        return "Digits 7 to 14 are not a possible date of birth."
+        return gettext("Digits 7 to 14 are not a possible date of birth.")
     if id_check_char(number[:17]) != number[17]:
-        return "The check character does not match: a digit was mistyped."
+        return gettext("The check character does not match: a digit was mistyped.")
     return ""
 
 

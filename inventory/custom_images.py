@@ -12,6 +12,7 @@ from datetime import timedelta
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
@@ -102,15 +103,17 @@ def pull_auth_unseal(auth) -> dict:
 
 def _vendors_check(vendors) -> list[str]:
     if not isinstance(vendors, list) or not vendors or any(v not in Vendor.values for v in vendors):
-        raise _invalid("vendors", f"One or more of {', '.join(Vendor.values)}.")
+        raise _invalid("vendors", gettext("One or more of %(vendors)s.") % {"vendors": ", ".join(Vendor.values)})
     return sorted(set(vendors))
 
 
 def _architectures_check(reference: str, archs, vendors: list[str]) -> None:
     missing = sorted({VENDOR_ARCHITECTURE[v] for v in vendors} - set(archs))
     if missing:
-        raise _invalid("reference", f"{reference} is built for {', '.join(archs) or 'no named architecture'}, not "
-                                    f"{', '.join(missing)} (the nodes of {', '.join(vendors)} accelerators).")
+        raise _invalid("reference", gettext("%(reference)s is built for %(archs)s, not %(missing)s (the nodes of "
+                                               "%(vendors)s accelerators).")
+                       % {"reference": reference, "archs": ", ".join(archs) or gettext("no named architecture"),
+                          "missing": ", ".join(missing), "vendors": ", ".join(vendors)})
 
 
 def custom_image_register(*, org, name: str, reference: str, vendors=None, username: str = "", password: str = "",
@@ -119,14 +122,14 @@ def custom_image_register(*, org, name: str, reference: str, vendors=None, usern
     or is not built for the vendors' nodes, `credentials` when the registry refuses the login) and keep it with its
     digest; the password (or token) sealed. Audited, never with the secret."""
     if not isinstance(name, str) or not NAME_RE.match(name):
-        raise _invalid("name", "Lower-case letters, digits, dots, hyphens and underscores, 1–64 characters, "
-                               "starting and ending with a letter or digit.")
+        raise _invalid("name", gettext("Lower-case letters, digits, dots, hyphens and underscores, 1–64 "
+                                       "characters, starting and ending with a letter or digit."))
     vendors = _vendors_check(vendors if vendors is not None else [Vendor.NVIDIA])
     username, password = (username or "").strip(), password or ""
     if password and not username:
-        raise _invalid("username", "Give the username that goes with the password or token.")
+        raise _invalid("username", gettext("Give the username that goes with the password or token."))
     if CustomImage.objects.filter(organization=org, name=name).exists():
-        raise _invalid("name", f"An image named {name!r} exists already.")
+        raise _invalid("name", gettext("An image named %(name)s exists already.") % {"name": repr(name)})
     try:
         info = manifest_check(reference, username=username, password=password)
     except RegistryError as exc:
@@ -141,7 +144,7 @@ def custom_image_register(*, org, name: str, reference: str, vendors=None, usern
                     vendors=vendors, username=username, size_bytes=info.size_bytes,
                     password_encrypted=secret_seal(password) if password else None)
         except IntegrityError as exc:  # a concurrent register took the name
-            raise _invalid("name", f"An image named {name!r} exists already.") from exc
+            raise _invalid("name", gettext("An image named %(name)s exists already.") % {"name": repr(name)}) from exc
         audit_record(action="custom_image.register", org=org, actor=actor, target=image, request=request,
                      details={"name": name, "reference": image.reference, "digest": info.digest,
                               "architectures": list(info.architectures), "vendors": vendors,
@@ -159,7 +162,7 @@ def custom_image_delete(*, org, image_id, actor=None, request=None) -> None:
         # A save past its time limit lost its worker (the node's answer never came): it may go.
         stuck_after = timedelta(seconds=settings.IMAGE_SAVE_TIMEOUT_SECONDS + 600)
         if image.state == CustomImageState.SAVING and image.created_at > db_now() - stuck_after:
-            raise InvalidState("The image is being saved; delete it once it is ready or has failed.")
+            raise InvalidState(gettext("The image is being saved; delete it once it is ready or has failed."))
         details = {"name": image.name, "reference": image.reference, "origin": image.origin}
         audit_record(action="custom_image.delete", org=org, actor=actor, target=image, request=request,
                      details=details)
@@ -177,13 +180,13 @@ def custom_image_save_start(*, org, name: str, tag: str, vendors: list[str], zon
     """The row of an image being saved from a container (state saving); the caller holds the instance and queues
     the node's commit + push. 400 naming `name` / `tag`; 409 when no registry is configured."""
     if not settings.IMAGE_SAVE_REGISTRY:
-        raise InvalidState("Saving images is not set up on this platform (IMAGE_SAVE_REGISTRY is empty).")
+        raise InvalidState(gettext("Saving images is not set up on this platform (IMAGE_SAVE_REGISTRY is empty)."))
     if not isinstance(name, str) or not NAME_RE.match(name):
-        raise _invalid("name", "Lower-case letters, digits, dots, hyphens and underscores, 1–64 characters, "
-                               "starting and ending with a letter or digit.")
+        raise _invalid("name", gettext("Lower-case letters, digits, dots, hyphens and underscores, 1–64 "
+                                       "characters, starting and ending with a letter or digit."))
     tag = tag or "latest"
     if not isinstance(tag, str) or not TAG_RE.match(tag):
-        raise _invalid("tag", "Letters, digits, dots, hyphens and underscores, at most 128 characters.")
+        raise _invalid("tag", gettext("Letters, digits, dots, hyphens and underscores, at most 128 characters."))
     reference = save_reference(org=org, name=name, tag=tag)
     try:
         reference_parse(reference)
@@ -196,7 +199,7 @@ def custom_image_save_start(*, org, name: str, tag: str, vendors: list[str], zon
                 reference=reference, vendors=sorted(set(vendors)), origin=CustomImageOrigin.SAVED,
                 state=CustomImageState.SAVING, source_instance_id=source_instance_id, zone_id=zone_id)
     except IntegrityError as exc:
-        raise _invalid("name", f"An image named {name!r} exists already.") from exc
+        raise _invalid("name", gettext("An image named %(name)s exists already.") % {"name": repr(name)}) from exc
     audit_record(action="custom_image.save", org=org, actor=actor, target=image, request=request,
                  details={"name": name, "reference": reference, "instance": str(source_instance_id)})
     return image
@@ -210,13 +213,13 @@ def custom_image_save_finish(*, image_id, pushed: bool, output: str = "") -> Cus
         return image
     reason, info = "", None
     if not pushed:
-        reason = f"The node could not save the container: {output.strip()[-800:]}"
+        reason = gettext("The node could not save the container: %(output)s") % {"output": output.strip()[-800:]}
     else:
         username, password = _login(image)
         try:
             info = manifest_check(image.reference, username=username, password=password)
         except RegistryError as exc:
-            reason = f"The pushed image cannot be read back from the registry: {exc.message}"
+            reason = gettext("The pushed image cannot be read back from the registry: %(error)s") % {"error": exc.message}
     with transaction.atomic():
         locked = CustomImage.objects.select_for_update().filter(pk=image_id, state=CustomImageState.SAVING).first()
         if locked is None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import httpx
 from django.conf import settings
+from django.utils.translation import gettext
 
 from core.addresses import address_internal, host_addresses
 
@@ -63,8 +64,8 @@ def reference_parse(text: str) -> ImageRef:
         host, path = DOCKER_HUB, text
     match = _REFERENCE.match(path)
     if not text or len(text) > 255 or match is None:
-        raise RegistryError("reference", "Write the image as [registry/]repository[:tag][@sha256:digest], "
-                                         "e.g. registry.example.com/team/trainer:1.0.")
+        raise RegistryError("reference", gettext("Write the image as [registry/]repository[:tag][@sha256:digest], "
+                                                 "e.g. registry.example.com/team/trainer:1.0."))
     repo = match["repo"]
     if host == DOCKER_HUB and "/" not in repo:
         repo = f"library/{repo}"
@@ -87,10 +88,11 @@ def _address_guard(request: httpx.Request) -> None:
     try:
         addresses = host_addresses(host, port)
     except (socket.gaierror, UnicodeError):
-        raise RegistryError("reference", f"The registry host {host} does not resolve.") from None
+        raise RegistryError("reference", gettext("The registry host %(host)s does not resolve.") % {"host": host}) from None
     if not addresses or any(address_internal(a) for a in addresses):
-        raise RegistryError("reference", f"{host} is a loopback, private or link-local address; images come from "
-                                         "public registries or the ones the operator named.")
+        raise RegistryError("reference", gettext("%(host)s is a loopback, private or link-local address; images come "
+                                                 "from public registries or the ones the operator named.")
+                            % {"host": host})
 
 
 def _scheme(host: str) -> str:
@@ -121,16 +123,19 @@ class _Session:
                 self.headers = self._authorize(response.headers.get("WWW-Authenticate", ""))
                 response = self.client.get(f"{self.base}/{path}", headers={**headers, **self.headers})
         except httpx.HTTPError as exc:
-            raise RegistryError("reference", f"The registry {self.ref.host} did not answer: {exc}.") from None
+            raise RegistryError("reference", gettext("The registry %(host)s did not answer: %(error)s.")
+                                    % {"host": self.ref.host, "error": exc}) from None
         if response.status_code == 401:
             raise self._refused()
         return response
 
     def _refused(self) -> RegistryError:
         if self.auth is None:
-            return RegistryError("credentials", f"{self.ref.host} needs pull credentials for {self.ref.repository}.")
-        return RegistryError("credentials", f"{self.ref.host} refused these credentials for {self.ref.repository}: "
-                                            "check the username and the password or token.")
+            return RegistryError("credentials", gettext("%(host)s needs pull credentials for %(repository)s.")
+                                 % {"host": self.ref.host, "repository": self.ref.repository})
+        return RegistryError("credentials", gettext("%(host)s refused these credentials for %(repository)s: check the "
+                                              "username and the password or token.")
+                             % {"host": self.ref.host, "repository": self.ref.repository})
 
     def _authorize(self, header: str) -> dict:
         scheme, params = _challenge(header)
@@ -145,7 +150,8 @@ class _Session:
             try:
                 answer = self.client.get(params["realm"], params=query, auth=self.auth)
             except httpx.HTTPError as exc:
-                raise RegistryError("reference", f"{self.ref.host}'s token service did not answer: {exc}.") from None
+                raise RegistryError("reference", gettext("%(host)s's token service did not answer: %(error)s.")
+                                    % {"host": self.ref.host, "error": exc}) from None
             if answer.status_code in (401, 403):
                 raise self._refused()
             try:
@@ -153,11 +159,11 @@ class _Session:
             except ValueError:
                 token = None
             if not token:
-                raise RegistryError("reference", f"{self.ref.host}'s token service answered {answer.status_code} "
-                                                 "without a token.")
+                raise RegistryError("reference", gettext("%(host)s's token service answered %(status)s without a token.")
+                                    % {"host": self.ref.host, "status": answer.status_code})
             return {"Authorization": f"Bearer {token}"}
-        raise RegistryError("reference", f"{self.ref.host} asks for an authentication this platform does not "
-                                         f"speak ({scheme or 'none'}).")
+        raise RegistryError("reference", gettext("%(host)s asks for an authentication this platform does not speak "
+                                                 "(%(scheme)s).") % {"host": self.ref.host, "scheme": scheme or "none"})
 
     def close(self):
         self.client.close()
@@ -167,7 +173,8 @@ def _json(response: httpx.Response, what: str, ref: ImageRef) -> dict:
     try:
         return json.loads(response.content)
     except ValueError:
-        raise RegistryError("reference", f"{ref.host} answered a {what} that is not JSON.") from None
+        raise RegistryError("reference", gettext("%(host)s answered a %(what)s that is not JSON.")
+                            % {"host": ref.host, "what": what}) from None
 
 
 def manifest_check(reference: str, *, username: str = "", password: str = "",
@@ -175,15 +182,16 @@ def manifest_check(reference: str, *, username: str = "", password: str = "",
     """The image's digest and architectures, or RegistryError; with `architecture`, one built for it or an error."""
     ref = reference_parse(reference)
     if settings.CUSTOM_IMAGE_REGISTRIES and not _operator_named(ref.host):
-        raise RegistryError("reference", f"Images come from {', '.join(settings.CUSTOM_IMAGE_REGISTRIES)} on this "
-                                         f"platform, not {ref.host}.")
+        raise RegistryError("reference", gettext("Images come from %(registries)s on this platform, not %(host)s.")
+                            % {"registries": ", ".join(settings.CUSTOM_IMAGE_REGISTRIES), "host": ref.host})
     session = _Session(ref, username, password)
     try:
         response = session.get(f"manifests/{ref.reference}", accept=INDEX_TYPES + MANIFEST_TYPES)
         if response.status_code == 404:
-            raise RegistryError("reference", f"{ref} does not exist (no such repository or tag).")
+            raise RegistryError("reference", gettext("%(ref)s does not exist (no such repository or tag).") % {"ref": ref})
         if response.status_code != 200:
-            raise RegistryError("reference", f"{ref.host} answered {response.status_code} for {ref}.")
+            raise RegistryError("reference", gettext("%(host)s answered %(status)s for %(ref)s.")
+                                % {"host": ref.host, "status": response.status_code, "ref": ref})
         digest = response.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(
             response.content).hexdigest()
         body = _json(response, "manifest", ref)
@@ -195,15 +203,17 @@ def manifest_check(reference: str, *, username: str = "", password: str = "",
         else:
             config = (body.get("config") or {}).get("digest")
             if not config:
-                raise RegistryError("reference", f"{ref} is not an image manifest (no config).")
+                raise RegistryError("reference", gettext("%(ref)s is not an image manifest (no config).") % {"ref": ref})
             blob = session.get(f"blobs/{config}")
             if blob.status_code != 200:
-                raise RegistryError("reference", f"{ref}'s image config is missing from {ref.host}.")
+                raise RegistryError("reference", gettext("%(ref)s's image config is missing from %(host)s.")
+                                    % {"ref": ref, "host": ref.host})
             archs = tuple(a for a in (_json(blob, "image config", ref).get("architecture"),) if a)
             size = sum(int(part.get("size") or 0) for part in [body["config"], *(body.get("layers") or [])])
     finally:
         session.close()
     if architecture and architecture not in archs:
-        raise RegistryError("reference", f"{ref} is built for {', '.join(archs) or 'no named architecture'}, "
-                                         f"not {architecture}.")
+        raise RegistryError("reference", gettext("%(ref)s is built for %(archs)s, not %(architecture)s.")
+                            % {"ref": ref, "archs": ", ".join(archs) or gettext("no named architecture"),
+                               "architecture": architecture})
     return ManifestInfo(digest, archs, size)

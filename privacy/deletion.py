@@ -10,6 +10,7 @@ from django.core import signing
 from django.core.mail import send_mail
 from django.db import models, transaction
 from django.db.models.functions import Cast
+from django.utils.translation import gettext
 
 from billing.funds import available_from, balances_of
 from core.errors import InvalidState, PermissionDeniedError, ValidationFailed
@@ -43,24 +44,28 @@ def deletion_blockers(user) -> list[str]:
         if m.role != Role.OWNER or others.filter(role=Role.OWNER).exists():
             continue  # the organization keeps an owner: leaving it is enough
         if others.exists():
-            reasons.append(f"You are the only owner of {org.name}: make another member its owner first.")
+            reasons.append(gettext("You are the only owner of %(org)s: make another member its owner first.")
+                           % {"org": org.name})
             continue
         live = Instance.objects.filter(organization=org).exclude(state__in=ENDED).count()
         if live:
-            reasons.append(f"{org.name} has {live} instance(s) not terminated: terminate them first.")
+            reasons.append(gettext("%(org)s has %(count)s instance(s) not terminated: terminate them first.")
+                           % {"org": org.name, "count": live})
         volumes = Volume.objects.filter(organization=org).exclude(state=VolumeState.DELETED).count()
         if volumes:
-            reasons.append(f"{org.name} has {volumes} volume(s): delete them first.")
+            reasons.append(gettext("%(org)s has %(count)s volume(s): delete them first.")
+                           % {"org": org.name, "count": volumes})
         balances = balances_of(org)
         if available_from(balances) - balances["credit_limit"] < 0:  # what it holds, not what it may borrow
-            reasons.append(f"{org.name}'s balance is negative: top up to settle it first.")
+            reasons.append(gettext("%(org)s's balance is negative: top up to settle it first.") % {"org": org.name})
     return reasons
 
 
 def _refuse_if_blocked(user) -> None:
     reasons = deletion_blockers(user)
     if reasons:
-        raise InvalidState("The account cannot be deleted yet: " + " ".join(reasons), details={"blockers": reasons})
+        raise InvalidState(gettext("The account cannot be deleted yet: %(reasons)s") % {"reasons": " ".join(reasons)},
+                           details={"blockers": reasons})
 
 
 def deletion_token_make(user) -> str:
@@ -70,18 +75,20 @@ def deletion_token_make(user) -> str:
 def account_deletion_request(*, user, password: str, site_url: str, request=None) -> None:
     """Check the password and the blockers, then email the confirmation link (nothing is deleted yet)."""
     if not user.check_password(password or ""):
-        raise PermissionDeniedError("The password is not right.", details={"password": ["Not your password."]})
+        raise PermissionDeniedError(gettext("The password is not right."),
+                                    details={"password": [gettext("Not your password.")]})
     _refuse_if_blocked(user)
     link = f"{site_url.rstrip('/')}/account/delete/{deletion_token_make(user)}/"
     with transaction.atomic():
         audit_record(action="user.delete_requested", actor=user, target=user, request=request)
         email = user.email
-        transaction.on_commit(lambda: send_mail(
-            "Confirm deleting your Cardmix account",
-            f"Someone (we hope you) asked to delete the Cardmix account {email}.\n\nTo delete it for good, open "
-            f"this link within 24 hours and confirm:\n\n{link}\n\nYour name, email address, SSH keys and API tokens "
-            "are erased; the ledger and audit log of your organizations are kept without them. If you did not ask, "
-            "ignore this email and change your password.", None, [email], fail_silently=True))
+        subject = gettext("Confirm deleting your Cardmix account")
+        body = gettext(
+            "Someone (we hope you) asked to delete the Cardmix account %(email)s.\n\nTo delete it for good, open "
+            "this link within 24 hours and confirm:\n\n%(link)s\n\nYour name, email address, SSH keys and API "
+            "tokens are erased; the ledger and audit log of your organizations are kept without them. If you did "
+            "not ask, ignore this email and change your password.") % {"email": email, "link": link}
+        transaction.on_commit(lambda: send_mail(subject, body, None, [email], fail_silently=True))
 
 
 def deletion_token_user(token: str) -> User:
@@ -92,7 +99,8 @@ def deletion_token_user(token: str) -> User:
         data = None
     user = User.objects.filter(pk=data["u"], is_active=True).first() if data else None
     if user is None or user.email != data.get("e"):
-        raise ValidationFailed("This link is invalid or has expired.", details={"token": ["Invalid or expired."]})
+        raise ValidationFailed(gettext("This link is invalid or has expired."),
+                               details={"token": [gettext("Invalid or expired.")]})
     return user
 
 
@@ -165,9 +173,9 @@ def account_delete(*, user, request=None) -> User:
         needles = [email] + ([name] if len(name) >= NAME_MIN_LENGTH else [])
         changed = _scrub_everywhere(needles, skip={"tenancy.User", "tenancy.TrialClaim"})
         audit_record(action="user.delete", actor=user, target=user, request=request, details={"rows_scrubbed": changed})
-        transaction.on_commit(lambda: send_mail(
-            "Your Cardmix account was deleted",
-            "Your Cardmix account and the personal data in it were deleted, as you asked. This is the last email "
-            "we send to this address.", None, [email], fail_silently=True))
+        subject = gettext("Your Cardmix account was deleted")
+        body = gettext("Your Cardmix account and the personal data in it were deleted, as you asked. This is the last "
+                       "email we send to this address.")
+        transaction.on_commit(lambda: send_mail(subject, body, None, [email], fail_silently=True))
     logger.info("account deleted", extra={"user": str(user.pk), "rows_scrubbed": changed})
     return user

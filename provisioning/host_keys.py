@@ -10,10 +10,12 @@ and is refused with a clear message and an `instance.host_key_mismatch` audit ro
 import asyncio
 
 import asyncssh
+from django.utils.translation import gettext_lazy
 
-MISMATCH_MESSAGE = ("The instance's SSH host key is not the one the platform recorded for it (expected {expected}, "
-                    "offered {offered}); refusing to connect. If the instance was rebuilt outside the platform, "
-                    "restart it from the console; otherwise tell the operator.")
+MISMATCH_MESSAGE = gettext_lazy(
+    "The instance's SSH host key is not the one the platform recorded for it (expected {expected}, offered "
+    "{offered}); refusing to connect. If the instance was rebuilt outside the platform, restart it from the "
+    "console; otherwise tell the operator.")
 
 
 class HostKeyMismatch(Exception):

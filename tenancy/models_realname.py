@@ -9,13 +9,14 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 LICENCE_MAX_BYTES = 10 * 1024 * 1024  # a scanned licence is a few MiB at most
 
 
 class RealNameKind(models.TextChoices):
-    INDIVIDUAL = "individual", "Individual (个人)"
-    ENTERPRISE = "enterprise", "Enterprise (企业)"
+    INDIVIDUAL = "individual", _("Individual (个人)")
+    ENTERPRISE = "enterprise", _("Enterprise (企业)")
 
 
 class RealNameState(models.TextChoices):

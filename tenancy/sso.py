@@ -140,7 +140,7 @@ def sso_binding_get(*, org, id) -> SsoBinding:
     """One binding of this organization, else 404."""
     binding = SsoBinding.objects.filter(organization=org, pk=id).first()
     if binding is None:
-        raise Http404("No such SSO binding.")
+        raise Http404(_("No such SSO binding."))
     return binding
 
 

@@ -20,6 +20,7 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.utils.encoding import escape_uri_path
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 
 from core.errors import NotFoundError
@@ -123,7 +124,8 @@ async def _forward(request, target, *, path: str, cookie_prefix: str):
     try:
         host = "%s:%s" % await upstream_address(target)
     except (OSError, asyncssh.Error, HostKeyMismatch) as exc:
-        return HttpResponse(f"Port {target.port} of the instance cannot be reached through its sshd: {exc}",
+        return HttpResponse(gettext("Port %(port)s of the instance cannot be reached through its sshd: %(error)s")
+                            % {"port": target.port, "error": exc},
                             status=502, content_type="text/plain; charset=utf-8")
     headers = upstream_headers(request.headers, cookie=request.headers.get("Cookie", ""), token=target.jupyter_token,
                                host=host, origin_host=request.get_host())
@@ -136,7 +138,7 @@ async def _forward(request, target, *, path: str, cookie_prefix: str):
                                                           headers=headers, content=body), stream=True)
     except httpx.HTTPError:
         await client.aclose()
-        return HttpResponse(f"Port {target.port} of the instance does not answer.", status=502,
+        return HttpResponse(gettext("Port %(port)s of the instance does not answer.") % {"port": target.port}, status=502,
                             content_type="text/plain; charset=utf-8")
     response = StreamingHttpResponse(_stream(upstream, client), status=upstream.status_code)
     for name, value in upstream.headers.multi_items():
@@ -151,7 +153,7 @@ async def proxy(request, instance_id, port, rest=""):
     """Forward one request to the instance's port, or 404 when the caller may not reach it. In subdomain mode
     the platform's origin serves no port at all (port_host below does)."""
     if subdomain_mode():
-        raise Http404("Ports are served on their own hosts.")
+        raise Http404(gettext("Ports are served on their own hosts."))
     port = int(port)
     target = await sync_to_async(_target)(request, instance_id, port)
     if request.GET.get(SHARE_PARAM):
@@ -161,7 +163,7 @@ async def proxy(request, instance_id, port, rest=""):
 
 def _not_found():
     # Plain: the console's 404 page needs middleware a port's host does not run.
-    return HttpResponseNotFound("Not found.", content_type="text/plain; charset=utf-8")
+    return HttpResponseNotFound(gettext("Not found."), content_type="text/plain; charset=utf-8")
 
 
 async def port_host(request, instance_id: str, port: int):

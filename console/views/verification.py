@@ -4,6 +4,8 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.utils.functional import lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
@@ -28,8 +30,8 @@ class RealNameForm(forms.Form):
     credit_code = forms.CharField(label=_("Unified social credit code (统一社会信用代码)"), max_length=18,
                                   required=False, help_text=_("Enterprises: 18 characters."))
     licence = forms.FileField(label=_("Business licence (营业执照)"), required=False,
-                              help_text=_("Enterprises: PDF, PNG or JPEG, at most %(mib)d MiB.")
-                              % {"mib": LICENCE_MAX_BYTES // (1024 * 1024)})
+                              help_text=lazy(lambda: gettext("Enterprises: PDF, PNG or JPEG, at most %(mib)d MiB.")
+                                             % {"mib": LICENCE_MAX_BYTES // (1024 * 1024)}, str)())
 
 
 @login_required

@@ -12,6 +12,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Prefetch
+from django.utils.translation import gettext
 
 from core.errors import InvalidState
 from core.outbox import outbox_send
@@ -36,19 +37,19 @@ def instance_image_save(*, org, instance_id, name: str, tag: str = "latest", act
     with transaction.atomic():
         instance = instance_lock(instance_id=instance_id, org=org)
         if not settings.IMAGE_SAVE_REGISTRY:
-            raise InvalidState("Saving images is not set up on this platform (IMAGE_SAVE_REGISTRY is empty).")
+            raise InvalidState(gettext("Saving images is not set up on this platform (IMAGE_SAVE_REGISTRY is empty)."))
         if instance.kind != InstanceKind.CONTAINER:
-            raise InvalidState("Save as image works on container instances only: a bare-metal instance has no "
-                               "container to commit (save what you need to a volume instead).")
+            raise InvalidState(gettext("Save as image works on container instances only: a bare-metal instance has "
+                                       "no container to commit (save what you need to a volume instead)."))
         if instance.state != S.RUNNING:
-            raise InvalidState(f"The instance is {instance.state}; save it as an image while it runs (a stop "
-                               "removes its container).")
+            raise InvalidState(gettext("The instance is %(state)s; save it as an image while it runs (a stop removes "
+                                       "its container).") % {"state": instance.state})
         nodes = Node.objects.select_related("zone", "accelerator")
         groups = list(NodeGroup.objects.live().filter(instance_id=instance.pk)
                       .prefetch_related(Prefetch("node", queryset=nodes)).order_by("item_index", "id"))
         if len(groups) != 1:
-            raise InvalidState(f"The instance runs as {len(groups)} containers; Save as image saves an instance of "
-                               "one container.")
+            raise InvalidState(gettext("The instance runs as %(count)s containers; Save as image saves an instance "
+                                       "of one container.") % {"count": len(groups)})
         group = groups[0]
         image = custom_image_save_start(org=org, name=name, tag=tag, vendors=[group.node.accelerator.vendor],
                                         zone_id=group.node.zone_id, source_instance_id=instance.pk, actor=actor,

@@ -1,11 +1,13 @@
 """What an organization may do before its real-name verification is approved (settings REALNAME_*): by default
 no H100/H800, no bare metal, and top-ups up to 100 CNY in all. Refusals are 403 `verification_required`."""
 from django.conf import settings
+from django.utils.translation import gettext, gettext_lazy
 
 from core.errors import VerificationRequired
 from core.money import format_fen
 
-VERIFY_HINT = "Verify your organization's real name in the console (Account → Real-name verification) first."
+VERIFY_HINT = gettext_lazy("Verify your organization's real name in the console (Account → Real-name verification) "
+                           "first.")
 
 
 def org_unverified(org) -> bool:
@@ -24,10 +26,11 @@ def instance_check(org, *, accelerators=(), bare_metal: bool = False) -> None:
         return
     refused = sorted({slug for slug in accelerators if not accelerator_allowed(org, slug)})
     if refused:
-        raise VerificationRequired(f"{', '.join(refused)} needs a verified organization. {VERIFY_HINT}",
+        raise VerificationRequired(gettext("%(types)s needs a verified organization. %(hint)s")
+                                   % {"types": ", ".join(refused), "hint": VERIFY_HINT},
                                    details={"accelerator": refused})
     if bare_metal and not settings.REALNAME_UNVERIFIED_BARE_METAL:
-        raise VerificationRequired(f"Bare metal needs a verified organization. {VERIFY_HINT}",
+        raise VerificationRequired(gettext("Bare metal needs a verified organization. %(hint)s") % {"hint": VERIFY_HINT},
                                    details={"kind": ["bare_metal"]})
 
 
@@ -38,8 +41,9 @@ def topup_check(org, *, amount: int, already: int) -> None:
     if org_unverified(org) and already + amount > cap:
         left = max(cap - already, 0)
         raise VerificationRequired(
-            f"An unverified organization tops up at most {format_fen(cap)} CNY in all ({format_fen(left)} CNY "
-            f"left). {VERIFY_HINT}", details={"amount": [f"At most {format_fen(left)} CNY before verification."]})
+            gettext("An unverified organization tops up at most %(cap)s CNY in all (%(left)s CNY left). %(hint)s")
+            % {"cap": format_fen(cap), "left": format_fen(left), "hint": VERIFY_HINT},
+            details={"amount": [gettext("At most %(left)s CNY before verification.") % {"left": format_fen(left)}]})
 
 
 def policy_summary() -> dict:
@@ -54,8 +58,8 @@ def realname_limits_text(org) -> str:
     """What the organization may not use yet, in words ("" when nothing is limited), for the console's banners."""
     if not org_unverified(org):
         return ""
-    parts = [f"{', '.join(p.upper() for p in settings.REALNAME_UNVERIFIED_REFUSED_ACCELERATORS)} cards"] \
-        if settings.REALNAME_UNVERIFIED_REFUSED_ACCELERATORS else []
+    types = ", ".join(p.upper() for p in settings.REALNAME_UNVERIFIED_REFUSED_ACCELERATORS)
+    parts = [gettext("%(types)s cards") % {"types": types}] if types else []
     if not settings.REALNAME_UNVERIFIED_BARE_METAL:
-        parts.append("bare metal")
-    return " and ".join(parts)
+        parts.append(gettext("bare metal"))
+    return gettext(" and ").join(parts)

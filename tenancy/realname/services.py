@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext
 
 from core.cn_codes import id_number_error, id_number_masked, uscc_error
 from core.dbclock import db_now
@@ -35,11 +36,11 @@ def _clean(*, kind: str, legal_name: str, id_number: str, credit_code: str, lice
     id_number = (id_number or "").strip().upper()
     credit_code = (credit_code or "").strip().upper()
     if kind not in RealNameKind.values:
-        errors["kind"] = [f"Choose one of {', '.join(RealNameKind.values)}."]
+        errors["kind"] = [gettext("Choose one of %(kinds)s.") % {"kinds": ", ".join(RealNameKind.values)}]
     if not legal_name:
-        errors["legal_name"] = ["The registered name is required."]
+        errors["legal_name"] = [gettext("The registered name is required.")]
     elif len(legal_name) > 100:
-        errors["legal_name"] = ["At most 100 characters."]
+        errors["legal_name"] = [gettext("At most 100 characters.")]
     fields = {"kind": kind, "legal_name": legal_name, "id_number": "", "credit_code": "", "licence": None,
               "licence_type": ""}
     if kind == RealNameKind.INDIVIDUAL:
@@ -52,14 +53,14 @@ def _clean(*, kind: str, legal_name: str, id_number: str, credit_code: str, lice
         licence = licence or b""
         licence_type = _licence_type(licence)
         if not licence:
-            errors["licence"] = ["Upload the business licence (营业执照) as a PDF, PNG or JPEG."]
+            errors["licence"] = [gettext("Upload the business licence (营业执照) as a PDF, PNG or JPEG.")]
         elif not licence_type:
-            errors["licence"] = ["The licence must be a PDF, PNG or JPEG file."]
+            errors["licence"] = [gettext("The licence must be a PDF, PNG or JPEG file.")]
         elif len(licence) > LICENCE_MAX_BYTES:
-            errors["licence"] = [f"At most {LICENCE_MAX_BYTES // (1024 * 1024)} MiB."]
+            errors["licence"] = [gettext("At most %(mib)d MiB.") % {"mib": LICENCE_MAX_BYTES // (1024 * 1024)}]
         fields.update(credit_code=credit_code, licence=licence, licence_type=licence_type)
     if errors:
-        raise ValidationFailed("The verification is invalid.", details=errors)
+        raise ValidationFailed(gettext("The verification is invalid."), details=errors)
     return fields
 
 
@@ -74,7 +75,7 @@ def realname_submit(*, org, actor, kind: str, legal_name: str, id_number: str = 
         with transaction.atomic():
             org = organization_lock(org.pk)
             if org.real_name_verified_at is not None:
-                raise InvalidState("This organization's real name is already verified.")
+                raise InvalidState(gettext("This organization's real name is already verified."))
             verification = RealNameVerification.objects.create(
                 organization=org, submitted_by=actor if getattr(actor, "pk", None) else None,
                 id_number_sealed=id_number_seal(number) if number else None,
@@ -84,7 +85,7 @@ def realname_submit(*, org, actor, kind: str, legal_name: str, id_number: str = 
                                                    "id_number": verification.id_number_masked,
                                                    "credit_code": fields["credit_code"]})
     except IntegrityError:  # realname_one_pending_per_org: one is already under review
-        raise InvalidState("A verification is already under review; wait for its decision.") from None
+        raise InvalidState(gettext("A verification is already under review; wait for its decision.")) from None
     if settings.REALNAME_PROVIDER:
         verification = _provider_ask(verification, number)
     return verification
@@ -114,7 +115,7 @@ def _decide(verification_id, *, state: str, actor, reason: str, request) -> Real
                         .select_related("organization").get(pk=verification_id))
         org = organization_lock(verification.organization_id)
         if verification.state != RealNameState.PENDING:
-            raise InvalidState(f"This verification is already {verification.state}.")
+            raise InvalidState(gettext("This verification is already %(state)s.") % {"state": verification.state})
         now = db_now()
         verification.state, verification.reason = state, reason
         verification.decided_by = actor if getattr(actor, "pk", None) else None
@@ -139,7 +140,8 @@ def realname_reject(*, verification_id, reason: str, actor=None, request=None) -
     """Operators (or the provider): reject with the reason the customer reads; they may submit again."""
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationFailed("Say why, for the customer.", details={"reason": ["A reason is required."]})
+        raise ValidationFailed(gettext("Say why, for the customer."),
+                               details={"reason": [gettext("A reason is required.")]})
     return _decide(verification_id, state=RealNameState.REJECTED, actor=actor, reason=reason[:300], request=request)
 
 
@@ -147,12 +149,14 @@ def _tell_owners(org, verification: RealNameVerification) -> None:
     to = sorted(Membership.objects.filter(organization=org, role__in=[Role.OWNER, Role.ADMIN])
                 .values_list("user__email", flat=True))
     if verification.state == RealNameState.APPROVED:
-        subject = f"Cardmix: {org.name} is verified"
-        body = (f"The real-name verification of {org.name} ({verification.legal_name}) was approved. Every card "
-                "type, bare metal and top-ups of any size are open to the organization now.")
+        subject = gettext("Cardmix: %(org)s is verified") % {"org": org.name}
+        body = gettext("The real-name verification of %(org)s (%(name)s) was approved. Every card type, bare metal "
+                       "and top-ups of any size are open to the organization now.") % {
+            "org": org.name, "name": verification.legal_name}
     else:
-        subject = f"Cardmix: {org.name}'s verification was not approved"
-        body = (f"The real-name verification of {org.name} ({verification.legal_name}) was rejected: "
-                f"{verification.reason}\n\nCorrect it and submit again in the console.")
+        subject = gettext("Cardmix: %(org)s's verification was not approved") % {"org": org.name}
+        body = gettext("The real-name verification of %(org)s (%(name)s) was rejected: %(reason)s\n\nCorrect it "
+                       "and submit again in the console.") % {
+            "org": org.name, "name": verification.legal_name, "reason": verification.reason}
     if to:
         transaction.on_commit(lambda: send_mail(subject, body, None, to, fail_silently=True))

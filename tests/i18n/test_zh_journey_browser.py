@@ -15,6 +15,8 @@ from django.core import mail
 
 from inventory.models import Accelerator, Image, Zone
 from provisioning.models import Instance
+from tenancy.models_realname import RealNameVerification
+from tenancy.realname.services import realname_approve
 from tests.e2e.conftest import Shots, ready_worker
 from tests.factories.provisioning import make_fleet
 
@@ -87,7 +89,7 @@ def test_signup_to_instance_in_chinese_has_no_english_left(e2e_env, live_server,
     ready_worker(start_worker)
     make_fleet(h100=2, ascend=1)
     kept, english = _catalog()
-    allowed = kept | _data_words("Ada", "ada@example.com", "ada-run", *PROPER_NAMES)
+    allowed = kept | _data_words("Ada Lovelace", "ada@example.com", "ada-run", *PROPER_NAMES)
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
     page = context.new_page()
     page.on("dialog", lambda dialog: dialog.accept())
@@ -120,7 +122,27 @@ def test_signup_to_instance_in_chinese_has_no_english_left(e2e_env, live_server,
     assert page.inner_text("#balance-trial") == "¥10.00"
     check("dashboard")
 
+    # A new organization is not real-name verified: the create page's banner links the verification page, where
+    # Ada submits herself as an individual; the operator's approval (in the admin) is done in-process.
     page.goto(f"{live_server.url}/instances/new/")
+    assert "需要实名认证" in page.inner_text("#realname-banner")
+    check("new-instance-unverified")
+    page.click("#realname-banner a")
+    page.wait_for_url("**/account/verification/")
+    check("verification")
+    page.check("input[name=kind][value=individual]")
+    page.fill("#id_legal_name", "Ada Lovelace")
+    page.fill("#id_id_number", "11010519491231002X")
+    page.click("#realname-form button[type=submit]")
+    page.wait_for_selector("[data-realname-state=pending]")
+    check("verification-pending")
+    realname_approve(verification_id=RealNameVerification.objects.get(legal_name="Ada Lovelace").pk, actor=None)
+    page.reload()
+    page.wait_for_selector("[data-realname-state=verified]")
+    check("verification-verified")
+
+    page.goto(f"{live_server.url}/instances/new/")
+    assert page.locator("#realname-banner").count() == 0
     check("new-instance")
     page.fill("#id_name", "ada-run")
     page.select_option("#id_accelerator", "h100-sxm-80g")
