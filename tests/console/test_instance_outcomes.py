@@ -120,7 +120,7 @@ def test_no_ssh_command_while_terminating(member_factory, three_h100):
     assert re.search(r"ssh -p \d+ root@", page)
     # The gateway form first: its command and a config block named after the instance (provisioning/gateway/).
     short = str(running.pk)[:8]
-    assert f"ssh -p 2222 {short}@127.0.0.1" in page and f"Host {running.name}\n  HostName {short}\n" in page
+    assert f"ssh -p 2222 {short}@127.0.0.1" in page and f"Host {running.name}\n  HostName i-{short}\n" in page
     going = _placed(owner.organization, three_h100[1], "terminating")  # its group is not released yet
     page = web.get(f"/instances/{going.pk}/").content.decode()
     assert not re.search(r"ssh -p \d+ root@", page) and 'data-copy="#ssh-1"' not in page

@@ -182,6 +182,9 @@ class Faults:
             SIMULATOR_DELAY_SCALE="0", SIMULATOR_FAILURE_SCALE="0", PYTHONUNBUFFERED="1",
             STRIPE_WEBHOOK_SECRET=WEBHOOK_SECRET, OUTBOX_DRAIN_SECONDS="1", RECONCILE_SECONDS="2",
             METER_TICK_SECONDS="3600", DEBUG="0", ALLOWED_HOSTS="*",
+            # The faults' organizations come from `issue_token --create-user` (unverified) and rent H100s: the
+            # real-name policy is tests/tenancy/test_realname.py's subject, not theirs.
+            REALNAME_POLICY="0",
         )
         self.env = env
         self.procs: list[Proc] = []

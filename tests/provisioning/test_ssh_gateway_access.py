@@ -103,8 +103,8 @@ def test_the_body_shows_the_gateway_form_only_where_there_is_an_sshd(settings):
     iid = "1234abcd-0000-4000-8000-000000000000"
     assert gateway_entry(iid, "trainer", direct) == {
         "host": "gw.example.com", "port": 22, "user": "1234abcd", "command": "ssh 1234abcd@gw.example.com",
-        "jump": "ssh -J gw.example.com root@1234abcd",
-        "config": "Host trainer\n  HostName 1234abcd\n  User root\n  ProxyJump gw.example.com\n"
+        "jump": "ssh -J gw.example.com root@i-1234abcd",
+        "config": "Host trainer\n  HostName i-1234abcd\n  User root\n  ProxyJump gw.example.com\n"
                   "  ServerAliveInterval 30\n"}
     assert gateway_entry(iid, "trainer", []) is None
     settings.SSH_GATEWAY_PUBLIC_HOST = ""
