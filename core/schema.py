@@ -36,6 +36,7 @@ _COMMON_ERRORS = {"400": "validation_error", "401": "not_authenticated, token_in
                   "503": "service_unavailable"}
 _WRITE_ERRORS = {"402": "insufficient_funds",
                  "409": "insufficient_capacity, invalid_state, quota_exceeded, idempotency_in_progress",
+                 "415": "validation_error (a body in a media type other than JSON, form or multipart)",
                  "422": "idempotency_key_reused"}
 
 

@@ -251,7 +251,10 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"VolumeKindEnum": "storage.choices.VolumeKind",
                             "InstanceKindEnum": "provisioning.choices.InstanceKind",
                             "FapiaoKindEnum": "billing.models_fapiao.FapiaoKind",
-                            "RealNameKindEnum": "tenancy.models_realname.RealNameKind"},
+                            "RealNameKindEnum": "tenancy.models_realname.RealNameKind",
+                            "SsoBindingKindEnum": "tenancy.models.SsoBindingKind",
+                            "RoleEnum": "tenancy.choices.Role",
+                            "JoiningRoleEnum": "tenancy.api.serializers.JOINING_ROLES"},
 }
 IDEMPOTENCY_TTL = timedelta(hours=env.int("IDEMPOTENCY_TTL_HOURS", default=24))
 

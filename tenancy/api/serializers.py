@@ -15,6 +15,9 @@ from ..models import (
     TokenScope,
 )
 
+# What an SSO binding may make a newcomer: any role but owner (API schema: JoiningRoleEnum).
+JOINING_ROLES = [c for c in Role.choices if c[0] != Role.OWNER]
+
 
 class OrganizationSerializer(serializers.ModelSerializer):
     role = serializers.SerializerMethodField()
@@ -111,4 +114,4 @@ class SsoBindingCreateSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=SsoBindingKind.choices)
     value = serializers.CharField(max_length=253, help_text="An email domain (lab.example.edu.cn) or the id of "
                                                             "an OpenID Connect provider the operator configured.")
-    role = serializers.ChoiceField(choices=[c for c in Role.choices if c[0] != Role.OWNER], default=Role.MEMBER)
+    role = serializers.ChoiceField(choices=JOINING_ROLES, default=Role.MEMBER)

@@ -301,14 +301,16 @@ class Faults:
             "AND (i.id IS NULL OR i.state <> ALL(%s))", (list(MAY_HOLD),))
 
     def meter_drift(self) -> list[tuple]:
-        """Meters whose posted + written-off amount is not floor(rate × cards × S / 3600), or whose transfers
-        do not sum to what the meter says it posted."""
+        """Meters whose posted + written-off amount is not floor(rate × cards × S / 3600), or whose postings (the
+        per-meter detail, billing_metercharge: a tick's transfers are per organization and source) do not sum to
+        what the meter says it posted. verify_ledger checks the transfers against the detail."""
         return self.sql(
             "SELECT m.id, m.posted_amount, m.written_off_amount, m.posted_through_seconds, "
-            "COALESCE((SELECT sum(t.amount) FROM billing_transfer t WHERE t.meter_id = m.id), 0) AS transferred "
+            "COALESCE((SELECT sum(c.amount) FROM billing_metercharge c WHERE c.meter_id = m.id), 0) AS charged "
             "FROM billing_meter m WHERE m.posted_amount + m.written_off_amount "
             "<> (m.rate * m.cards * m.posted_through_seconds) / 3600 "
-            "OR m.posted_amount <> COALESCE((SELECT sum(t.amount) FROM billing_transfer t WHERE t.meter_id = m.id), 0)")
+            "OR m.posted_amount <> COALESCE((SELECT sum(c.amount) FROM billing_metercharge c "
+            "WHERE c.meter_id = m.id), 0)")
 
     def verify_ledger(self) -> str:
         result = self.manage("verify_ledger", check=False)

@@ -58,10 +58,12 @@ def test_two_beats_tick_and_reconcile_once(faults):
         beat.stop()
     performed = [t for t in _results(workers, "billing.meter_tick") if "'skipped': True" not in t]
     assert performed, "some ticks must have run"
-    keys = [k for (k,) in faults.sql("SELECT key FROM billing_transfer WHERE meter_id = %s", (meter_id,))]
-    seconds = [k.split(":")[2] for k in keys]
+    # The meter's postings (the ledger's per-meter detail; keyed by meter and through-second).
+    seconds = [s for (s,) in faults.sql("SELECT through_seconds FROM billing_metercharge WHERE meter_id = %s",
+                                        (meter_id,))]
     postings = sum(1 for t in performed if "'meters': 1" in t)
-    assert len(set(seconds)) == postings, (keys, performed)  # one posting per tick that ran, each its own second
+    assert len(seconds) == len(set(seconds)) == postings, (seconds, performed)  # one per tick that ran
+    faults.verify_ledger()  # and the organization's tick transfers sum to those postings
     assert faults.meter_drift() == []  # total == floor(rate × cards × S / 3600)
     assert "Traceback" not in first.log() + second.log()
 

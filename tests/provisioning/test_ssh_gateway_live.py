@@ -147,10 +147,10 @@ def test_openssh_reaches_the_instance_through_the_gateway_and_only_members_who_m
     assert tty.returncode == 0 and tty.stdout.startswith("/dev/pts/"), tty
     (tmp_path / "payload").write_text("through the gateway\n")
     sftp = subprocess.run(["sftp", "-F", str(owner.config), "-P", str(gateway.port), "-b", "-", f"{short}@127.0.0.1"],
-                          input=f"put {tmp_path / 'payload'} /tmp/gateway-payload-{short}\n", capture_output=True,
+                          input=f"put {tmp_path / 'payload'} {tmp_path / 'uploaded'}\n", capture_output=True,
                           text=True, timeout=60)
     assert sftp.returncode == 0, sftp
-    copied = owner.ssh("-p", str(gateway.port), f"{short}@127.0.0.1", f"cat /tmp/gateway-payload-{short}")
+    copied = owner.ssh("-p", str(gateway.port), f"{short}@127.0.0.1", f"cat {tmp_path / 'uploaded'}")
     assert copied.stdout == "through the gateway\n", copied
     # `cardmix ssh` runs the gateway form.
     cli = subprocess.run([sys.executable, "-m", "cardmix", "ssh", "trainer", "--json"], capture_output=True,
