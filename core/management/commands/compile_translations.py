@@ -4,6 +4,7 @@ Django's `compilemessages` needs GNU gettext's msgfmt, which neither the slim Do
 development machine has; the build (`make install`/`make run`, the Dockerfile) and the test setup run this
 instead. Fuzzy entries are left out, as msgfmt leaves them out. A .mo newer than its .po is kept.
 """
+import os
 from pathlib import Path
 
 from babel.messages.mofile import write_mo
@@ -22,7 +23,8 @@ def compile_catalogs(*, force: bool = False) -> list[Path]:
                 continue
             with po.open("rb") as fh:
                 catalog = read_po(fh, abort_invalid=True)
-            tmp = mo.with_suffix(".mo.tmp")
+            # Its own temporary name per process: the test workers (and a server's processes) may compile at once.
+            tmp = mo.with_suffix(f".mo.{os.getpid()}.tmp")
             with tmp.open("wb") as fh:
                 write_mo(fh, catalog, use_fuzzy=False)
             tmp.replace(mo)
