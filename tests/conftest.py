@@ -219,6 +219,17 @@ class LoggedProcess:
         except OSError:
             return ""
 
+    def stop_group(self) -> None:
+        """End the process's group (TERM, then KILL after 20 s) and close its log."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(timeout=10)
+        self._log.close()
+
 
 class WorkerProcess(LoggedProcess):
     """A `celery worker` OS process against this run's test database and queue."""
@@ -376,14 +387,7 @@ class AsgiServer(LoggedProcess):
 
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(timeout=10)
-        self._log.close()
+        self.stop_group()
 
 
 @pytest.fixture

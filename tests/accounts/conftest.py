@@ -60,14 +60,7 @@ class IdpProcess(LoggedProcess):
         raise TimeoutError(f"the IdP did not start: {self.log_tail()}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(timeout=10)
-        self._log.close()
+        self.stop_group()
         self.tmp.cleanup()
 
     def configure(self, settings) -> None:
