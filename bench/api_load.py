@@ -115,7 +115,7 @@ def _seed_org(slug: str, n: int, nodes, cards, *, first_slot: int):
     from django.db.models import F
 
     from billing.ledger import org_account_ids, platform_id
-    from billing.models import Account, Meter, Package, Transfer
+    from billing.models import Account, Meter, MeterCharge, Package, Transfer
     from core.dbclock import db_now
     from inventory.models import CardAllocation
     from provisioning.models import Instance, InstanceEvent, NodeGroup
@@ -168,9 +168,12 @@ def _seed_org(slug: str, n: int, nodes, cards, *, first_slot: int):
     Package.objects.bulk_create(packages)
     meters = Meter.objects.bulk_create(meters)
     revenue = platform_id("compute_revenue")
-    charges = [Transfer(key=f"meter:{m.pk}:1800:cash", debit_account_id=cash, credit_account_id=revenue,
-                        amount=m.posted_amount, code="meter", meter_id=m.pk, instance_id=m.instance_id)
-               for m in meters]
+    # As a tick posts them: one transfer for the organization's cash into the tick's revenue, the detail per meter.
+    charges = [Transfer(key=f"tick:{meters[0].pk}:1800:cash", debit_account_id=cash,
+                        credit_account_id=platform_id("tick_revenue"), amount=sum(m.posted_amount for m in meters),
+                        code="meter")] if meters else []
+    MeterCharge.objects.bulk_create([MeterCharge(meter_id=m.pk, through_seconds=1800, amount=m.posted_amount,
+                                                 created_at=now) for m in meters])
     charges += [Transfer(key=f"package:{p.pk}:cash", debit_account_id=cash, credit_account_id=revenue,
                          amount=p.amount, code="package", instance_id=p.instance_id) for p in packages]
     funding = 10 ** 13
@@ -178,7 +181,8 @@ def _seed_org(slug: str, n: int, nodes, cards, *, first_slot: int):
                                            credit_account_id=cash, amount=funding, code="topup"), *charges])
     spent = sum(t.amount for t in charges)
     Account.objects.filter(pk=cash).update(balance=funding - spent)
-    Account.objects.filter(pk=revenue).update(balance=F("balance") + spent)
+    for t in charges:
+        Account.objects.filter(pk=t.credit_account_id).update(balance=F("balance") + t.amount)
     Account.objects.filter(pk=platform_id("payments_clearing")).update(balance=F("balance") - funding)
     if slug == "bench":
         return org.pk, user

@@ -410,6 +410,7 @@ def stops_during_tick(origin: str, tokens: list[tuple[str, list[str]]], timeout:
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
     sent: list[tuple[float, float]] = []  # (issued at, took ms)
     statuses: collections.Counter = collections.Counter()
+    refusals: list[str] = []  # the first few non-202 bodies: why (the web log says more)
     loads = [_load()]
     watch = TickWatch()
     watch.thread.start()
@@ -420,9 +421,11 @@ def stops_during_tick(origin: str, tokens: list[tuple[str, list[str]]], timeout:
             conn.request("POST", f"/api/v1/instances/{instance_id}/stop/", body=b"{}",
                          headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
             response = conn.getresponse()
-            response.read()
+            body = response.read()
             sent.append((t0, (time.perf_counter() - t0) * 1000))
             statuses[response.status] += 1
+            if response.status != 202 and len(refusals) < 5:
+                refusals.append(body.decode(errors="replace")[:300])
             if len(sent) % 50 == 0:
                 loads.append(_load())
                 during = sum(1 for t, _ in sent if watch.held_at(t))
@@ -436,7 +439,7 @@ def stops_during_tick(origin: str, tokens: list[tuple[str, list[str]]], timeout:
     during = [ms for t, ms in sent if watch.held_at(t)]
     idle = [ms for t, ms in sent if not watch.held_at(t)]
     loads.append(_load())
-    return {"stops": len(sent), "statuses": dict(statuses), "ticks_seen_s": watch.ticks(),
+    return {"stops": len(sent), "statuses": dict(statuses), "refusals": refusals, "ticks_seen_s": watch.ticks(),
             "during_tick": len(during), "during_p50_ms": _pct(during, 0.5), "during_p99_ms": _pct(during, 0.99),
             "during_max_ms": _pct(during, 1.0), "no_tick": len(idle), "no_tick_p50_ms": _pct(idle, 0.5),
             "no_tick_p99_ms": _pct(idle, 0.99), "load_average": [min(loads), max(loads)]}
@@ -495,6 +498,11 @@ def run(args, base: str, name: str) -> dict:
         out["stops"] = stops_during_tick(deployment.origin, tokens, args.stop_timeout, args.stop_pause,
                                          args.stops_during)
         print(f"stops: {json.dumps(out['stops'])}", file=sys.stderr, flush=True)
+        if out["stops"]["refusals"]:  # what the web processes logged about them (service unavailable: its cause)
+            errors = [line for line in deployment.tail("web", 200_000).splitlines()
+                      if "Error" in line or "error" in line]
+            out["web_errors"] = errors[-20:]
+            print("web errors:\n" + "\n".join(out["web_errors"]), file=sys.stderr, flush=True)
         out["processes_alive_at_end"] = deployment.alive()
         out["beat_log_tail"] = deployment.tail("beat", 600) if len(out["processes_alive_at_end"]) < 4 else ""
     finally:

@@ -13,7 +13,8 @@ from core.errors import InsufficientFunds
 from core.money import format_ucny
 
 from .choices import SPEND_ORDER, AccountKind
-from .ledger import Leg, accounts_lock_all, legs_post, org_account_ids, platform_id
+from .ledger import Leg, TransferKeyReused, accounts_lock_all, legs_post, org_account_ids, platform_id
+from .lock_objects import org_accounts_lock
 from .models import Account, BillingProfile, Meter, Transfer
 
 
@@ -53,24 +54,33 @@ def spend(*, org, amount: int, key: str, code: str, meter_id=None, instance_id=N
     if amount < 0:
         raise ValueError("spend amount must be >= 0")
     org_id = _org_id(org)
-    ids = org_account_ids([org_id])[org_id]
+    revenue = platform_id(AccountKind.COMPUTE_REVENUE)
     keys = [f"{key}:{kind}" for kind in SPEND_ORDER]
-    with transaction.atomic():
-        accounts = accounts_lock_all([*ids.values(), platform_id(AccountKind.COMPUTE_REVENUE)])
+    # No savepoint (two round trips on every stop): the one refusal, a reused key, is raised outside the block, so
+    # a caller's transaction goes on after it as before.
+    with transaction.atomic(savepoint=False):
+        # One statement finds and locks the accounts (a stop's spend); a new organization's are created first.
+        accounts = org_accounts_lock(org_id, also=[revenue])
+        ids = {a.kind: pk for pk, a in accounts.items() if a.organization_id == org_id and a.kind in SPEND_ORDER}
+        credit_limit = accounts[revenue].credit_limit if revenue in accounts else None
+        if len(ids) < len(SPEND_ORDER) or credit_limit is None:
+            ids = org_account_ids([org_id])[org_id]  # creates the accounts and the profile
+            accounts = accounts_lock_all([*ids.values(), revenue])
+            credit_limit = BillingProfile.objects.filter(pk=org_id).values_list("credit_limit", flat=True).first()
         done = list(Transfer.objects.filter(key__in=keys))
-        if done:
-            if any(t.debit_account_id not in ids.values() or t.code != code for t in done):
-                from .ledger import TransferKeyReused
-                raise TransferKeyReused(f"Spend key {key!r} was used with different fields.")
-            return max(amount - sum(t.amount for t in done), 0)
-        if amount == 0:
-            return 0
-        credit_limit = BillingProfile.objects.filter(pk=org_id).values_list("credit_limit", flat=True).first() or 0
-        balances = {kind: accounts[pk].balance for kind, pk in ids.items()}
-        parts, uncharged = spend_split(balances=balances, credit_limit=credit_limit, amount=amount)
-        legs_post(spend_legs(key=key, ids=ids, parts=parts, code=code, meter_id=meter_id, instance_id=instance_id),
-                  locked=True, fresh=True)  # under the locks, none of the keys exists (`done` above)
-        return uncharged
+        reused = any(t.debit_account_id not in ids.values() or t.code != code for t in done)
+        if not reused:
+            if done:
+                return max(amount - sum(t.amount for t in done), 0)
+            if amount == 0:
+                return 0
+            balances = {kind: accounts[pk].balance for kind, pk in ids.items()}
+            parts, uncharged = spend_split(balances=balances, credit_limit=credit_limit or 0, amount=amount)
+            legs_post(spend_legs(key=key, ids=ids, parts=parts, code=code, meter_id=meter_id,
+                                 instance_id=instance_id),
+                      locked=True, fresh=True)  # under the locks, none of the keys exists (`done` above)
+            return uncharged
+    raise TransferKeyReused(f"Spend key {key!r} was used with different fields.")
 
 
 def balances_of(org) -> dict[str, int]:

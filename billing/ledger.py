@@ -123,7 +123,8 @@ def legs_post(legs: list[Leg], *, locked: bool = False, fresh: bool = False) -> 
             raise ValueError(f"transfer amount must be > 0, got {leg.amount} for {leg.key}")
     if not legs:
         return []
-    with transaction.atomic():
+    # `fresh` (a spend, inside its own block): nothing here can fail but the database, so no savepoint of its own.
+    with transaction.atomic(savepoint=not fresh):
         if not locked:
             accounts_lock_all({i for leg in legs for i in (leg.debit_id, leg.credit_id)})
         existing = {} if fresh else {t.key: t for t in Transfer.objects.filter(key__in=[leg.key for leg in legs])}

@@ -70,9 +70,10 @@ def package_of_row(fields: dict):
                            ends_at=db_time(fields["ends_at"]), renewal=fields["renewal"])
 
 
-def meters_close(*, instance_id, at=None) -> None:
-    """Close the instance's open meters to the second (on leaving running)."""
-    billing_services.meters_close(instance_id=instance_id, at=at)
+def meters_close(*, instance_id, at=None, now=None) -> None:
+    """Close the instance's open meters to the second (on leaving running); `now`: the database clock already read
+    in this transaction."""
+    billing_services.meters_close(instance_id=instance_id, at=at, now=now)
 
 
 def meters_pause(*, instance_id, at, key: str) -> int:

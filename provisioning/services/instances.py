@@ -166,8 +166,9 @@ def instance_stop(*, org: Organization, instance_id, actor, request=None) -> Ins
     """running → stopping (meters close now); the worker releases the cards and the state becomes stopped."""
     with transaction.atomic():
         instance = instance_lock(instance_id=instance_id, org=org)
-        instance_transition(instance=instance, to=S.STOPPING, reason="stop requested", actor=actor,
-                            step_deadline=step_deadline(instance, db_now()))
+        now = db_now()
+        instance_transition(instance=instance, to=S.STOPPING, reason="stop requested", actor=actor, now=now,
+                            step_deadline=step_deadline(instance, now))
         audit_record(action="instance.stop", org=org, actor=actor, target=instance, request=request)
         instance_dispatch(instance.pk)
     return instance
@@ -233,8 +234,9 @@ def instance_terminate(*, org: Organization, instance_id, actor, request=None) -
         instance = instance_lock(instance_id=instance_id, org=org)
         if instance.state in (S.TERMINATING, S.TERMINATED):
             return instance
-        instance_transition(instance=instance, to=S.TERMINATING, reason="terminate requested", actor=actor,
-                            step_deadline=step_deadline(instance, db_now()))
+        now = db_now()
+        instance_transition(instance=instance, to=S.TERMINATING, reason="terminate requested", actor=actor, now=now,
+                            step_deadline=step_deadline(instance, now))
         billing_port.package_renewal_set(instance=instance, renewal="stop", actor=actor, request=request)
         audit_record(action="instance.terminate", org=org, actor=actor, target=instance, request=request)
         instance_dispatch(instance.pk)

@@ -23,8 +23,10 @@ def event_record(*, instance: Instance, from_state: str, to_state: str, reason: 
     )
 
 
-def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=None, **fields) -> InstanceEvent:
-    """Move a LOCKED instance to `to` if the table allows it; save `fields` with it; record the event.
+def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=None, now=None,
+                        **fields) -> InstanceEvent:
+    """Move a LOCKED instance to `to` if the table allows it; save `fields` with it; record the event. `now`: the
+    database clock the caller read in this transaction (one round trip less).
 
     Callers lock the row first (lock_objects.instance_lock) inside their transaction, so the check
     and the write cannot interleave with another process. Illegal → InvalidState (409).
@@ -38,10 +40,10 @@ def instance_transition(*, instance: Instance, to: str, reason: str = "", actor=
             gettext("An instance in state '%(str)s' cannot become '%(str2)s'.") % {'str': str(current), 'str2': str(to)},
             details={"state": [str(current)], "requested": [str(to)]},
         )
-    now = db_now()
+    now = now or db_now()
     if current == InstanceState.RUNNING and to != InstanceState.RUNNING:
         # Billing stops the second the instance leaves running, in the same transaction.
-        billing_port.meters_close(instance_id=instance.pk, at=now)
+        billing_port.meters_close(instance_id=instance.pk, at=now, now=now)
         health_incidents_end(instance=instance, at=now, outcome=str(to))  # a failed card's time ends with it
     if to == InstanceState.TERMINATED:
         # Volumes outlive the instance: detached (kept, still billed), datasets unmounted, in the same transaction.
