@@ -9,6 +9,9 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# Under ASGI every request runs its sync code in a thread of its own: persistent per-thread connections would leak
+# one PostgreSQL connection per request thread until the server refuses clients. The web takes a pool instead.
+os.environ.setdefault("DB_POOL", "true")
 django_application = get_asgi_application()  # first: it loads the apps the routes import
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -250,7 +250,11 @@ class PlacementChange(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["xid"], name="placement_change_xid")]
+        indexes = [models.Index(fields=["xid"], name="placement_change_xid"),
+                   # The markers (rows with a horizon) are few: every decision asks whether a new one exists, which
+                   # without this index scanned the whole log (0.8 ms at 10k rows, growing until the prune).
+                   models.Index(fields=["id"], condition=models.Q(horizon__isnull=False),
+                                name="placement_change_marker")]
 
     def __str__(self):
         return f"node {self.node_id} changed in transaction {self.xid}"

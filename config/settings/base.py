@@ -110,7 +110,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "timeout": 30,
         }
     )
-else:
+elif env.bool("DB_POOL", default=False):
+    # The ASGI web (config/asgi.py sets DB_POOL): Django's psycopg pool, bounded per process. Persistent connections
+    # there leaked one per request thread (44 connections after 8 s of 20 clients on two workers; then "too many
+    # clients" and 503s). A request waiting DB_POOL_TIMEOUT for a free connection answers 503 with Retry-After.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("DB_POOL_MIN", default=2), "max_size": env.int("DB_POOL_MAX", default=8),
+        "timeout": env.float("DB_POOL_TIMEOUT", default=10.0)}
+else:  # workers, beat, WSGI and management commands: one thread each, one persistent connection
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"]["TEST"] = {"NAME": env.str("CARDMIX_TEST_DB_NAME", default=None)}
