@@ -4,11 +4,12 @@ Creates its own scratch PostgreSQL database (`cardmix_bench_api` next to DATABAS
 postgres://postgres@127.0.0.1:5432), migrates it, seeds a fleet of 1,000 nodes and two organizations,
 one with 1,000 instances and one with 10 (rows written directly: node groups, card allocations, events; a
 tenth waitlisted, a tenth monthly with an active package, the rest with an open meter ticks have posted
-for, their transfers and balances), API tokens and a console session; starts
-`gunicorn config.wsgi -w 4` on a free loopback port; drives each target with wrk at 20 connections;
+for, their transfers and balances), API tokens and a console session; starts `uvicorn config.asgi:application
+--workers 4` as production does (`--server gunicorn`: config.wsgi) on a free loopback port; drives each target
+with wrk at 20 connections;
 prints requests/s, p50 and p99 and their ratio to the baseline `GET /api/v1/ping/` measured in the
 same run, and per round the ratio of each instance list (each organization's first offset page, and the large
-one's first cursor page) to that round's ping (goal ≥ 0.5); then stops gunicorn and drops the database.
+one's first cursor page) to that round's ping (goal ≥ 0.5); then stops the web server and drops the database.
 
     .venv/bin/python -m bench.api_load                # -t2 -c20 -d10s per target, 3 interleaved rounds
     .venv/bin/python -m bench.api_load --duration 30s --json var/bench-api.json
@@ -250,7 +251,9 @@ def main() -> int:
     parser.add_argument("--duration", default="10s", help="wrk -d per target (default 10s)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all targets; medians reported (default 3)")
     parser.add_argument("--timeout", default="30s", help="wrk --timeout: slower answers count as errors (default 30s)")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn -w (default 4)")
+    parser.add_argument("--workers", type=int, default=4, help="web processes (default 4)")
+    parser.add_argument("--server", choices=["uvicorn", "gunicorn"], default="uvicorn",
+                        help="uvicorn on config.asgi as production runs it (default), or gunicorn on config.wsgi")
     parser.add_argument("--db-name", default="cardmix_bench_api", help="scratch database (dropped at the end)")
     parser.add_argument("--wrk", default=shutil.which("wrk") or "/usr/bin/wrk")
     parser.add_argument("--json", help="also write the results as JSON to this path")
@@ -289,10 +292,15 @@ def main() -> int:
               f"in {time.time() - t0:.1f}s", flush=True)
 
         port = _free_port()
-        gunicorn = subprocess.Popen(
-            [str(ROOT / ".venv" / "bin" / "gunicorn"), "config.wsgi", "-w", str(args.workers), "-b",
-             f"127.0.0.1:{port}", "--log-level", "warning", "--access-logfile", "/dev/null"],
-            cwd=ROOT, env={**os.environ, "LOG_LEVEL": "WARNING"}, start_new_session=True)
+        # What production serves with (Dockerfile, docker-compose.yml: uvicorn on config.asgi), or --server gunicorn
+        # (the WSGI app, as this bench ran before 2026-12-03).
+        server = ([sys.executable, "-m", "uvicorn", "config.asgi:application", "--workers", str(args.workers),
+                   "--host", "127.0.0.1", "--port", str(port), "--lifespan", "off", "--no-access-log",
+                   "--log-level", "warning"] if args.server == "uvicorn" else
+                  [str(ROOT / ".venv" / "bin" / "gunicorn"), "config.wsgi", "-w", str(args.workers), "-b",
+                   f"127.0.0.1:{port}", "--log-level", "warning", "--access-logfile", "/dev/null"])
+        gunicorn = subprocess.Popen(server, cwd=ROOT, env={**os.environ, "LOG_LEVEL": "WARNING"},
+                                    start_new_session=True)
         origin = f"http://127.0.0.1:{port}"
         _wait_http(f"{origin}/healthz", gunicorn)
 
@@ -330,7 +338,7 @@ def main() -> int:
         results = [(name, _median(rounds[name])) for name, *_ in targets]
 
         print(f"\nwrk -t{args.threads} -c{args.connections} -d{args.duration} × {args.rounds} rounds (medians), "
-              f"gunicorn -w {args.workers}, {NODES} nodes, {INSTANCES} instances")
+              f"{args.server} x {args.workers}, {NODES} nodes, {INSTANCES} instances")
         print(_table(results))
         # Per round: each list against the ping of the same round (the load moves both alike).
         # A round whose ping answered nothing in the whole window (an overloaded machine) has no ratio.

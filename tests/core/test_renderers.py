@@ -1,0 +1,36 @@
+"""core.renderers.FastJSONRenderer (orjson) writes the same bytes as DRF's JSONRenderer for what the API returns."""
+import datetime
+import decimal
+import uuid
+
+from django.utils.translation import gettext_lazy
+from hypothesis import given
+from hypothesis import strategies as st
+from rest_framework.renderers import JSONRenderer
+
+from core.renderers import FastJSONRenderer
+
+SCALARS = (st.none() | st.booleans() | st.integers(-(2 ** 63), 2 ** 63 - 1) | st.text()
+           | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15))
+JSONISH = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
+                       | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+
+
+def _both(data):
+    return FastJSONRenderer().render(data), JSONRenderer().render(data)
+
+
+@given(JSONISH)
+def test_the_same_bytes_as_drf_for_json_values(data):
+    fast, drf = _both(data)
+    assert fast == drf
+
+
+def test_the_same_bytes_for_the_types_drf_encodes_itself():
+    data = {"lazy": gettext_lazy("Not found."), "decimal": decimal.Decimal("1.900000"), "id": uuid.UUID(int=7),
+            "at": datetime.datetime(2026, 12, 3, 16, 0, 0, 123456, tzinfo=datetime.UTC),
+            "day": datetime.date(2026, 12, 3), "separators": "a\u2028b\u2029c", "cjk": "实名认证",
+            "tuple": (1, "x"), "delta": datetime.timedelta(seconds=90)}
+    fast, drf = _both(data)
+    assert fast == drf
+    assert FastJSONRenderer().render(None) == b""
