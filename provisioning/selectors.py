@@ -96,8 +96,9 @@ _POSITION = ("CASE WHEN provisioning_instance.state = 'waitlisted' THEN "
 LIST_ORDER = ("-created_at", "-id")
 
 
-def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=False):
-    """The page query. `beyond`: (created_at, id) a cursor page starts after (before, when `backwards`)."""
+def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=False, instance_id=None):
+    """The page query. `beyond`: (created_at, id) a cursor page starts after (before, when `backwards`);
+    `instance_id`: that one instance only."""
     from billing.selectors import instance_package_expression
     from core.pagination import keyset_beyond
     from storage.selectors import instance_storage_expressions
@@ -107,6 +108,8 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
     qs = Instance.objects.filter(organization_id=org_id)
     if states:
         qs = qs.filter(state__in=states)
+    if instance_id is not None:
+        qs = qs.filter(pk=instance_id)
     if beyond is not None:
         qs = qs.filter(keyset_beyond([("created_at", True, True), ("id", True, True)], [False, False], beyond,
                                      backwards))
@@ -144,6 +147,7 @@ _TIME_COLUMNS = ("created_at", "ready_at", "sla_deadline")
 _ORG_SLOT = uuid.UUID(int=0xC0FFEE)
 _AT_SLOT = datetime(1, 1, 1, 0, 0, 0, 7, tzinfo=UTC)
 _ID_SLOT = uuid.UUID(int=0xC0FFEF)
+_ONE_SLOT = uuid.UUID(int=0xC0FFF0)
 _CREATED = INSTANCE_BODY_COLUMNS.index("created_at")  # in the decoded rows
 _TOTAL = INSTANCE_BODY_COLUMNS.index("body_total")
 
@@ -200,29 +204,31 @@ class _BodyRows:
     _compiled: dict = {}
     keys = (("created_at", True, True), ("id", True, True))
 
-    def __init__(self, *, org_id, states):
-        self.org_id, self.states = org_id, states
+    def __init__(self, *, org_id, states, instance_id=None):
+        self.org_id, self.states, self.instance_id = org_id, states, instance_id
 
     def count(self) -> int:
         qs = Instance.objects.filter(organization_id=self.org_id)
         return (qs.filter(state__in=self.states) if self.states else qs).count()
 
     def _statement(self, *, total: bool, cursor: str | None):
-        shape = (len(self.states), total, cursor)
+        one = self.instance_id is not None
+        shape = (len(self.states), total, cursor, one)
         if shape not in self._compiled:
             slots = [f"\x00state-slot-{i}" for i in range(len(self.states))]
             beyond = (_AT_SLOT, _ID_SLOT) if cursor else None
-            sql, params = _body_rows_query(org_id=_ORG_SLOT, states=slots, total=total,
-                                           beyond=beyond, backwards=cursor == "back").query.sql_with_params()
+            sql, params = _body_rows_query(org_id=_ORG_SLOT, states=slots, total=total, beyond=beyond,
+                                           backwards=cursor == "back",
+                                           instance_id=_ONE_SLOT if one else None).query.sql_with_params()
             places = {_ORG_SLOT: 0, **{s: i + 1 for i, s in enumerate(slots)}, _AT_SLOT: len(slots) + 1,
-                      _ID_SLOT: len(slots) + 2}
+                      _ID_SLOT: len(slots) + 2, _ONE_SLOT: len(slots) + 3}
             sql = _numbered(f"{_WAITQ}{sql} LIMIT %s OFFSET %s", len(params) + 2)
             self._compiled[shape] = (sql, tuple(params), places)
         return self._compiled[shape]
 
     def _run(self, *, total=False, cursor=None, beyond=(None, None), limit, offset=0) -> list:
         sql, params, places = self._statement(total=total, cursor=cursor)
-        values = (self.org_id, *self.states, *beyond)
+        values = (self.org_id, *self.states, *beyond, self.instance_id)
         bound = [values[places[p]] if isinstance(p, (str, uuid.UUID, datetime)) and p in places else p
                  for p in params]
         with _prepared_cursor() as cur:
@@ -294,6 +300,18 @@ def instance_list_rows(*, org, state: str | None = None):
     return _body_rows_query(org_id=org.pk, states=states)
 
 
+def instance_row(*, org, instance_id):
+    """One instance as instance_list_rows gives it, its body's figures read in the same statement on PostgreSQL (an
+    action's answer: one statement, not the detail's query per figure); None when the organization has no such
+    instance."""
+    instance_id = instance_pk(instance_id)
+    if connection.vendor == "postgresql":
+        rows = _BodyRows(org_id=org.pk, states=[], instance_id=instance_id).page(0, 1)
+    else:
+        rows = list(_body_rows_query(org_id=org.pk, states=[], instance_id=instance_id)[:1])
+    return rows[0] if rows else None
+
+
 def live_group_rows(instance_ids) -> dict:
     """{instance id: [dicts of GROUP_BODY_FIELDS]} of the live node groups, by item index, in one query."""
     by_instance: dict = {i: [] for i in instance_ids}
@@ -304,11 +322,19 @@ def live_group_rows(instance_ids) -> dict:
     return by_instance
 
 
+def instance_pk(instance_id) -> uuid.UUID:
+    """An instance id from a URL as a UUID; 404 for a malformed one, as for another tenant's."""
+    try:
+        return instance_id if isinstance(instance_id, uuid.UUID) else uuid.UUID(str(instance_id))
+    except ValueError:
+        raise NotFoundError(gettext("No such instance.")) from None
+
+
 def instance_get(*, org, instance_id) -> Instance:
     """One instance of the organization, or 404 (also for malformed ids and other tenants)."""
     try:
-        return instance_list(org=org).get(pk=uuid.UUID(str(instance_id)))
-    except (Instance.DoesNotExist, ValueError):
+        return instance_list(org=org).get(pk=instance_pk(instance_id))
+    except Instance.DoesNotExist:
         raise NotFoundError(gettext("No such instance.")) from None
 
 

@@ -66,6 +66,12 @@ def _page_bodies(rows, now) -> list[dict]:
     return out
 
 
+def _action_response(request, instance, code) -> Response:
+    """An action's answer (a stop waits for it): the body as GET shows it, from the list's one statement."""
+    row = InstanceRow._make(selectors.instance_row(org=request.org, instance_id=instance.pk))
+    return Response(_page_bodies([row], row.body_now or db_now())[0], status=code)
+
+
 def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:
     fresh = selectors.instance_get(org=request.org, instance_id=instance.pk)
     return Response(InstanceSerializer(fresh, context=_context([fresh])).data, status=code)
@@ -144,11 +150,13 @@ class InstanceActionView(APIView):
 
     @extend_schema(request=None, responses={202: docs.InstanceDoc})
     def post(self, request, instance_id):
-        selectors.instance_get(org=request.org, instance_id=instance_id)
-        body_refuse_unknown(request)
-        service = ACTIONS[self.action]
-        instance = service(org=request.org, instance_id=instance_id, actor=request.user, request=request)
-        return _instance_response(request, instance, status.HTTP_202_ACCEPTED)
+        if request.data:  # a body to refuse: another organization's id answers 404 first, as everywhere
+            selectors.instance_get(org=request.org, instance_id=instance_id)
+            body_refuse_unknown(request)
+        service = ACTIONS[self.action]  # its lock is scoped to the organization: 404 for another one's id
+        instance = service(org=request.org, instance_id=selectors.instance_pk(instance_id), actor=request.user,
+                           request=request)
+        return _action_response(request, instance, status.HTTP_202_ACCEPTED)
 
 
 class InstancePackageRenewalView(APIView):

@@ -87,3 +87,37 @@ def test_a_spend_with_a_reused_key_is_refused_and_the_callers_transaction_goes_o
             spend(org=org, amount=100, key="test-reused", code="package")
         assert spend(org=org, amount=100, key="test-reused", code="meter") == 0  # a replay: nothing new
     assert balances_of(org)["cash"] == 10_000 - 100
+
+
+def test_a_stop_request_answers_the_body_get_shows_with_one_statement_for_it(owner, client, member_factory):
+    """The API stop: the session's three reads, the stop's statements, and its answer from the list's one
+    statement (not the detail's query per figure); the same body GET shows; 404 for another organization's id,
+    with or without a body; 400 for a body the action does not read."""
+    from tests.factories.provisioning import funded
+
+    instance, _ = _running_with_meter(owner)
+    warm, _ = _running_with_meter(owner)
+    client.post(f"/api/v1/instances/{warm.pk}/stop/", {}, content_type="application/json")
+    with CaptureQueriesContext(connection) as statements:
+        answer = client.post(f"/api/v1/instances/{instance.pk}/stop/", {}, content_type="application/json")
+    assert answer.status_code == 202, answer.content
+    assert len(statements.captured_queries) == 3 + STOP_STATEMENTS + 1
+    shown = client.get(f"/api/v1/instances/{instance.pk}/").json()
+    assert answer.json() == shown and shown["state"] == "stopping"
+
+    other = funded(member_factory(role="owner"))
+    theirs, _ = _running_with_meter(other)
+    for body in ({}, {"force": True}):
+        refused = client.post(f"/api/v1/instances/{theirs.pk}/stop/", body, content_type="application/json")
+        assert refused.status_code == 404, refused.content
+    theirs.refresh_from_db()
+    assert theirs.state == "running"
+    mine, _ = _running_with_meter(owner)
+    refused = client.post(f"/api/v1/instances/{mine.pk}/stop/", {"force": True}, content_type="application/json")
+    assert refused.status_code == 400 and refused.json()["error"]["details"].keys() == {"force"}
+
+
+@pytest.mark.parametrize("action", ["stop", "start", "move"])
+def test_an_action_on_a_malformed_id_answers_404(client, action):
+    answer = client.post(f"/api/v1/instances/not-a-uuid/{action}/", {}, content_type="application/json")
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
