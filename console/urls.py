@@ -1,6 +1,7 @@
 """Console routes. Each area has its own views module under console/views/."""
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
+from django.views.generic import RedirectView
 
 from .views import account, language, pages, privacy, proxy, security, verification, webhooks
 
@@ -15,14 +16,17 @@ urlpatterns = [
     path("language/", language.set_language, name="set_language"),  # i18n: the header's switch
     path("dashboard/", pages.dashboard, name="dashboard"),
     # --- tenancy: account pages ---
-    path("signup/", account.signup, name="signup"),
+    # Sign-up and password reset are allauth's views; its other steps live under /accounts/ (config/urls.py).
+    path("signup/", account.SignupView.as_view(), name="signup"),
     path("signup/check-email/", account.check_email, name="check_email"),
-    path("verify-email/<str:token>/", account.verify_email, name="verify_email"),
     path("password-reset/", account.PasswordResetView.as_view(), name="password_reset"),
-    path("password-reset/sent/", account.password_reset_done, name="password_reset_done"),
-    path("password-reset/<uidb64>/<token>/", account.PasswordResetConfirmView.as_view(),
-         name="password_reset_confirm"),
-    path("password-reset/complete/", account.password_reset_complete, name="password_reset_complete"),
+    # Links and pages of before allauth: a verification link still verifies, a reset link still resets.
+    path("verify-email/<str:token>/", account.verify_email_legacy, name="verify_email"),
+    path("password-reset/sent/", RedirectView.as_view(pattern_name="account_reset_password_done"),
+         name="password_reset_done"),
+    path("password-reset/complete/", RedirectView.as_view(pattern_name="account_reset_password_from_key_done"),
+         name="password_reset_complete"),
+    path("password-reset/<uidb64>/<token>/", account.password_reset_legacy, name="password_reset_confirm"),
     path("account/organizations/", account.organizations, name="organizations"),
     path("account/verification/", verification.verification_page, name="verification"),
     path("account/export/", privacy.organization_export, name="organization_export"),

@@ -115,8 +115,7 @@ def invitation_accept(*, token: str, user=None, name: str = "", password: str | 
                 raise ValidationFailed(gettext('An account uses %(email)s: log in to accept the invitation.') % {'email': email},
                                        details={"token": [gettext("Log in first.")]})
             if user is None:
-                user = services.user_signup(email=email, password=password, name=name, request=request,
-                                            send_verification=False)
+                user = services.user_signup(email=email, password=password, name=name, request=request)
             if Membership.objects.filter(organization=org, user=user).exists():
                 raise ValidationFailed(gettext("You are already a member."), details={"token": [gettext("Already a member.")]})
             membership = Membership.objects.create(organization=org, user=user, role=invitation["role"])

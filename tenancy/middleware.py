@@ -46,10 +46,11 @@ class UserLanguageMiddleware:
 
 
 # Paths a member of an organization that requires MFA may reach before enrolling: the enrolment itself
-# (allauth under /accounts/), logging out, static files, and the API (session calls are refused there by
+# (allauth under /accounts/, with the email confirmation allauth wants before a second factor, and the page that
+# sends its link again), logging out, static files, and the API (session calls are refused there by
 # tenancy.authentication; tokens are token-only).
 MFA_EXEMPT_PREFIXES = ("/accounts/", "/logout/", "/static/", "/api/", "/admin/", "/healthz", "/metrics", "/jsi18n/", "/language/",
-                       "/account/organizations/")
+                       "/account/organizations/", "/signup/check-email/")
 
 
 class MfaRequiredMiddleware:

@@ -23,7 +23,6 @@ from .middleware import SESSION_ORG_KEY
 from .models import ApiToken, Membership, Organization, TrialClaim, User, normalize_email
 from .permissions import role_can
 from .selectors import membership_get_for_user
-from .verification import verification_email_send, verification_token_read
 
 
 def email_domain_refused(email: str) -> bool:
@@ -66,9 +65,9 @@ def _unique_slug(base: str) -> str:
             return slug
 
 
-def user_signup(*, email: str, password: str | None, name: str = "", request=None,
-                send_verification: bool = True) -> User:
-    """Create a user (unverified) with a personal organization it owns, and email the verification link."""
+def user_signup(*, email: str, password: str | None, name: str = "", request=None) -> User:
+    """Create a user (unverified) with a personal organization it owns. The verification link is allauth's (the
+    sign-up page sends it); user_mark_verified grants the trial once the address is confirmed."""
     email = _clean_signup(email=email, password=password, name=name)
     name = (name or "").strip()[:150]
     try:
@@ -83,8 +82,6 @@ def user_signup(*, email: str, password: str | None, name: str = "", request=Non
             Membership.objects.create(organization=org, user=user, role=Role.OWNER)
             audit_record(action="user.signup", org=org, actor=user, target=user, request=request,
                          details={"email": email})
-            if send_verification:
-                transaction.on_commit(lambda: verification_email_send(user))
     except IntegrityError:  # a concurrent sign-up with the same address won the unique index
         raise ValidationFailed(gettext("The sign-up form has errors."),
                                details={"email": [gettext("An account with this email address already exists.")]}) from None
@@ -136,28 +133,18 @@ def user_mark_verified(*, user: User, request=None) -> bool:
     return True
 
 
-def email_verify(*, token: str, request=None) -> User:
-    """Verify the address named by a signed link (see verification.py); ValidationFailed if invalid."""
-    data = verification_token_read(token)
-    user = User.objects.filter(pk=data["u"]).first() if data else None
-    if user is None or user.email != data.get("e"):
-        raise ValidationFailed(gettext("This verification link is invalid or has expired."),
-                               details={"token": [gettext("Invalid or expired.")]})
-    user_mark_verified(user=user, request=request)
-    return user
-
-
 def user_create_verified(*, email: str, password: str | None = None, name: str = "", request=None) -> User:
     """Sign up and verify at once (`issue_token --create-user`, the demo seed): trial hook included."""
-    user = user_signup(email=email, password=password, name=name, request=request, send_verification=False)
+    user = user_signup(email=email, password=password, name=name, request=request)
     user_mark_verified(user=user, request=request)
     return user
 
 
-def password_reset_complete(*, form, request=None) -> User:
+def password_reset_complete(*, user: User, password: str, request=None) -> User:
     """Save the new password of a reset link's user and audit it (the signed-in user is nobody yet)."""
     with transaction.atomic():
-        user = form.save()
+        user.set_password(password)
+        user.save(update_fields=["password"])
         audit_record(action="user.password_reset", org=_trial_org(user), actor=user, target=user, request=request)
     return user
 

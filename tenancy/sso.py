@@ -120,7 +120,7 @@ def sso_user_create(*, email: str, name: str, provider_id: str, request=None) ->
     the email verified at once (the IdP vouched for it; the trial follows the one-per-mailbox rule), and a
     membership in each organization bound to the address's domain or this IdP, with the binding's role."""
     with transaction.atomic():
-        user = user_signup(email=email, password=None, name=name, request=request, send_verification=False)
+        user = user_signup(email=email, password=None, name=name, request=request)
         user_mark_verified(user=user, request=request)
         user.refresh_from_db()  # the caller saves it again (allauth): with email_verified_at, not without
         joined = []

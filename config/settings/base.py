@@ -530,20 +530,30 @@ AXES_USERNAME_FORM_FIELD = "username"
 AXES_USERNAME_CALLABLE = "core.security.axes_username"
 # --- end security ---------------------------------------------------------------------------
 
-# --- Accounts: django-allauth (login, MFA, SSO) ----------------------------------------------
-# Login is allauth's (so a second factor and SSO come with it); sign-up, the verification link (with the trial
-# credit) and password reset stay Cardmix's own services at the same URLs (tenancy/services.py).
+# --- Accounts: django-allauth (login, sign-up, email verification, password reset, MFA, SSO) --------------
+# allauth's views behind the console's URLs (/login/, /signup/, /password-reset/); the adapter and the sign-up form
+# (tenancy/allauth_*.py) make its accounts Cardmix's: personal organization, trial on the confirmed address.
 ACCOUNT_ADAPTER = "tenancy.allauth_adapters.AccountAdapter"
 SOCIALACCOUNT_ADAPTER = "tenancy.allauth_adapters.SocialAccountAdapter"
 ACCOUNT_USER_MODEL_USERNAME_FIELD = None
 ACCOUNT_LOGIN_METHODS = {"email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*"]
-ACCOUNT_EMAIL_VERIFICATION = "none"  # Cardmix's own link (tenancy/verification.py) grants the trial
+# Optional: a new account is signed in at once (the console works, the trial waits); the emailed link confirms the
+# address, and the adapter's confirm_email grants the trial (once per mailbox).
+ACCOUNT_EMAIL_VERIFICATION = "optional"
+ACCOUNT_CONFIRM_EMAIL_ON_GET = True  # one click on the emailed link, as before allauth
+ACCOUNT_EMAIL_CONFIRMATION_EXPIRE_DAYS = 3
+ACCOUNT_EMAIL_SUBJECT_PREFIX = ""  # the subjects name Cardmix themselves
+ACCOUNT_EMAIL_UNKNOWN_ACCOUNTS = False  # a reset for an unknown address sends nothing (no mail to strangers)
+# Django's own token (it hashes the account's one address already): reset links mailed before allauth stay valid.
+ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "django.contrib.auth.tokens.PasswordResetTokenGenerator"
 ACCOUNT_LOGOUT_REDIRECT_URL = LOGOUT_REDIRECT_URL
 ACCOUNT_AUTHENTICATED_LOGIN_REDIRECTS = False  # /login/ shows the form to a signed-in user too, as before allauth
-ACCOUNT_FORMS = {"login": "tenancy.allauth_forms.LoginForm"}
+ACCOUNT_FORMS = {"login": "tenancy.allauth_forms.LoginForm", "signup": "tenancy.allauth_forms.SignupForm"}
 # django-axes counts failed logins and locks username + IP; allauth's own failed-login limit would answer first.
-ACCOUNT_RATE_LIMITS = {"login_failed": False}
+# The per-IP sign-up throttle (THROTTLE_SIGNUP) limits verification mails; allauth's per-address cooldown would
+# silently drop the link of an address signed up again (after its account was deleted) within minutes.
+ACCOUNT_RATE_LIMITS = {"login_failed": False, "confirm_email": False}
 MFA_SUPPORTED_TYPES = ["totp", "webauthn", "recovery_codes"]
 MFA_PASSKEY_LOGIN_ENABLED = True
 MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", default="Cardmix")

@@ -1,19 +1,23 @@
-"""Account pages: signup, email verification, login, password reset, organizations, members, tokens, SSH keys."""
+"""Account pages: sign-up, email verification, login, password reset (allauth's), organizations, members, tokens,
+SSH keys."""
+import uuid
 from datetime import datetime, time, timedelta
 
+from allauth.account.models import EmailConfirmationHMAC
+from allauth.account.utils import user_pk_to_url_str
 from allauth.account.views import LoginView as AllauthLoginView
+from allauth.account.views import PasswordResetView as AllauthPasswordResetView
+from allauth.account.views import SignupView as AllauthSignupView
 from django import forms
-from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.urls import reverse, reverse_lazy
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlsafe_base64_decode
 from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -21,11 +25,12 @@ from django_htmx.http import HttpResponseClientRedirect
 from billing.zone import billing_tz
 from core.errors import ServiceError
 from tenancy import selectors, services
+from tenancy.allauth_adapters import email_address_of
 from tenancy.choices import Role
-from tenancy.models import TokenScope
+from tenancy.models import TokenScope, User
 from tenancy.permissions import request_can
 from tenancy.throttles import LoginRateThrottle, SignupRateThrottle
-from tenancy.verification import verification_email_send
+from tenancy.verification import legacy_link_user
 
 from ..forms import form_errors_add, no_maxlength
 from .confirm import confirm_page
@@ -48,30 +53,25 @@ def _back_to(request, name: str):
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-# --- Signup, verification, login, password reset --------------------------------------------------
+# --- Sign-up, verification, login, password reset: django-allauth's views -------------------------
 
-class SignupForm(forms.Form):
-    name = forms.CharField(max_length=150, required=False)
-    email = forms.EmailField()
-    password = forms.CharField(widget=forms.PasswordInput, strip=False)
+class SignupView(AllauthSignupView):
+    """allauth's sign-up (tenancy.allauth_forms.SignupForm; the adapter's save_user makes the account), plus the
+    console's per-IP rate limit; a signed-in person goes to the dashboard."""
 
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated:
+            return redirect("console:dashboard")
+        if _throttled(request, SignupRateThrottle):
+            return _too_many(request)
+        return super().dispatch(request, *args, **kwargs)
 
-def signup(request):
-    """Create an account and its personal organization; the verification link goes by email."""
-    if request.user.is_authenticated:
-        return redirect("console:dashboard")
-    if _throttled(request, SignupRateThrottle):
-        return _too_many(request)
-    form = SignupForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    def form_valid(self, form):
         try:
-            user = services.user_signup(request=request, **form.cleaned_data)
-        except ServiceError as exc:
+            return super().form_valid(form)
+        except ServiceError as exc:  # the service's own refusals: a refused domain, a concurrent sign-up
             form_errors_add(form, exc)
-        else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            return redirect("console:check_email")
-    return render(request, "console/account/signup.html", {"form": form})
+            return self.form_invalid(form)
 
 
 @login_required
@@ -80,19 +80,18 @@ def check_email(request):
     if request.method == "POST" and request.user.email_verified_at is None:
         if _throttled(request, SignupRateThrottle):
             return _too_many(request)
-        verification_email_send(request.user)
+        email_address_of(request.user).send_confirmation(request)
         messages.info(request, gettext("We sent the verification link again."))
         return redirect("console:check_email")
     return render(request, "console/account/check_email.html")
 
 
-def verify_email(request, token):
-    """The landing page of the emailed link."""
-    try:
-        user = services.email_verify(token=token, request=request)
-    except ServiceError:
-        return render(request, "console/account/verify_email.html", {"ok": False}, status=400)
-    return render(request, "console/account/verify_email.html", {"ok": True, "verified_user": user})
+def verify_email_legacy(request, token):
+    """A link mailed before allauth: allauth's confirmation of the address it names (the same trial rule)."""
+    user = legacy_link_user(token)
+    if user is None:
+        return render(request, "account/email_confirm.html", {"confirmation": None}, status=400)
+    return redirect("account_confirm_email", key=EmailConfirmationHMAC(email_address_of(user)).key)
 
 
 class LoginView(AllauthLoginView):
@@ -107,16 +106,9 @@ class LoginView(AllauthLoginView):
         return super().post(request, *args, **kwargs)
 
 
-class PasswordResetView(auth_views.PasswordResetView):
-    template_name = "console/account/password_reset.html"
-    email_template_name = "console/account/password_reset_email.txt"
-    subject_template_name = "console/account/password_reset_subject.txt"
-    success_url = reverse_lazy("console:password_reset_done")
-
-    @property
-    def extra_email_context(self):
-        # The link points at SITE_URL, as the verification link does, never at the request's Host header.
-        return {"site_url": settings.SITE_URL.rstrip("/")}
+class PasswordResetView(AllauthPasswordResetView):
+    """allauth's reset request (the link goes to SITE_URL, in the account's language: the adapter), plus the
+    console's per-IP rate limit."""
 
     def post(self, request, *args, **kwargs):
         if _throttled(request, SignupRateThrottle):
@@ -124,19 +116,13 @@ class PasswordResetView(auth_views.PasswordResetView):
         return super().post(request, *args, **kwargs)
 
 
-class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
-    template_name = "console/account/password_reset_confirm.html"
-    success_url = reverse_lazy("console:password_reset_complete")
-
-    def form_valid(self, form):
-        services.password_reset_complete(form=form, request=self.request)
-        del self.request.session[auth_views.INTERNAL_RESET_SESSION_TOKEN]
-        return redirect(self.get_success_url())
-
-
-password_reset_done = auth_views.PasswordResetDoneView.as_view(template_name="console/account/password_reset_done.html")
-password_reset_complete = auth_views.PasswordResetCompleteView.as_view(
-    template_name="console/account/password_reset_complete.html")
+def password_reset_legacy(request, uidb64, token):
+    """A reset link mailed before allauth (Django's base64 user id): allauth's page for the same token."""
+    try:
+        uid = user_pk_to_url_str(User(pk=uuid.UUID(urlsafe_base64_decode(uidb64).decode())))
+    except (ValueError, UnicodeDecodeError):
+        uid = "0"  # allauth's page then says the link is invalid
+    return redirect("account_reset_password_from_key", uidb36=uid, key=token)
 
 
 # --- Organizations and members --------------------------------------------------------------------

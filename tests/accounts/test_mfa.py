@@ -157,6 +157,30 @@ def test_a_rule_in_one_organization_does_not_follow_the_member_elsewhere(member_
     assert login_client(strict).get(reverse("console:dashboard"))["Location"] == reverse("mfa_index")
 
 
+def test_an_unverified_member_under_the_rule_can_confirm_the_address_allauth_wants_first(member_factory):
+    """allauth adds no second factor while the account's address is unconfirmed; a member sent to enrolment can
+    still ask for the link again and open it."""
+    import re
+
+    from allauth.account.models import EmailAddress
+    from django.core import mail
+
+    strict = member_factory(role="owner")
+    strict.organization.mfa_required = True
+    strict.organization.save(update_fields=["mfa_required"])
+    user = strict.user
+    user.email_verified_at = None
+    user.save(update_fields=["email_verified_at"])
+    EmailAddress.objects.create(user=user, email=user.email, primary=True, verified=False)  # as a sign-up leaves it
+    web = login_client(strict)
+    assert web.get(reverse("mfa_activate_totp"))["Location"] == reverse("mfa_index")  # allauth: confirm first
+    assert web.post(reverse("console:check_email"))["Location"] == reverse("console:check_email")
+    link = re.search(r"/accounts/confirm-email/\S+/", mail.outbox[-1].body).group(0)
+    web.get(link)
+    assert EmailAddress.objects.get(user=user).verified
+    assert web.get(reverse("mfa_activate_totp")).status_code == 200
+
+
 def test_security_page_shows_ones_own_status(member_factory):
     from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 

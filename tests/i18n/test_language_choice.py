@@ -69,7 +69,7 @@ def test_the_header_shows_the_switch_to_the_other_language():
 
 
 def test_signup_remembers_the_page_language_for_later_emails():
-    Client().post("/signup/", {"name": "Ada", "email": "ada@example.com", "password": "correct-horse-battery-9"},
+    Client().post("/signup/", {"name": "Ada", "email": "ada@example.com", "password1": "correct-horse-battery-9"},
                   HTTP_ACCEPT_LANGUAGE="zh-CN")
     assert User.objects.get(email="ada@example.com").language == "zh-hans"
 

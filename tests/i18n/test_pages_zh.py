@@ -10,8 +10,10 @@ from tests.factories.tenancy import ed25519_public_key, login_client, make_token
 from tests.i18n.test_zh_journey_browser import IDENTIFIER, PROPER_NAMES, WORD, _catalog, _data_words
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
-ANONYMOUS = {"/", "/login/", "/signup/", "/password-reset/", "/password-reset/sent/"}
-PAGES = ["/", "/login/", "/signup/", "/password-reset/", "/password-reset/sent/", "/dashboard/",
+ANONYMOUS = {"/", "/login/", "/signup/", "/password-reset/", "/accounts/password/reset/done/",
+             "/accounts/password/reset/key/done/"}
+PAGES = ["/", "/login/", "/signup/", "/password-reset/", "/accounts/password/reset/done/",
+         "/accounts/password/reset/key/done/", "/dashboard/",
          "/account/organizations/", "/account/organizations/new/", "/account/members/", "/account/members/invite/",
          "/account/tokens/", "/account/ssh-keys/", "/webhooks/", "/instances/", "/instances/new/", "/storage/",
          "/billing/", "/billing/topup/", "/billing/statements/", "/billing/sponsorships/", "/billing/invoices/",

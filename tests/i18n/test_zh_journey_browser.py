@@ -110,13 +110,13 @@ def test_signup_to_instance_in_chinese_has_no_english_left(e2e_env, live_server,
     check("signup-errors")
     page.fill("#id_name", "Ada")
     page.fill("#id_email", "ada@example.com")
-    page.fill("#id_password", "correct-horse-battery-9")
+    page.fill("#id_password1", "correct-horse-battery-9")
     page.click("button[type=submit]")
     page.wait_for_url("**/signup/check-email/")
     check("check-email")
     message = mail.outbox[-1]
     assert message.subject == "验证您的 Cardmix 邮箱" and "请确认您的邮箱" in message.body
-    page.goto(live_server.url + re.search(r"/verify-email/[^/\s]+/", message.body).group(0))
+    page.goto(live_server.url + re.search(r"/accounts/confirm-email/[^/\s]+/", message.body).group(0))
     check("verified")
     page.goto(f"{live_server.url}/dashboard/")
     assert page.inner_text("#balance-trial") == "¥10.00"

@@ -12,12 +12,12 @@ PASSWORD = "a-long-enough-passphrase-42"
 def _signup(client, email):
     from django.test import TestCase
 
-    with TestCase.captureOnCommitCallbacks(execute=True):  # the verification email goes out on commit
-        return client.post(reverse("console:signup"), {"name": "Eve", "email": email, "password": PASSWORD})
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return client.post(reverse("console:signup"), {"name": "Eve", "email": email, "password1": PASSWORD})
 
 
 def _verify_link() -> str:
-    return re.search(r"https?://[^/\s]+(/verify-email/\S+/)", mail.outbox[-1].body).group(1)
+    return re.search(r"https?://[^/\s]+(/accounts/confirm-email/\S+/)", mail.outbox[-1].body).group(1)
 
 
 def _trial_balance(user) -> str:

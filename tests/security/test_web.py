@@ -257,7 +257,7 @@ def test_api_session_writes_need_csrf_but_tokens_do_not(world):
 def test_signup_refuses_weak_passwords(client, password):
     from tenancy.models import User
 
-    response = client.post(reverse("console:signup"), {"email": "signup-user@example.com", "password": password})
+    response = client.post(reverse("console:signup"), {"email": "signup-user@example.com", "password1": password})
     assert response.status_code == 200  # the form again, with errors
     assert not User.objects.filter(email="signup-user@example.com").exists()
 
@@ -292,12 +292,12 @@ def test_signup_and_login_are_throttled_per_ip(monkeypatch, member_factory, sett
     monkeypatch.setattr(LoginRateThrottle, "THROTTLE_RATES", {"login": "3/hour"})
     for i in range(3):
         r = Client(REMOTE_ADDR="203.0.113.7").post(reverse("console:signup"),
-                                                   {"email": f"t{i}@example.com", "password": "x"})
+                                                   {"email": f"t{i}@example.com", "password1": "x"})
         assert r.status_code == 200
     assert Client(REMOTE_ADDR="203.0.113.7").post(
-        reverse("console:signup"), {"email": "t9@example.com", "password": "x"}).status_code == 429
+        reverse("console:signup"), {"email": "t9@example.com", "password1": "x"}).status_code == 429
     assert Client(REMOTE_ADDR="203.0.113.8").post(
-        reverse("console:signup"), {"email": "t9@example.com", "password": "x"}).status_code == 200
+        reverse("console:signup"), {"email": "t9@example.com", "password1": "x"}).status_code == 200
     m = member_factory()
     for _ in range(3):
         Client(REMOTE_ADDR="203.0.113.9").post(reverse("console:login"), {"username": m.user.email, "password": "no"})
@@ -359,7 +359,7 @@ def test_behind_a_proxy_lockout_and_audit_key_on_the_client_not_the_proxy(member
     assert user.post(reverse("console:login"), {"username": m.user.email, "password": PASSWORD}).status_code == 302
     # The audit log records the client too.
     Client(**proxy, HTTP_X_FORWARDED_FOR="192.0.2.7, 203.0.113.51").post(
-        reverse("console:signup"), {"email": "behind-proxy@example.com", "password": "Tall-Giraffe-Orbit-93"})
+        reverse("console:signup"), {"email": "behind-proxy@example.com", "password1": "Tall-Giraffe-Orbit-93"})
     assert AuditEvent.objects.get(action="user.signup").ip == "203.0.113.51"
 
 
@@ -387,6 +387,6 @@ def test_a_garbage_forwarded_address_falls_back_to_the_peer(settings):
 
     settings.NUM_PROXIES = 2
     response = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="<script>, 203.0.113.9").post(
-        reverse("console:signup"), {"email": "garbage-xff@example.com", "password": "Tall-Giraffe-Orbit-93"})
+        reverse("console:signup"), {"email": "garbage-xff@example.com", "password1": "Tall-Giraffe-Orbit-93"})
     assert response.status_code == 302
     assert AuditEvent.objects.get(action="user.signup").ip == "10.0.0.2"

@@ -1,8 +1,10 @@
-"""Signup, verification, trial once per email ever, org switching, the audit log, members rules, query counts."""
+"""Sign-up and verification (allauth's, behind /signup/), trial once per email ever, org switching, the audit log,
+members rules, query counts."""
 import re
 
 import pytest
-from django.core import mail
+from allauth.account.models import EmailAddress
+from django.core import mail, signing
 from django.db import connection
 from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
@@ -20,16 +22,21 @@ PASSWORD = "plum-tangerine-river-42"
 
 
 def _signup(client, email, name="Ada"):
-    # The verification email is sent on commit: run the callbacks inside these rolled-back tests.
+    # The trial is granted on commit: run the callbacks inside these rolled-back tests.
     with TestCase.captureOnCommitCallbacks(execute=True):
-        return client.post(reverse("console:signup"), {"email": email, "name": name, "password": PASSWORD},
+        return client.post(reverse("console:signup"), {"email": email, "name": name, "password1": PASSWORD},
                            REMOTE_ADDR="203.0.113.7", HTTP_USER_AGENT="pytest-browser")
 
 
 def _verify_link_from_mail() -> str:
-    match = re.search(r"https?://[^/\s]+(/verify-email/\S+/)", mail.outbox[-1].body)
+    match = re.search(r"https?://[^/\s]+(/accounts/confirm-email/\S+/)", mail.outbox[-1].body)
     assert match, mail.outbox[-1].body
     return match.group(1)
+
+
+def _click(client, link, **extra):
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return client.get(link, **extra)
 
 
 def test_signup_verify_grants_trial_once_and_refuses_recased_duplicate(client, trial_calls):
@@ -39,12 +46,15 @@ def test_signup_verify_grants_trial_once_and_refuses_recased_duplicate(client, t
     membership = Membership.objects.select_related("organization").get(user=user)
     assert membership.role == "owner" and membership.organization.is_personal
     assert user.email_verified_at is None and trial_calls == []
+    assert client.get(reverse("console:dashboard")).status_code == 200  # signed in before verifying
+    assert mail.outbox[-1].to == ["ada@example.com"] and mail.outbox[-1].subject == "Verify your Cardmix email address"
     link = _verify_link_from_mail()
-    assert client.get(link).status_code == 200
+    assert _click(client, link)["Location"] == reverse("console:dashboard")
     user.refresh_from_db()
     assert user.email_verified_at is not None
     assert trial_calls == [(membership.organization_id, "ada@example.com")]
-    assert client.get(link).status_code == 200  # clicking again is harmless
+    again = _click(client, link)  # clicking again is harmless: the link is spent, the page says it is verified
+    assert again.status_code == 200 and "ada@example.com is verified" in again.content.decode()
     assert len(trial_calls) == 1
     # A second sign-up with the same address in other case is refused.
     client.logout()
@@ -54,14 +64,15 @@ def test_signup_verify_grants_trial_once_and_refuses_recased_duplicate(client, t
     # Deleting the account and signing up again never earns a second trial.
     user.delete()
     assert _signup(client, "ada@EXAMPLE.com").status_code == 302
-    assert client.get(_verify_link_from_mail()).status_code == 200
+    assert _click(client, _verify_link_from_mail()).status_code == 302
+    assert User.objects.get(email="ada@example.com").email_verified_at is not None
     assert len(trial_calls) == 1
     assert TrialClaim.objects.filter(email="ada@example.com").count() == 1
 
 
 def test_look_alike_domain_is_the_same_address_and_earns_no_second_trial(client, trial_calls):
     assert _signup(client, "ada@example.com").status_code == 302
-    assert client.get(_verify_link_from_mail()).status_code == 200
+    assert _click(client, _verify_link_from_mail()).status_code == 302
     client.logout()
     # A full-width "ｅ" and a soft hyphen: mail to either reaches ada@example.com.
     for look_alike in ("ada@\uff45xample.com", "ada@exam\u00adple.com", "ADA@EXAMPLE.COM"):
@@ -97,14 +108,62 @@ def test_admin_add_user_with_recased_email_is_a_form_error(admin_client):
 
 def test_forged_verification_link_and_refused_domain(client, trial_calls, settings):
     assert client.get(reverse("console:verify_email", args=["forged:token"])).status_code == 400
+    assert _signup(client, "ada@example.com").status_code == 302
+    address = EmailAddress.objects.get(email="ada@example.com")
+    forged = signing.dumps(obj=address.pk, salt="forged")  # the right row, not allauth's signature
+    page = _click(client, reverse("account_confirm_email", args=[forged]))
+    assert page.status_code == 200 and "invalid or has expired" in page.content.decode()
+    assert User.objects.get(email="ada@example.com").email_verified_at is None and trial_calls == []
+    client.logout()
+    mail.outbox.clear()
     settings.REFUSED_EMAIL_DOMAINS = ["mailinator.com"]
     response = _signup(client, "x@sub.Mailinator.com")
     assert response.status_code == 200 and "not accepted" in response.content.decode()
-    assert not User.objects.exists() and trial_calls == []
+    assert list(User.objects.values_list("email", flat=True)) == ["ada@example.com"] and trial_calls == []
+    assert mail.outbox == []
+
+
+def test_a_link_mailed_before_allauth_still_verifies_once(client, trial_calls):
+    """/verify-email/<token>/ links (tenancy/verification.py's old signed token, valid three days) hand over to
+    allauth's confirmation: verified, the trial granted once; a link naming an address the account no longer has
+    is refused."""
+    from tenancy.verification import SALT
+
+    user = services.user_signup(email="old@example.com", password=PASSWORD)
+    token = signing.dumps({"u": str(user.pk), "e": user.email}, salt=SALT, compress=True)
+    landing = _click(client, reverse("console:verify_email", args=[token]), follow=True)
+    assert landing.redirect_chain[0][0].startswith("/accounts/confirm-email/")
+    user.refresh_from_db()
+    assert user.email_verified_at is not None and len(trial_calls) == 1
+    assert _click(client, reverse("console:verify_email", args=[token]), follow=True).status_code == 200
+    assert len(trial_calls) == 1
+    stale = signing.dumps({"u": str(user.pk), "e": "before@example.com"}, salt=SALT, compress=True)
+    assert client.get(reverse("console:verify_email", args=[stale])).status_code == 400
+
+
+def test_check_email_sends_a_fresh_link_that_verifies(client, trial_calls):
+    assert _signup(client, "late@example.com").status_code == 302
+    mail.outbox.clear()
+    assert client.post(reverse("console:check_email")).status_code == 302
+    (resent,) = mail.outbox
+    assert resent.to == ["late@example.com"]
+    _click(client, _verify_link_from_mail())
+    assert User.objects.get(email="late@example.com").email_verified_at is not None and len(trial_calls) == 1
+    page = client.get(reverse("console:check_email")).content.decode()
+    assert "Email verified" in page
+    mail.outbox.clear()
+    client.post(reverse("console:check_email"))  # verified: nothing more to send
+    assert mail.outbox == []
+
+
+def test_signed_in_people_are_sent_from_signup_to_the_dashboard(client, member_factory):
+    client.force_login(member_factory().user)
+    assert client.get(reverse("console:signup"))["Location"] == reverse("console:dashboard")
+    assert client.get(reverse("account_signup"))["Location"] == reverse("console:signup")
 
 
 def test_weak_password_refused_with_details(client):
-    response = client.post(reverse("console:signup"), {"email": "b@example.com", "password": "123"})
+    response = client.post(reverse("console:signup"), {"email": "b@example.com", "password1": "123"})
     assert response.status_code == 200 and "too short" in response.content.decode()
     assert not User.objects.exists()
 
@@ -123,7 +182,7 @@ def test_signup_throttled_per_ip(client, settings, monkeypatch):
 
 def test_audit_log_records_every_action_with_actor_and_ip(client, trial_calls, member_factory):
     assert _signup(client, "eve@example.com").status_code == 302
-    assert client.get(_verify_link_from_mail(), REMOTE_ADDR="203.0.113.7").status_code == 200
+    assert _click(client, _verify_link_from_mail(), REMOTE_ADDR="203.0.113.7").status_code == 302
     eve = User.objects.get(email="eve@example.com")
     personal = Membership.objects.get(user=eve)
     other = member_factory(role="owner")

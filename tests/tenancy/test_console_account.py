@@ -1,4 +1,5 @@
-"""Console account pages: render, forms with CSRF, secrets shown once, key upload, password reset, login."""
+"""Console account pages: render, forms with CSRF, secrets shown once, key upload, password reset (allauth's),
+login."""
 import re
 
 import pytest
@@ -114,22 +115,70 @@ def test_last_owner_removing_themself_stays_on_members_with_the_error(client, me
 
 
 def test_password_reset_flow(client, member_factory, settings):
+    """allauth's reset behind /password-reset/: the link at SITE_URL (never the Host header), usable once."""
     settings.SITE_URL = "https://console.cardmix.example"
     settings.ALLOWED_HOSTS = ["*"]
     user = member_factory().user
-    client.post(reverse("console:password_reset"), {"email": user.email}, HTTP_HOST="evil.example")
-    assert "https://console.cardmix.example/password-reset/" in mail.outbox[-1].body
+    sent = client.post(reverse("console:password_reset"), {"email": user.email}, HTTP_HOST="evil.example")
+    assert sent["Location"] == reverse("account_reset_password_done")
+    assert mail.outbox[-1].subject == "Reset your Cardmix password"
+    assert "https://console.cardmix.example/accounts/password/reset/key/" in mail.outbox[-1].body
     assert "evil.example" not in mail.outbox[-1].body
-    link = re.search(r"https?://[^/\s]+(/password-reset/\S+/\S+/)", mail.outbox[-1].body).group(1)
+    link = re.search(r"https?://[^/\s]+(/accounts/password/reset/key/\S+/)", mail.outbox[-1].body).group(1)
     form_page = client.get(link, follow=True)
-    assert form_page.status_code == 200
+    assert form_page.status_code == 200 and 'name="password1"' in form_page.content.decode()
     new = "a-brand-new-password-77"
-    response = client.post(form_page.redirect_chain[-1][0], {"new_password1": new, "new_password2": new})
-    assert response.status_code == 302
+    response = client.post(form_page.redirect_chain[-1][0], {"password1": new, "password2": new})
+    assert response["Location"] == reverse("account_reset_password_from_key_done")
     user.refresh_from_db()
     assert user.check_password(new)
     event = AuditEvent.objects.get(action="user.password_reset")
     assert event.actor == user and event.target_id == str(user.pk) and event.organization is not None
+    spent = client.get(link, follow=True)  # the token hashed the old password: used once
+    assert "invalid or was already used" in spent.content.decode()
+    wrong = client.get(link[:link.rindex("-")] + "-0wrongtoken0/", follow=True)  # another token for the same user
+    assert "invalid or was already used" in wrong.content.decode()
+    assert AuditEvent.objects.filter(action="user.password_reset").count() == 1
+
+
+def test_unknown_or_passwordless_address_gets_no_reset_mail_and_the_reset_is_throttled(client, monkeypatch,
+                                                                                     member_factory):
+    from tenancy.throttles import SignupRateThrottle
+
+    response = client.post(reverse("console:password_reset"), {"email": "nobody@example.com"})
+    assert response["Location"] == reverse("account_reset_password_done") and mail.outbox == []  # no enumeration
+    sso_user = member_factory().user
+    sso_user.set_unusable_password()  # an SSO account: it signs in through its IdP
+    sso_user.save()
+    client.post(reverse("console:password_reset"), {"email": sso_user.email})
+    assert mail.outbox == []
+    monkeypatch.setattr(SignupRateThrottle, "THROTTLE_RATES", {"signup": "1/hour"})
+    from tests.cachekeys import cache_clear_own
+
+    cache_clear_own()
+    client.post(reverse("console:password_reset"), {"email": "nobody@example.com"})
+    assert client.post(reverse("console:password_reset"), {"email": "nobody@example.com"}).status_code == 429
+
+
+def test_a_reset_link_mailed_before_allauth_still_resets(client, member_factory):
+    from django.contrib.auth.tokens import default_token_generator
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    user = member_factory().user
+    old = reverse("console:password_reset_confirm", args=[urlsafe_base64_encode(force_bytes(user.pk)),
+                                                          default_token_generator.make_token(user)])
+    form_page = client.get(old, follow=True)
+    assert 'name="password1"' in form_page.content.decode()
+    new = "another-new-password-78"
+    client.post(form_page.redirect_chain[-1][0], {"password1": new, "password2": new})
+    user.refresh_from_db()
+    assert user.check_password(new)
+    assert "invalid" in client.get(reverse("console:password_reset_confirm", args=["bm9uZQ", "x-y"]),
+                                   follow=True).content.decode()
+    for old_page, new_name in (("password_reset_done", "account_reset_password_done"),
+                               ("password_reset_complete", "account_reset_password_from_key_done")):
+        assert client.get(reverse(f"console:{old_page}"))["Location"] == reverse(new_name)
 
 
 def test_login_counts_failures_with_axes_and_is_throttled(client, member_factory, monkeypatch):
