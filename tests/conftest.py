@@ -131,6 +131,16 @@ def _placement_state_fresh():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _language_reset():
+    """A request in Chinese leaves its language active in this thread (the locale middleware activates it and
+    nothing deactivates it): the next test would read services' messages in Chinese."""
+    from django.utils import translation
+
+    yield
+    translation.deactivate()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _task_queue():
     """This run's own Celery queue: workers of other runs never take our tasks."""
