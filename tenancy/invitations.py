@@ -10,7 +10,6 @@ import secrets
 
 from django.conf import settings
 from django.core import signing
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -18,6 +17,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext
 
 from core.errors import PermissionDeniedError, ValidationFailed
+from core.i18n import language_of
+from core.mail import person, send_to_people
 
 from .audit import audit_record
 from .choices import Role
@@ -76,10 +77,15 @@ def invitation_send(*, actor_membership: Membership, email: str, role: str, requ
     with transaction.atomic():
         audit_record(action="member.invitation_send", org=org, actor=inviter, target=org, request=request,
                      details={"email": email, "role": role})
-        transaction.on_commit(lambda: send_mail(
-            subject=gettext('You are invited to %(name)s on Cardmix') % {'name': org.name},
-            message=(gettext('%(email)s invites you to join %(name)s on Cardmix as %(role)s.\n\nAccept the invitation (and create your account if you have none):\n\n%(url)s\n\nThe link is valid for seven days and can be used once. If you did not expect it, ignore it.\n') % {'email': inviter.name or inviter.email, 'name': org.name, 'role': role, 'url': url}),
-            from_email=None, recipient_list=[email]))
+        # An address with an account reads its own language; one without, the inviter's (else the request's).
+        language = User.objects.filter(email=email).values_list("language", flat=True).first() or language_of(inviter)
+        send_to_people([person(email, language)], lambda: (
+            gettext('You are invited to %(name)s on Cardmix') % {'name': org.name},
+            gettext('%(email)s invites you to join %(name)s on Cardmix as %(role)s.\n\nAccept the invitation (and '
+                    'create your account if you have none):\n\n%(url)s\n\nThe link is valid for seven days and can '
+                    'be used once. If you did not expect it, ignore it.\n') % {
+                'email': inviter.name or inviter.email, 'name': org.name, 'role': Role(role).label, 'url': url}),
+            fail_silently=False)
     return url
 
 
