@@ -22,7 +22,7 @@ def test_recipients_are_grouped_by_their_language_and_blank_is_the_active_one():
 
 @pytest.mark.django_db
 def test_one_message_per_language_rendered_in_it_and_sent_on_commit(django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+    with translation.override("en"), django_capture_on_commit_callbacks(execute=False) as callbacks:
         sent = send_to_people([("a@example.com", "en"), ("b@example.com", "zh-hans"), ("c@example.com", "")],
                               lambda: (gettext("Dashboard"), translation.get_language()))
     assert sent == 3 and mail.outbox == [] and len(callbacks) == 1  # nothing leaves before the commit
