@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import format_lazy
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from core.admin import CnyField, ReadOnlyAdmin, ServiceRefusalMixin, cny_display, form_action
 from core.errors import ServiceError
@@ -238,7 +238,7 @@ class NodeAdmin(ServiceRefusalMixin, admin.ModelAdmin):
     inlines = [CardInline]
     actions = [_state_action("drain", gettext_lazy("Drain")),
                _state_action("undrain", gettext_lazy("Undrain (make available)")),
-               _state_action("maintenance", gettext_lazy("Maintenance")),
+               _state_action("maintenance", pgettext_lazy("node action", "Maintenance")),
                _state_action("quarantine", gettext_lazy("Quarantine")), _state_action("retire", gettext_lazy("Retire"))]
     change_list_template = "admin/inventory/node/change_list.html"
 

@@ -437,3 +437,17 @@ def test_pagination_errors_follow_accept_language(token_client_for):
     assert both["details"]["offset"] == [zh("Give either offset or cursor, not both.")]
     english_ = client.get("/api/v1/instances/?limit=0").json()["error"]
     assert english_["details"]["limit"] == ["Must be at least 1."]
+
+
+@pytest.mark.django_db
+def test_api_errors_built_at_import_time_follow_accept_language(token_client_for):
+    """Messages kept in module constants (lazy) are read in the request's language, not the import's."""
+    forged = APIClient()
+    forged.credentials(HTTP_AUTHORIZATION="Bearer cmx_not-a-token")
+    error = forged.get("/api/v1/instances/", HTTP_ACCEPT_LANGUAGE="zh-CN").json()["error"]
+    assert error["code"] == "token_invalid"  # the code stays English
+    assert error["message"] == zh("The API token is invalid, expired or revoked.")
+    client = token_client_for(MembershipFactory(role="owner"))
+    bad = client.post("/api/v1/ssh-keys/", {"name": "k", "public_key": "x", "colour": "red"}, format="json",
+                      HTTP_ACCEPT_LANGUAGE="zh-CN").json()["error"]
+    assert bad["details"]["colour"] == [zh("Unknown field.")]
