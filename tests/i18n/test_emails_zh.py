@@ -186,6 +186,9 @@ def test_webhook_endpoint_disabled_email_in_each_recipients_language(django_capt
     assert en_mail.subject == "Cardmix: a webhook endpoint was disabled" and "failed for 2.0 hours" in en_mail.body
     endpoint.refresh_from_db()
     assert endpoint.disabled_reason == "Disabled after 2 failed attempts over 2.0 hours."  # stored: one language
+    said = zh("Disabled after %(attempts)s failed attempts over %(span)s.") % {"attempts": 2, "span": "2.0 小时"}
+    for url in ("/webhooks/", f"/webhooks/{endpoint.pk}/"):  # the console says it in the page's language
+        assert said in login_client(owner).get(url).content.decode(), url
 
 
 # --- provisioning: a dark node (the dark sweep), told to each instance's creator ---------------------------
