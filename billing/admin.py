@@ -21,7 +21,7 @@ class AccountAdmin(ReadOnlyAdmin):
     list_select_related = ["organization"]
     search_fields = ["organization__slug", "organization__name"]
 
-    @admin.display(description="balance (CNY)")
+    @admin.display(description=gettext_lazy("balance (CNY)"))
     def balance_cny(self, obj):
         return format_ucny(obj.balance)
 
@@ -34,7 +34,7 @@ class TransferAdmin(ReadOnlyAdmin):
     list_select_related = ["debit_account", "credit_account"]
     search_fields = ["key", "payment_ref", "grant_ref"]
 
-    @admin.display(description="amount (CNY)")
+    @admin.display(description=gettext_lazy("amount (CNY)"))
     def amount_cny(self, obj):
         return format_ucny(obj.amount)
 
@@ -46,9 +46,9 @@ class MeterAdmin(ReadOnlyAdmin):
     list_select_related = ["organization"]
     search_fields = ["instance_id", "organization__slug"]
     fields = readonly_fields = cny_fields(Meter, ["rate", "posted_amount", "written_off_amount"])
-    rate_cny = cny_display("rate", "rate (CNY / card-hour)")
-    posted_amount_cny = cny_display("posted_amount", "posted (CNY)")
-    written_off_amount_cny = cny_display("written_off_amount", "written off (CNY)")
+    rate_cny = cny_display("rate", gettext_lazy("rate (CNY / card-hour)"))
+    posted_amount_cny = cny_display("posted_amount", gettext_lazy("posted (CNY)"))
+    written_off_amount_cny = cny_display("written_off_amount", gettext_lazy("written off (CNY)"))
 
 
 class BillingProfileForm(forms.ModelForm):
@@ -83,7 +83,7 @@ class BillingProfileAdmin(admin.ModelAdmin):
     readonly_fields = ["organization", "trial_expires_at", "trial_expired_at", "low_balance_warned_at",
                        "autostop_requested_at"]
 
-    @admin.display(description="credit limit (CNY)")
+    @admin.display(description=gettext_lazy("credit limit (CNY)"))
     def credit_limit_cny(self, obj):
         return format_ucny(obj.credit_limit)
 
@@ -107,7 +107,7 @@ class WriteOffAdmin(admin.ModelAdmin):
     list_editable = ["reviewed"]
     fields = ["meter", "organization", "key", "seconds", "amount_cny", "reviewed", "created_at"]
     readonly_fields = ["meter", "organization", "key", "seconds", "amount_cny", "created_at"]
-    amount_cny = cny_display("amount", "amount (CNY)")
+    amount_cny = cny_display("amount", gettext_lazy("amount (CNY)"))
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)

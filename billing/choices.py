@@ -66,5 +66,6 @@ class MeterSubject(models.TextChoices):
 # What an instance billing stops (auto-stop, a package that did not renew) keeps, for its emails: only its volumes
 # (storage), which stay billed until deleted. Billing knows no instance kind, so it names both; provisioning/
 # stop_keeps.py says the same per kind and names the volumes.
-STOP_KEEPS_NOTHING = ("A stop keeps nothing but the volumes attached to an instance (they stay billed until deleted): "
-                      "a container is deleted with the rest of its disk, and a bare-metal instance's nodes are wiped.")
+STOP_KEEPS_NOTHING = gettext_lazy(
+    "A stop keeps nothing but the volumes attached to an instance (they stay billed until deleted): a container is "
+    "deleted with the rest of its disk, and a bare-metal instance's nodes are wiped.")

@@ -5,15 +5,16 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Sum
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
-from core.money import format_ucny
+from core.mail import send_to_people
+from core.money import format_fen, format_ucny
 from tenancy.audit import audit_record
 from tenancy.choices import Role
-from tenancy.models import Membership
+from tenancy.selectors import members_to_tell
 from webhooks.services import event_publish
 
 from .choices import SPEND_ORDER, STOP_KEEPS_NOTHING, MeterSubject
@@ -186,16 +187,18 @@ def _warn(*, org_id, available: int, left_seconds: int) -> bool:
             return False
         profile.low_balance_warned_at = db_now()
         profile.save(update_fields=["low_balance_warned_at"])
-        emails = list(Membership.objects.filter(organization_id=org_id, role__in=[Role.OWNER, Role.ADMIN])
-                      .values_list("user__email", flat=True))
+        people = members_to_tell(org_id=org_id, roles=[Role.OWNER, Role.ADMIN])
         minutes = left_seconds // 60
         event_publish(org_id=org_id, type="balance.low", dedupe_key=profile.low_balance_warned_at.isoformat(),
                       data={"available": format_ucny(available), "minutes_left": minutes})
-        if emails:
-            transaction.on_commit(lambda: send_mail(
-                "Cardmix: your balance runs out soon",
-                f"Your organization's available funds ({format_ucny(available)} CNY) cover about {minutes} more "
-                f"minutes of your running instances. Top up to keep them running: {settings.SITE_URL}/billing/\n\n"
-                f"On-demand instances are stopped when the funds run out. {STOP_KEEPS_NOTHING}",
-                None, emails, fail_silently=True))
+
+        def render():
+            return gettext("Cardmix: your balance runs out soon"), gettext(
+                "Your organization's available funds (%(available)s) cover about %(minutes)s more minutes of your "
+                "running instances. Top up to keep them running: %(url)s\n\nOn-demand instances are stopped when "
+                "the funds run out. %(stop_keeps)s") % {
+                "available": format_fen(available), "minutes": minutes, "url": f"{settings.SITE_URL}/billing/",
+                "stop_keeps": STOP_KEEPS_NOTHING}
+
+        send_to_people(people, render)
     return True

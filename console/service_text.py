@@ -6,7 +6,7 @@ here, on display only; the API's messages and codes stay as they are."""
 import re
 from decimal import ROUND_CEILING, ROUND_FLOOR
 
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 
 from core.money import format_fen, parse_cny
 from provisioning.choices import InstanceState
@@ -18,7 +18,9 @@ ITEM_PREFIX = re.compile(r"^item (\d+): ")
 REQUEST_SYNTAX = re.compile(r"\s*\([^()]*\{[^()]*\}[^()]*\)")  # '(hybrid: images: {"nvidia": …})'
 SLUG_WORDS = {**VENDOR_NAMES, "bare_metal": "bare metal"}
 SLUG_WORD = re.compile(rf"(?<![\w-])({'|'.join(map(re.escape, SLUG_WORDS))})(?![\w-])")
-DONE = {"stop": "stopped", "start": "started", "terminate": "terminated"}
+# "…, so it cannot be stopped": the verb's participle (its own context: the state "stopped" reads differently).
+DONE = {"stop": pgettext_lazy("cannot be", "stopped"), "start": pgettext_lazy("cannot be", "started"),
+        "terminate": pgettext_lazy("cannot be", "terminated")}
 FRACTION_HOURS = re.compile(r"\((0\.\d+) h at ")  # funds_check's "(0.166667 h at …)": its minutes
 CNY_AMOUNT = re.compile(r"(?<![\w.])(-?\d+\.\d{6}) CNY(/h)?")  # the API's "506.506229 CNY", "35.360000 CNY/h"
 # funds_check's comparison: funds shown rounded down and the need up, so it never reads "¥10.00 do not cover ¥10.00".

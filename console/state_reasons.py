@@ -8,11 +8,11 @@ kind, is passed in); the API's `state_reason` and events stay as they are. A rea
 a capital, money as the console writes it."""
 import re
 
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from provisioning.choices import FUNDS_FAILURE, PROVISIONED_WARM, InstanceKind, InstanceState
 from provisioning.services.slurm_partitions import SLURM_FAILURE
-from provisioning.stop_keeps import stop_reason
+from provisioning.stop_keeps import LOST_WITH_VOLUMES, stop_reason
 
 from .service_text import money_for_people
 
@@ -34,7 +34,7 @@ REASONS = {
     "stopped": gettext_lazy("Stopped: its cards are released and its container deleted with its disk, so nothing is kept "
                "(no volume is attached)."),
     "terminate requested": gettext_lazy("Termination requested."),
-    "terminated": "Terminated.",
+    "terminated": gettext_lazy("Terminated."),
     "waitlist_expired": gettext_lazy("No cards freed up within the waitlist's time limit, so the request was ended."),
     "retention_expired": gettext_lazy("Stopped for longer than the retention period, so it was terminated."),
     "inter-node readiness failed twice":
@@ -67,7 +67,7 @@ STOP_WARNINGS = {
 }
 STOP_WARNING = (gettext_lazy("Its cards are released and its container deleted with its disk: nothing on it is kept (no volume "
                 "is attached). Billing stops; starting it again places it on a fresh container."))
-AUTO_STOPS = {"funds_exhausted": "the balance ran out."}
+AUTO_STOPS = {"funds_exhausted": gettext_lazy("the balance ran out.")}
 TOOK_TOO_LONG = {
     InstanceState.PROVISIONING: gettext_lazy("Preparing the machine took too long, so it was not handed over."),
     InstanceState.CHECKING: gettext_lazy("The readiness test took too long, so it was not handed over."),
@@ -80,6 +80,9 @@ NODE_READINESS_FAILED = re.compile(r"^\S+: readiness failed twice$")
 REPLACED = re.compile(r"^re-placed: \S+ (quarantined|failed readiness)$")  # older rows say quarantined
 STUCK = re.compile(r"^reconciler: stuck in (\w+) past its step deadline(?: \(released\))?$")
 AUTO_STOP = re.compile(r"^auto-stop: (.+)$")
+# stop_reason with volumes attached: "stopped: kept its volumes ckpt, data, <what was lost>" (names may hold commas).
+_LOST = "|".join(re.escape(lost) for lost in sorted(set(LOST_WITH_VOLUMES.values())))
+STOPPED_KEPT = re.compile(rf"^stopped: kept its volumes? (.+), ({_LOST})$")
 FUNDS = re.compile(rf"^{re.escape(FUNDS_FAILURE)}: (.+)$", re.S)
 # services/slurm_partitions.py: the partition's operation and the controller's answer (for operators).
 SLURM_FAILED = re.compile(rf"^{re.escape(SLURM_FAILURE)}: (create|delete) ")
@@ -104,8 +107,8 @@ def _lower_first(text: str) -> str:
 def _stuck(state: str) -> str:
     if state in TOOK_TOO_LONG:
         return TOOK_TOO_LONG[state]
-    label = InstanceState(state).label if state in InstanceState.values else state
-    return f"{label[:1].upper()}{label[1:]} took too long."
+    label = str(InstanceState(state).label) if state in InstanceState.values else state
+    return gettext("%(state)s took too long.") % {"state": f"{label[:1].upper()}{label[1:]}"}
 
 
 def reason_for_people(reason, kind: str = "") -> str:
@@ -127,9 +130,14 @@ def reason_for_people(reason, kind: str = "") -> str:
         return gettext("A machine failed its readiness test on both attempts; its cards were placed on another machine.")
     if m := STUCK.match(reason):
         return _stuck(m.group(1))
+    if m := STOPPED_KEPT.match(reason):
+        names = m.group(1)
+        kept = ngettext("its volume %(names)s", "its volumes %(names)s", names.count(", ") + 1) % {"names": names}
+        return gettext("Stopped, keeping only %(kept)s: %(lost)s.") % {"kept": kept, "lost": gettext(m.group(2))}
     if m := AUTO_STOP.match(reason):
         why = m.group(1)
-        return gettext("Stopped automatically: ") + AUTO_STOPS.get(why, _lower_first(_sentence(why.replace("_", " "))))
+        said = AUTO_STOPS.get(why) or _lower_first(_sentence(why.replace("_", " ")))
+        return gettext("Stopped automatically: ") + str(said)
     if m := SLURM_FAILED.match(reason):
         return SLURM_FAILURES[m.group(1)]
     if m := FUNDS.match(reason):

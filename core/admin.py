@@ -3,6 +3,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext
 
 from core.errors import ServiceError
 from core.money import format_ucny
@@ -139,7 +140,8 @@ def form_action(modeladmin, request, *, label, form_class, items, apply, permiss
     allowed_permissions to anyone who may view the list, and a read-only admin's has_change_permission is False
     for everyone, so the action itself checks."""
     if not request.user.has_perm(permission):
-        modeladmin.message_user(request, f"You may not {label[:1].lower()}{label[1:]}.", messages.ERROR)
+        modeladmin.message_user(request, gettext("You may not %(action)s.") % {"action": f"{label[:1].lower()}{label[1:]}"},
+                                messages.ERROR)
         return None
     if "apply" in request.POST:
         form = form_class(request.POST)

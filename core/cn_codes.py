@@ -27,7 +27,8 @@ def uscc_error(code: str) -> str:
         return gettext("A unified social credit code has 18 characters.")
     bad = sorted({c for c in code if c not in CHARSET})
     if bad:
-        return f"A unified social credit code uses digits and capitals other than I, O, Z, S, V; not {''.join(bad)}."
+        return gettext("A unified social credit code uses digits and capitals other than I, O, Z, S, V; not "
+                       "%(characters)s.") % {"characters": "".join(bad)}
     if uscc_check_char(code[:17]) != code[17]:
         return gettext("The check character does not match: a character was mistyped.")
     return ""

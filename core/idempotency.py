@@ -165,7 +165,7 @@ def idempotent_call(*, org_id, credential: str, method: str, path: str, key: str
             record, created = _claim(scope, body_hash, owner_gone=bool(held))
         if not created:
             if record.body_hash != body_hash:
-                raise IdempotencyKeyReused("This Idempotency-Key was used with a different request body.")
+                raise IdempotencyKeyReused(gettext("This Idempotency-Key was used with a different request body."))
             if record.state == IdempotencyRecord.State.IN_PROGRESS:
                 raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
             return IdempotentResult(record.status_code, record.response_body, True)
@@ -187,7 +187,7 @@ def _respond(record: IdempotencyRecord, created: bool, body_hash: str, redact: t
     """Replay or refuse for an existing record; else run the view and store its response."""
     if not created:
         if record.body_hash != body_hash:
-            raise IdempotencyKeyReused("This Idempotency-Key was used with a different request body.")
+            raise IdempotencyKeyReused(gettext("This Idempotency-Key was used with a different request body."))
         if record.state == IdempotencyRecord.State.IN_PROGRESS:
             raise IdempotencyInProgress("A request with this Idempotency-Key is being processed.")
         response = Response(record.response_body, status=record.status_code)

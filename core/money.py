@@ -1,6 +1,8 @@
 """Money is integer µCNY (1 CNY = 1,000,000 µCNY) inside; decimal strings only at the edges."""
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 
+from django.utils.translation import gettext
+
 UCNY_PER_CNY = 1_000_000
 _SIX = Decimal("0.000001")
 _NINE = Decimal("0.000000001")
@@ -22,22 +24,22 @@ def format_ucny(amount: int) -> str:
 def parse_cny(text, *, allow_negative: bool = False, max_decimals: int = 6) -> int:
     """"100.00" → 100_000_000 µCNY; refuses more than `max_decimals` decimals, NaN, infinity, junk."""
     if isinstance(text, bool) or not isinstance(text, (str, int, Decimal)):
-        raise MoneyError("Enter the amount as a decimal string, e.g. \"100.00\".")
+        raise MoneyError(gettext("Enter the amount as a decimal string, e.g. \"100.00\"."))
     try:
         value = Decimal(str(text).strip())
     except InvalidOperation as exc:
-        raise MoneyError("Not a decimal amount.") from exc
+        raise MoneyError(gettext("Not a decimal amount.")) from exc
     if not value.is_finite():
-        raise MoneyError("Not a finite amount.")
+        raise MoneyError(gettext("Not a finite amount."))
     if value.as_tuple().exponent < -max_decimals:
-        raise MoneyError(f"At most {max_decimals} decimal places.")
+        raise MoneyError(gettext("At most %(decimals)s decimal places.") % {"decimals": max_decimals})
     if value < 0 and not allow_negative:
-        raise MoneyError("The amount must not be negative.")
+        raise MoneyError(gettext("The amount must not be negative."))
     if value and value.adjusted() > 9:  # checked before multiplying: 1e999999 × 10⁶ overflows the context
-        raise MoneyError("The amount is too large.")
+        raise MoneyError(gettext("The amount is too large."))
     ucny = value * UCNY_PER_CNY
     if abs(ucny) > 10**15:
-        raise MoneyError("The amount is too large.")
+        raise MoneyError(gettext("The amount is too large."))
     return int(ucny)
 
 

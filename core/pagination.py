@@ -17,17 +17,18 @@ from django.core import signing
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q
 from django.db.models.expressions import OrderBy
+from django.utils.translation import gettext, gettext_lazy
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-CURSOR_MESSAGE = "Not a cursor of this list: follow the next or previous link as it was given."
+CURSOR_MESSAGE = gettext_lazy("Not a cursor of this list: follow the next or previous link as it was given.")
 _SALT = "cardmix.pagination.cursor"
 
 
 def _bad_cursor():
-    return ValidationError({"cursor": [CURSOR_MESSAGE]})
+    return ValidationError({"cursor": [str(CURSOR_MESSAGE)]})
 
 
 # --- cursor values: typed so a datetime comes back a datetime (JSON has no such type) -----------------
@@ -202,14 +203,14 @@ class EnvelopePagination(LimitOffsetPagination):
         for param in (self.limit_query_param, self.offset_query_param):
             values = request.query_params.getlist(param)
             if len(values) > 1 or (values and not (values[0].isascii() and values[0].isdigit() and len(values[0]) <= 15)):
-                errors[param] = ["Must be given once, as a non-negative integer below 10^15."]
+                errors[param] = [gettext("Must be given once, as a non-negative integer below 10^15.")]
             elif values and param == self.limit_query_param and int(values[0]) == 0:
-                errors[param] = ["Must be at least 1."]
+                errors[param] = [gettext("Must be at least 1.")]
         cursors = request.query_params.getlist(self.cursor_query_param)
         if len(cursors) > 1:
-            errors[self.cursor_query_param] = ["Must be given once."]
+            errors[self.cursor_query_param] = [gettext("Must be given once.")]
         elif cursors and self.offset_query_param in request.query_params:
-            errors[self.offset_query_param] = ["Give either offset or cursor, not both."]
+            errors[self.offset_query_param] = [gettext("Give either offset or cursor, not both.")]
         if errors:
             raise ValidationError(errors)
         self.request = request

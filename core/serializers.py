@@ -6,10 +6,11 @@ created something else than asked. Every write serializer derives from StrictSer
 """
 from collections.abc import Mapping
 
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-UNKNOWN_FIELD = "Unknown field."
+UNKNOWN_FIELD = gettext_lazy("Unknown field.")
 
 
 class StrictFieldsMixin:
@@ -21,10 +22,10 @@ class StrictFieldsMixin:
             value = super().to_internal_value(data)
         except ValidationError as exc:
             if unknown and isinstance(exc.detail, dict):
-                raise ValidationError({**exc.detail, **{k: [UNKNOWN_FIELD] for k in unknown}}) from exc
+                raise ValidationError({**exc.detail, **{k: [str(UNKNOWN_FIELD)] for k in unknown}}) from exc
             raise
         if unknown:
-            raise ValidationError({k: [UNKNOWN_FIELD] for k in unknown})
+            raise ValidationError({k: [str(UNKNOWN_FIELD)] for k in unknown})
         return value
 
 

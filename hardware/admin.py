@@ -37,37 +37,37 @@ class AgentNodeAdmin(admin.ModelAdmin):
     def _cred(self, obj):
         return getattr(obj, "agent_credential", None)
 
-    @admin.display(description="token")
+    @admin.display(description=gettext_lazy("token"))
     def token_prefix(self, obj):
         cred = self._cred(obj)
         return f"{cred.prefix}…" if cred else "—"
 
-    @admin.display(description="last heartbeat")
+    @admin.display(description=gettext_lazy("last heartbeat"))
     def last_heartbeat(self, obj):
         cred = self._cred(obj)
         return cred.last_heartbeat_at if cred else None
 
-    @admin.display(description="agent")
+    @admin.display(description=gettext_lazy("agent"))
     def agent_version(self, obj):
         cred = self._cred(obj)
         return f"{cred.agent_version} ({cred.runtime})" if cred and cred.agent_version else "—"
 
-    @admin.display(description="last report")
+    @admin.display(description=gettext_lazy("last report"))
     def facts(self, obj):
         cred = self._cred(obj)
         return cred.facts if cred else {}
 
-    @admin.action(description="Issue / rotate agent token (shown once)…")
+    @admin.action(description=gettext_lazy("Issue / rotate agent token (shown once)…"))
     def issue_agent_token(self, request, queryset):
         """A confirmation page lists the nodes first (rotating cuts each one's running agent off until it is
         restarted with the new token); then each new token is shown once."""
         if not request.user.is_superuser and not request.user.has_perm("hardware.change_nodecredential"):
-            self.message_user(request, "You may not issue agent tokens.", messages.ERROR)
+            self.message_user(request, gettext("You may not issue agent tokens."), messages.ERROR)
             return None
         nodes = list(queryset.order_by("hostname"))
         items = [(node.pk, f"{node.hostname} — " + (
-            f"rotate {cred.prefix}…: its agent is cut off until restarted with the new token"
-            if (cred := self._cred(node)) else "first token")) for node in nodes]
+            gettext("rotate %(prefix)s…: its agent is cut off until restarted with the new token") % {
+                "prefix": cred.prefix} if (cred := self._cred(node)) else gettext("first token"))) for node in nodes]
 
         def apply(_data):
             issued = [(node, services.node_token_issue(node=node, actor=request.user, request=request)[1])
@@ -75,15 +75,16 @@ class AgentNodeAdmin(admin.ModelAdmin):
             # Rendered once in this response; nothing stores the secrets (no message cookie, no session).
             response = TemplateResponse(request, "admin/hardware/agent_tokens.html",
                                         {**self.admin_site.each_context(request), "issued": issued,
-                                         "title": "Agent tokens", "server": request.build_absolute_uri("/")[:-1]})
+                                         "title": gettext("Agent tokens"), "server": request.build_absolute_uri("/")[:-1]})
             response["Cache-Control"] = "no-store"
             return response
 
         rotating = sum(1 for node in nodes if self._cred(node))
         return form_action(self, request, label=gettext("Issue / rotate agent tokens"), form_class=ActionForm, items=items,
                            apply=apply, permission="hardware.change_nodecredential",
-                           note=f"{len(nodes)} node(s); {rotating} running agent(s) will be cut off "
-                                "until restarted with the new token." if rotating else "")
+                           note=gettext("%(nodes)s node(s); %(rotating)s running agent(s) will be cut off until "
+                                        "restarted with the new token.") % {"nodes": len(nodes), "rotating": rotating}
+                           if rotating else "")
 
 
 @admin.register(AgentCommand)

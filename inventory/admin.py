@@ -7,7 +7,8 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.text import format_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from core.admin import CnyField, ReadOnlyAdmin, ServiceRefusalMixin, cny_display, form_action
 from core.errors import ServiceError
@@ -59,8 +60,8 @@ class PriceInline(admin.TabularInline):
     # Existing rows show these through the displays below (view-only rows list every field read-only).
     fields = ["effective_from", "on_demand_per_card_hour_cny", "monthly_per_card_hour_cny"]
     ordering = ["-effective_from"]
-    on_demand_per_card_hour_cny = cny_display("on_demand_per_card_hour", "CNY / card-hour")
-    monthly_per_card_hour_cny = cny_display("monthly_per_card_hour", "monthly CNY / card-hour")
+    on_demand_per_card_hour_cny = cny_display("on_demand_per_card_hour", gettext_lazy("CNY / card-hour"))
+    monthly_per_card_hour_cny = cny_display("monthly_per_card_hour", gettext_lazy("monthly CNY / card-hour"))
 
     def has_change_permission(self, request, obj=None):
         return False
@@ -107,12 +108,12 @@ class AcceleratorAdmin(ServiceRefusalMixin, AuditedDeleteMixin, admin.ModelAdmin
                     monthly_per_card_hour=data.get("monthly_per_card_hour_cny"),
                     effective_from=data["effective_from"], actor=request.user, request=request))
 
-    @admin.display(description="CNY / card-hour")
+    @admin.display(description=gettext_lazy("CNY / card-hour"))
     def price(self, obj):
         pair = selectors.price_pair(obj.on_demand_ucny, obj.monthly_set_ucny)
         return format_ucny(pair[0]) if pair else "—"
 
-    @admin.display(description="monthly CNY / card-hour")
+    @admin.display(description=gettext_lazy("monthly CNY / card-hour"))
     def monthly(self, obj):
         pair = selectors.price_pair(obj.on_demand_ucny, obj.monthly_set_ucny)
         return format_ucny(pair[1]) if pair else "—"
@@ -193,7 +194,7 @@ class CardInline(admin.TabularInline):
     def has_add_permission(self, request, obj=None):
         return False
 
-    @admin.display(description="holder")
+    @admin.display(description=gettext_lazy("holder"))
     def holder(self, obj):
         return holder_link(obj.live_kind, obj.live_holder, holders_describe([obj.live_holder]))
 
@@ -203,7 +204,7 @@ def _state_action(verb: str, label: str):
         return modeladmin.state_action(request, queryset, verb, label)
 
     run.__name__ = f"action_{verb}"
-    run.short_description = f"{label} selected nodes…"
+    run.short_description = format_lazy(gettext_lazy("{label} selected nodes…"), label=label)
     return run
 
 
@@ -235,9 +236,10 @@ class NodeAdmin(ServiceRefusalMixin, admin.ModelAdmin):
     readonly_fields = ["state", "state_reason", "state_changed_at", "created_at"]
     form = NodeForm
     inlines = [CardInline]
-    actions = [_state_action("drain", "Drain"), _state_action("undrain", "Undrain (make available)"),
-               _state_action("maintenance", "Maintenance"), _state_action("quarantine", "Quarantine"),
-               _state_action("retire", "Retire")]
+    actions = [_state_action("drain", gettext_lazy("Drain")),
+               _state_action("undrain", gettext_lazy("Undrain (make available)")),
+               _state_action("maintenance", pgettext_lazy("node action", "Maintenance")),
+               _state_action("quarantine", gettext_lazy("Quarantine")), _state_action("retire", gettext_lazy("Retire"))]
     change_list_template = "admin/inventory/node/change_list.html"
 
     def get_queryset(self, request):
@@ -252,15 +254,15 @@ class NodeAdmin(ServiceRefusalMixin, admin.ModelAdmin):
         # Cards are created with the node; their number and type are fixed afterwards.
         return self.readonly_fields + (["zone", "accelerator", "card_count", "hostname"] if obj else [])
 
-    @admin.display(description="free", ordering="cards_free")
+    @admin.display(description=gettext_lazy("free"), ordering="cards_free")
     def cards_free(self, obj):
         return obj.cards_free
 
-    @admin.display(description="allocated", ordering="cards_allocated")
+    @admin.display(description=gettext_lazy("allocated"), ordering="cards_allocated")
     def cards_allocated(self, obj):
         return obj.cards_allocated
 
-    @admin.display(description="failed", ordering="cards_failed")
+    @admin.display(description=gettext_lazy("failed"), ordering="cards_failed")
     def cards_failed(self, obj):
         return format_html("<b style='color:#b00'>{}</b>", obj.cards_failed) if obj.cards_failed else 0
 
@@ -288,7 +290,7 @@ class NodeAdmin(ServiceRefusalMixin, admin.ModelAdmin):
                     done += 1
                 except ServiceError as exc:
                     refused.append(f"{node.hostname}: {exc.message}")
-            return f"{label}: {done} node(s) changed.", refused
+            return gettext("%(label)s: %(count)s node(s) changed.") % {"label": label, "count": done}, refused
 
         items = [(n.pk, f"{n.hostname} — {n.get_state_display()}") for n in queryset.order_by("hostname")]
         return reason_action(self, request, queryset, label, items, apply)
@@ -309,9 +311,9 @@ class NodeAdmin(ServiceRefusalMixin, admin.ModelAdmin):
             except ServiceError as exc:
                 errors = {"message": exc.message, "details": exc.details}
             else:
-                self.message_user(request, f"Imported {len(nodes)} node(s).", messages.SUCCESS)
+                self.message_user(request, gettext("Imported %(count)s node(s).") % {"count": len(nodes)}, messages.SUCCESS)
                 return HttpResponseRedirect(reverse("admin:inventory_node_changelist"))
-        context = {**self.admin_site.each_context(request), "title": "Import nodes from CSV", "form": form,
+        context = {**self.admin_site.each_context(request), "title": gettext("Import nodes from CSV"), "form": form,
                    "errors": errors, "opts": self.model._meta}
         return TemplateResponse(request, "admin/inventory/node/import_csv.html", context)
 
@@ -321,13 +323,13 @@ def _health_action(health: str, label: str):
         def apply(cards, reason):
             changed = services.cards_set_health(card_ids=list(cards.values_list("pk", flat=True)), health=health,
                                                 reason=reason, actor=request.user, request=request)
-            return f"{label}: {changed} card(s) changed.", []
+            return gettext("%(label)s: %(count)s card(s) changed.") % {"label": label, "count": changed}, []
 
         items = [(c.pk, f"{c} — {c.health}") for c in queryset.select_related("node").order_by("node__hostname", "index")]
         return reason_action(modeladmin, request, queryset, label, items, apply)
 
     run.__name__ = f"action_health_{health}"
-    run.short_description = f"{label} selected cards…"
+    run.short_description = format_lazy(gettext_lazy("{label} selected cards…"), label=label)
     return run
 
 
@@ -336,8 +338,8 @@ class CardAdmin(ReadOnlyAdmin):
     """Cards and their current holders; rows are read-only, health changes through actions with a reason
     (a card not ok is never placed; its holder keeps it until released)."""
 
-    actions = [_health_action("failed", "Mark failed"), _health_action("degraded", "Mark degraded"),
-               _health_action("ok", "Mark healthy")]
+    actions = [_health_action("failed", gettext_lazy("Mark failed")),
+               _health_action("degraded", gettext_lazy("Mark degraded")), _health_action("ok", gettext_lazy("Mark healthy"))]
 
     list_display = ["__str__", "accelerator", "health", "holder_kind", "holder", "allocated_at"]
     list_filter = ["health", "node__accelerator", "node__zone"]
@@ -350,11 +352,11 @@ class CardAdmin(ReadOnlyAdmin):
             live_holder=Subquery(live.values("holder_id")[:1]), live_kind=Subquery(live.values("holder_kind")[:1]),
             live_at=Subquery(live.values("allocated_at")[:1]))
 
-    @admin.display(description="accelerator")
+    @admin.display(description=gettext_lazy("accelerator"))
     def accelerator(self, obj):
         return obj.node.accelerator.slug
 
-    @admin.display(description="holder kind")
+    @admin.display(description=gettext_lazy("holder kind"))
     def holder_kind(self, obj):
         return obj.live_kind or "—"
 
@@ -367,14 +369,14 @@ class CardAdmin(ReadOnlyAdmin):
             card.holder_described = described
         return changelist
 
-    @admin.display(description="holder")
+    @admin.display(description=gettext_lazy("holder"))
     def holder(self, obj):
         described = getattr(obj, "holder_described", None)
         if described is None:
             described = holders_describe([obj.live_holder])
         return holder_link(obj.live_kind, obj.live_holder, described)
 
-    @admin.display(description="allocated at")
+    @admin.display(description=gettext_lazy("allocated at"))
     def allocated_at(self, obj):
         return obj.live_at or "—"
 
@@ -397,7 +399,7 @@ class CardAllocationAdmin(ReadOnlyAdmin):
             allocation.holder_described = described
         return changelist
 
-    @admin.display(description="holder", ordering="holder_id")
+    @admin.display(description=gettext_lazy("holder"), ordering="holder_id")
     def holder(self, obj):
         described = getattr(obj, "holder_described", None)
         if described is None:

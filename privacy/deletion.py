@@ -7,13 +7,13 @@ import re
 
 from django.apps import apps
 from django.core import signing
-from django.core.mail import send_mail
 from django.db import models, transaction
 from django.db.models.functions import Cast
 from django.utils.translation import gettext
 
 from billing.funds import available_from, balances_of
 from core.errors import InvalidState, PermissionDeniedError, ValidationFailed
+from core.mail import person, send_to_people
 from provisioning.choices import InstanceState
 from provisioning.models import Instance
 from storage.choices import VolumeState
@@ -82,13 +82,11 @@ def account_deletion_request(*, user, password: str, site_url: str, request=None
     with transaction.atomic():
         audit_record(action="user.delete_requested", actor=user, target=user, request=request)
         email = user.email
-        subject = gettext("Confirm deleting your Cardmix account")
-        body = gettext(
+        send_to_people([user], lambda: (gettext("Confirm deleting your Cardmix account"), gettext(
             "Someone (we hope you) asked to delete the Cardmix account %(email)s.\n\nTo delete it for good, open "
             "this link within 24 hours and confirm:\n\n%(link)s\n\nYour name, email address, SSH keys and API "
             "tokens are erased; the ledger and audit log of your organizations are kept without them. If you did "
-            "not ask, ignore this email and change your password.") % {"email": email, "link": link}
-        transaction.on_commit(lambda: send_mail(subject, body, None, [email], fail_silently=True))
+            "not ask, ignore this email and change your password.") % {"email": email, "link": link}))
 
 
 def deletion_token_user(token: str) -> User:
@@ -140,6 +138,7 @@ def account_delete(*, user, request=None) -> User:
     """Delete the person: close the organizations only they were in, leave the others, erase what identifies them
     and keep the user row (anonymised) under the ledger and audit rows that point at it."""
     email, name = user.email, (user.name or "").strip()
+    goodbye = person(email, user.language)  # the last email, in their language, to the address about to be erased
     with transaction.atomic():
         user = User.objects.select_for_update().get(pk=user.pk)
         _refuse_if_blocked(user)
@@ -173,9 +172,9 @@ def account_delete(*, user, request=None) -> User:
         needles = [email] + ([name] if len(name) >= NAME_MIN_LENGTH else [])
         changed = _scrub_everywhere(needles, skip={"tenancy.User", "tenancy.TrialClaim"})
         audit_record(action="user.delete", actor=user, target=user, request=request, details={"rows_scrubbed": changed})
-        subject = gettext("Your Cardmix account was deleted")
-        body = gettext("Your Cardmix account and the personal data in it were deleted, as you asked. This is the last "
-                       "email we send to this address.")
-        transaction.on_commit(lambda: send_mail(subject, body, None, [email], fail_silently=True))
+        send_to_people([goodbye], lambda: (
+            gettext("Your Cardmix account was deleted"),
+            gettext("Your Cardmix account and the personal data in it were deleted, as you asked. This is the last "
+                    "email we send to this address.")))
     logger.info("account deleted", extra={"user": str(user.pk), "rows_scrubbed": changed})
     return user

@@ -2,6 +2,7 @@
 and card holdings are the services' (the transition table, the ledger's locked rates), never a form's."""
 from django.contrib import admin
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy
 
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, cny_display, cny_fields
 from core.dbclock import db_now
@@ -38,7 +39,7 @@ class DarkEpisodeInline(ReadOnlyInline):
     model = DarkEpisode
     fields = readonly_fields = ("node", "last_heartbeat_at", "paused_at", "credited_cny", "noticed_at", "deadline",
                                 "emailed_at", "ended_at", "outcome")
-    credited_cny = cny_display("credited", "credited (CNY)")
+    credited_cny = cny_display("credited", gettext_lazy("credited (CNY)"))
 
 
 @admin.register(Instance)
@@ -52,10 +53,10 @@ class InstanceAdmin(ReadOnlyAdmin):
     list_select_related = ("organization",)
     # The view page shows id and times too, and the hourly price in CNY (never the raw µCNY integer).
     fields = readonly_fields = cny_fields(Instance, ["price_per_hour"])
-    price_per_hour_cny = cny_display("price_per_hour", "price per hour (CNY)")
+    price_per_hour_cny = cny_display("price_per_hour", gettext_lazy("price per hour (CNY)"))
     inlines = [NodeGroupInline, InstanceEventInline, DarkEpisodeInline]
 
-    @admin.display(description="CNY / hour", ordering="price_per_hour")
+    @admin.display(description=gettext_lazy("CNY / hour"), ordering="price_per_hour")
     def price_cny(self, obj):
         return format_ucny(obj.price_per_hour)
 
@@ -100,11 +101,11 @@ class CardRetestAdmin(ReadOnlyAdmin):
     fields = readonly_fields = ("node", "card_indices", "cause", "state", "instance", "created_at", "started_at",
                                 "finished_at", "first_evidence", "second_evidence")
 
-    @admin.display(description="first report (failed readiness)")
+    @admin.display(description=gettext_lazy("first report (failed readiness)"))
     def first_evidence(self, obj):
         return _report_evidence(obj.first_report)
 
-    @admin.display(description="second pass")
+    @admin.display(description=gettext_lazy("second pass"))
     def second_evidence(self, obj):
         return _report_evidence(obj.second_report)
 
@@ -113,7 +114,7 @@ class WarmNodeInline(ReadOnlyInline):
     model = WarmNode
     fields = readonly_fields = ("node", "state", "started_at", "prepared_at", "verified_at", "check_age", "report")
 
-    @admin.display(description="age of the check")
+    @admin.display(description=gettext_lazy("age of the check"))
     def check_age(self, obj):
         return _age(obj.verified_at)
 
@@ -141,11 +142,11 @@ class WarmPoolAdmin(admin.ModelAdmin):
     def _row(self, obj):
         return warm_pool_status(obj) if obj.pk else (0, None)
 
-    @admin.display(description="warm now")
+    @admin.display(description=gettext_lazy("warm now"))
     def warm_now(self, obj):
         return f"{self._row(obj)[0]} of {obj.size}"
 
-    @admin.display(description="oldest check")
+    @admin.display(description=gettext_lazy("oldest check"))
     def oldest_check(self, obj):
         age = self._row(obj)[1]
         return "—" if age is None else f"{int(age // 3600)} h {int(age % 3600 // 60):02d} min ago"

@@ -5,6 +5,7 @@ from the node's state, so it shows the moment the node is marked and goes the mo
 from datetime import timedelta
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from hardware.models import NodeCredential
 from hardware.services import UNREACHABLE_REASON
@@ -46,21 +47,25 @@ def notice_card_health(incident, *, kind: str, billing: str) -> dict:
 
 
 def _card_notice(hostname: str, index: int, started_at, failed_at, detail: str, *, kind: str, billing: str) -> dict:
-    card = f"{hostname} card {index}"
+    # `message` is for people, in the request's language; the codes and fields beside it are for programs.
+    card = gettext("%(node)s card %(index)s") % {"node": hostname, "index": index}
     if failed_at is None:
         return {"code": "card_degraded", "node": hostname, "card": index,
                 "since": started_at, "billing": "charged", "action": None, "action_at": None,
                 "detail": detail,
-                "message": f"{card} reports a problem ({detail}). It keeps running and is charged; it will "
-                           "not be given to anyone after you release it."}
-    paid = "Its monthly package period runs on" if billing == "monthly" else "You are not charged for it from then"
+                "message": gettext("%(card)s reports a problem (%(detail)s). It keeps running and is charged; it "
+                                   "will not be given to anyone after you release it.") % {"card": card,
+                                                                                            "detail": detail}}
+    paid = (gettext("Its monthly package period runs on.") if billing == "monthly"
+            else gettext("You are not charged for it from then."))
     move = kind == InstanceKind.CONTAINER
+    then = (gettext("Move the instance to healthy cards (its volumes are kept), or stop it.") if move
+            else gettext("Stop the instance to release it."))
     return {"code": "card_failed", "node": hostname, "card": index,
             "since": failed_at, "billing": "package" if billing == "monthly" else "not_charged",
             "action": "move" if move else None, "action_at": None, "detail": detail,
-            "message": f"{card} failed ({detail}). {paid}. "
-                       + ("Move the instance to healthy cards (its volumes are kept), or stop it."
-                          if move else "Stop the instance to release it.")}
+            "message": gettext("%(card)s failed (%(detail)s). %(paid)s %(then)s") % {
+                "card": card, "detail": detail, "paid": paid, "then": then}}
 
 
 def instance_notice_expressions(instance_id_ref) -> dict:
@@ -115,10 +120,14 @@ def notice_node_unreachable(*, node: str, since, kind: str = "", billing: str = 
     `billing`: "paused" (on demand: no meter runs while it is silent) or "package" (a monthly period runs on)."""
     action = settings.NODE_DARK_ACTION if kind == InstanceKind.CONTAINER else "fail"
     action_at = since + timedelta(seconds=settings.NODE_DARK_TIMEOUT_SECONDS) if since else None
-    what = "failed, its cards released" if action == "fail" else "moved to other cards (the container starts afresh)"
-    paid = ("You are not charged from when it was last seen until it answers again" if billing != "monthly"
-            else "Its monthly package period runs on")
+    if billing != "monthly":
+        paid = gettext("You are not charged from when it was last seen until it answers again.")
+    else:
+        paid = gettext("Its monthly package period runs on.")
+    what = (gettext("If it does not answer in time, the instance is failed and its cards released.") if action == "fail"
+            else gettext("If it does not answer in time, the instance is moved to other cards (the container starts "
+                         "afresh)."))
     return {"code": "node_unreachable", "node": node, "since": since,
             "billing": "package" if billing == "monthly" else "paused", "action": action, "action_at": action_at,
-            "message": f"The machine running this instance stopped answering. {paid}; if it does not answer in "
-                       f"time, the instance is {what}."}
+            "message": gettext("The machine running this instance stopped answering. %(paid)s %(what)s") % {
+                "paid": paid, "what": what}}

@@ -24,7 +24,7 @@ class StoragePriceAdmin(ServiceRefusalMixin, admin.ModelAdmin):
     form = StoragePriceForm
     list_display = ["zone", "kind", "per_gib_hour_cny", "effective_from"]
     list_filter = ["zone", "kind"]
-    per_gib_hour_cny = cny_display("per_gib_hour", "CNY / GiB-hour")
+    per_gib_hour_cny = cny_display("per_gib_hour", gettext_lazy("CNY / GiB-hour"))
 
     def has_change_permission(self, request, obj=None):
         return False

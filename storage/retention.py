@@ -8,14 +8,15 @@ lead time (a sweep that ran late postpones the deletion instead of warning and d
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
+from django.utils.translation import gettext
 
 from billing.watch import funds_snapshot
 from core.dbclock import db_now
+from core.mail import send_to_people
 from tenancy.audit import audit_record
 from tenancy.choices import Role
-from tenancy.models import Membership
+from tenancy.selectors import members_to_tell
 from webhooks.services import event_publish
 
 from .choices import VolumeState
@@ -83,15 +84,19 @@ def _warn(volume: Volume, *, flag: str, lead: timedelta, now) -> None:
 
 
 def _email(volume: Volume, *, due) -> None:
-    emails = list(Membership.objects.filter(organization_id=volume.organization_id, role__in=[Role.OWNER, Role.ADMIN])
-                  .values_list("user__email", flat=True))
-    if not emails:
-        return
-    subject = f"Cardmix: volume {volume.name} will be deleted on {due:%Y-%m-%d %H:%M} UTC"
-    body = (f"Your organization's funds have run out. Its volume {volume.name} ({volume.size_gib} GiB, zone "
-            f"{volume.zone.slug}) is kept and still billed, but it will be deleted with all its data on "
-            f"{due:%Y-%m-%d %H:%M} UTC unless you top up: {settings.SITE_URL}/billing/")
-    transaction.on_commit(lambda: send_mail(subject, body, None, emails, fail_silently=True))
+    people = members_to_tell(org_id=volume.organization_id, roles=[Role.OWNER, Role.ADMIN])
+    when = f"{due:%Y-%m-%d %H:%M} UTC"
+
+    def render():
+        return (gettext("Cardmix: volume %(volume)s will be deleted on %(when)s") % {"volume": volume.name,
+                                                                                     "when": when},
+                gettext("Your organization's funds have run out. Its volume %(volume)s (%(size)s GiB, zone %(zone)s) "
+                        "is kept and still billed, but it will be deleted with all its data on %(when)s unless you "
+                        "top up: %(url)s") % {"volume": volume.name, "size": volume.size_gib,
+                                              "zone": volume.zone.slug, "when": when,
+                                              "url": f"{settings.SITE_URL}/billing/"})
+
+    send_to_people(people, render)
 
 
 def _delete_unpaid(volume: Volume, *, now) -> None:

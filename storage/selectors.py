@@ -131,7 +131,8 @@ def storage_price_current(*, zone, kind: str, at=None) -> StoragePrice:
     price = (StoragePrice.objects.filter(zone=zone, kind=kind, effective_from__lte=at or db_now())
              .order_by("-effective_from").first())
     if price is None:
-        raise StoragePriceMissing(f"No {kind} storage price is set in zone {getattr(zone, 'slug', zone)}.",
+        raise StoragePriceMissing(gettext("No %(kind)s storage price is set in zone %(zone)s.") % {
+            "kind": kind, "zone": getattr(zone, "slug", zone)},
                                   details={"zone": getattr(zone, "slug", str(zone)), "kind": kind})
     return price
 

@@ -64,9 +64,9 @@ def _notify(event: str, volume: Volume) -> None:
 
 def _size_check(size_gib, field: str = "size_gib") -> int:
     if isinstance(size_gib, bool) or not isinstance(size_gib, int) or size_gib < 1:
-        raise _invalid(field, "A whole number of GiB, at least 1.")
+        raise _invalid(field, gettext("A whole number of GiB, at least 1."))
     if size_gib > settings.VOLUME_MAX_GIB:
-        raise _invalid(field, f"At most {settings.VOLUME_MAX_GIB} GiB.")
+        raise _invalid(field, gettext("At most %(gib)s GiB.") % {"gib": settings.VOLUME_MAX_GIB})
     return size_gib
 
 
@@ -85,22 +85,22 @@ def volume_create(*, org, zone, name: str, kind: str, size_gib: int, actor=None,
     """Create a volume in `zone` at the zone's current price for its kind and open its meter (402 if the funds do
     not cover FUNDS_MIN_MINUTES of it)."""
     if kind not in VolumeKind.values:
-        raise _invalid("kind", f"One of {', '.join(VolumeKind.values)}.")
+        raise _invalid("kind", gettext("One of %(values)s.") % {"values": ", ".join(VolumeKind.values)})
     if not isinstance(name, str) or not VOLUME_NAME_RE.match(name):
-        raise _invalid("name", "Lower-case letters, digits and hyphens, 1–63 characters, not starting or ending "
-                               "with a hyphen.")
+        raise _invalid("name", gettext("Lower-case letters, digits and hyphens, 1–63 characters, not starting or "
+                                       "ending with a hyphen."))
     _size_check(size_gib)
     price = storage_price_current(zone=zone, kind=kind)
     billing_services.funds_check(org=org, price_per_hour=size_gib * price.per_gib_hour)
     with transaction.atomic():
         if Volume.objects.filter(organization=org, name=name, deleted_at__isnull=True).exists():
-            raise _invalid("name", f"A volume named {name!r} exists already.")
+            raise _invalid("name", gettext("A volume named %(name)s exists already.") % {"name": repr(name)})
         try:
             with transaction.atomic():
                 volume = Volume.objects.create(organization=org, creator=actor, zone=zone, name=name, kind=kind,
                                                size_gib=size_gib, rate=price.per_gib_hour, state=VolumeState.READY)
         except IntegrityError as exc:  # a concurrent create took the name
-            raise _invalid("name", f"A volume named {name!r} exists already.") from exc
+            raise _invalid("name", gettext("A volume named %(name)s exists already.") % {"name": repr(name)}) from exc
         _meter_open(volume, rate=price.per_gib_hour)
         audit_record(action="volume.create", org=org, actor=actor, target=volume, request=request,
                      details={"name": name, "kind": kind, "size_gib": size_gib, "zone": zone.slug,
@@ -115,7 +115,7 @@ def volume_grow(*, org, volume_id, size_gib: int, actor=None, request=None) -> V
     with transaction.atomic():
         volume = volume_lock(volume_id=volume_id, org=org)
         if size_gib < volume.size_gib:
-            raise _invalid("size_gib", f"A volume never shrinks: it has {volume.size_gib} GiB.")
+            raise _invalid("size_gib", gettext("A volume never shrinks: it has %(gib)s GiB.") % {"gib": volume.size_gib})
         if size_gib == volume.size_gib:
             return volume
         price = storage_price_current(zone=volume.zone, kind=volume.kind)
@@ -134,10 +134,10 @@ def volume_grow(*, org, volume_id, size_gib: int, actor=None, request=None) -> V
 
 def _mount_path_check(path, field: str) -> str:
     if not isinstance(path, str) or not MOUNT_PATH_RE.match(path) or os.pardir in path.split("/"):
-        raise _invalid(field, "An absolute path such as /data or /mnt/ckpt.")
+        raise _invalid(field, gettext("An absolute path such as /data or /mnt/ckpt."))
     if path == "/" or path.startswith(DATASET_MOUNT_PREFIX) or path.split("/")[1] in {
             "bin", "boot", "dev", "etc", "lib", "lib64", "proc", "root", "sbin", "sys", "usr", "var", "run", "tmp"}:
-        raise _invalid(field, f"{path} is reserved.")
+        raise _invalid(field, gettext("%(path)s is reserved.") % {"path": path})
     return path
 
 
@@ -157,18 +157,20 @@ def volume_attach(*, org, volume_id, instance_id, zone_id, mount_path: str | Non
 
 def _attach_locked(volume, *, org, instance_id, zone_id, mount_path, actor, request, field):
     if zone_id is not None and str(volume.zone_id) != str(zone_id):
-        raise _invalid(field, f"Volume {volume.name} is in zone {volume.zone.slug}, not the instance's zone.")
+        raise _invalid(field, gettext("Volume %(name)s is in zone %(zone)s, not the instance's zone.") % {
+            "name": volume.name, "zone": volume.zone.slug})
     path_field = field.rsplit(".", 1)[0] + ".mount_path" if "." in field else "mount_path"
     path = _mount_path_check(mount_path or default_mount_path(volume), path_field)
     live = list(VolumeAttachment.objects.live().filter(volume=volume))
     if any(a.instance_id == instance_id for a in live):
         return next(a for a in live if a.instance_id == instance_id)
     if volume.kind == VolumeKind.DISK and live:
-        raise VolumeAttached(f"Disk {volume.name} is attached to another instance; detach it first.",
+        raise VolumeAttached(gettext("Disk %(name)s is attached to another instance; detach it first.") % {
+                                 "name": volume.name},
                              details={field: [gettext("attached to another instance")],
                                       "instances": [str(a.instance_id) for a in live]})
     if VolumeAttachment.objects.live().filter(instance_id=instance_id, mount_path=path).exists():
-        raise _invalid(path_field, f"Another volume is mounted at {path}.")
+        raise _invalid(path_field, gettext("Another volume is mounted at %(path)s.") % {"path": path})
     attachment = VolumeAttachment.objects.create(volume=volume, instance_id=instance_id, mount_path=path)
     audit_record(action="volume.attach", org=org, actor=actor, target=volume, request=request,
                  details={"instance": str(instance_id), "mount_path": path})
@@ -224,7 +226,8 @@ def volume_delete(*, org, volume_id, actor=None, request=None, reason: str = "de
         volume = volume_lock(volume_id=volume_id, org=org)
         live = list(VolumeAttachment.objects.live().filter(volume=volume).values_list("instance_id", flat=True))
         if live:
-            raise VolumeAttached(f"Volume {volume.name} is attached to {len(live)} instance(s); detach it first.",
+            raise VolumeAttached(gettext("Volume %(name)s is attached to %(count)s instance(s); detach it first.") % {
+                                     "name": volume.name, "count": len(live)},
                                  details={"instances": [str(i) for i in live]})
         return _delete_locked(volume, actor=actor, request=request, reason=reason)
 
@@ -251,9 +254,9 @@ def datasets_mount(*, org, instance_id, zone_id, datasets: list, actor=None, req
             ds = (Dataset.objects.filter(active=True, slug=str(ref)).first()
                   or Dataset.objects.filter(active=True, pk=ref if _is_uuid(ref) else None).first())
             if ds is None:
-                raise _invalid(name, f"No dataset {ref!r} in the library.")
+                raise _invalid(name, gettext("No dataset %(ref)s in the library.") % {"ref": repr(ref)})
             if zone_id is not None and not ds.zones.filter(pk=zone_id).exists():
-                raise _invalid(name, f"{ds.slug} has no copy in the instance's zone.")
+                raise _invalid(name, gettext("%(dataset)s has no copy in the instance's zone.") % {"dataset": ds.slug})
             mount, _ = DatasetMount.objects.get_or_create(dataset=ds, instance_id=instance_id, unmounted_at=None,
                                                           defaults={"organization_id": getattr(org, "pk", org)})
             out.append(mount)
@@ -286,9 +289,9 @@ def storage_price_set(*, zone, kind: str, per_gib_hour: int, effective_from=None
                       request=None) -> StoragePrice:
     """Add a price row (the history is kept); volumes lock their rate at create and grow."""
     if kind not in VolumeKind.values:
-        raise _invalid("kind", f"One of {', '.join(VolumeKind.values)}.")
+        raise _invalid("kind", gettext("One of %(values)s.") % {"values": ", ".join(VolumeKind.values)})
     if isinstance(per_gib_hour, bool) or not isinstance(per_gib_hour, int) or per_gib_hour <= 0:
-        raise _invalid("per_gib_hour", "A positive whole number of µCNY.")
+        raise _invalid("per_gib_hour", gettext("A positive whole number of µCNY."))
     with transaction.atomic():
         price = StoragePrice.objects.create(zone=zone, kind=kind, per_gib_hour=per_gib_hour,
                                             effective_from=effective_from or db_now())

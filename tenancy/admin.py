@@ -189,13 +189,13 @@ class OrganizationAdmin(ServiceRefusalMixin, admin.ModelAdmin):
             kwargs["form"] = OrganizationAddForm
         return super().get_form(request, obj, **kwargs)
 
-    @admin.display(description="members")
+    @admin.display(description=gettext_lazy("members"))
     def members_link(self, obj):
         if obj is None or obj.pk is None:
             return "—"
         url = reverse("admin:tenancy_membership_changelist") + f"?organization__id__exact={obj.pk}"
-        return format_html('<a href="{}">Change roles or remove members</a> (add one: the organizations list\'s '
-                           '"Add a member" action)', url)
+        return format_html('<a href="{}">{}</a> {}', url, gettext("Change roles or remove members"),
+                           gettext('(add one: the organizations list\'s "Add a member" action)'))
 
     def save_model(self, request, obj, form, change):
         """Created with its first owner through organization_create (audited); the quota through
@@ -220,11 +220,11 @@ class OrganizationAdmin(ServiceRefusalMixin, admin.ModelAdmin):
         if "card_quota" in form.changed_data:
             services.organization_quota_set(org=obj, card_quota=obj.card_quota, actor=request.user, request=request)
 
-    @admin.action(description="Add a member to the selected organization…")
+    @admin.action(description=gettext_lazy("Add a member to the selected organization…"))
     def add_member(self, request, queryset):
         orgs = list(queryset.order_by("name")[:2])
         if len(orgs) != 1:
-            self.message_user(request, "Select exactly one organization to add a member to.", messages.ERROR)
+            self.message_user(request, gettext("Select exactly one organization to add a member to."), messages.ERROR)
             return None
         org = orgs[0]
 
@@ -233,8 +233,9 @@ class OrganizationAdmin(ServiceRefusalMixin, admin.ModelAdmin):
                 membership = services.member_invite(operator=request.user, org=org, email=data["email"],
                                                     role=data["role"], reason=data["reason"], request=request)
             except ServiceError as exc:
-                return "No member added.", [f"{org.slug}: {exc.message}"]
-            return f"{membership.user.email} added to {org.slug} as {membership.role}.", []
+                return gettext("No member added."), [f"{org.slug}: {exc.message}"]
+            return gettext("%(email)s added to %(org)s as %(role)s.") % {
+                "email": membership.user.email, "org": org.slug, "role": membership.get_role_display()}, []
 
         return form_action(self, request, label=gettext("Add a member"), form_class=MemberAddForm,
                            items=[(org.pk, f"{org.name} ({org.slug})")], apply=apply,
@@ -267,21 +268,21 @@ class MembershipAdmin(ReadOnlyAdmin):
                     done += 1
                 except ServiceError as exc:
                     refused.append(f"{membership.user.email} in {membership.organization.slug}: {exc.message}")
-            return f"{label}: {done} membership(s) changed.", refused
+            return gettext("%(label)s: %(count)s membership(s) changed.") % {"label": label, "count": done}, refused
 
         return apply
 
-    @admin.action(description="Change the role of selected members…")
+    @admin.action(description=gettext_lazy("Change the role of selected members…"))
     def change_role(self, request, queryset):
-        apply = self._each(request, queryset, "Change role", lambda m, data: services.member_role_change(
+        apply = self._each(request, queryset, gettext("Change role"), lambda m, data: services.member_role_change(
             operator=request.user, membership=m, role=data["role"], reason=data["reason"], request=request))
         return form_action(self, request, label=gettext("Change role"), form_class=MemberRoleForm,
                            items=self._items(queryset), apply=apply,
                            permission="tenancy.change_membership")
 
-    @admin.action(description="Remove selected members…")
+    @admin.action(description=gettext_lazy("Remove selected members…"))
     def remove_members(self, request, queryset):
-        apply = self._each(request, queryset, "Remove", lambda m, data: services.member_remove(
+        apply = self._each(request, queryset, gettext("Remove"), lambda m, data: services.member_remove(
             operator=request.user, membership=m, reason=data["reason"], request=request))
         return form_action(self, request, label=gettext("Remove members"), form_class=MemberRemoveForm,
                            items=self._items(queryset), apply=apply,
@@ -303,18 +304,18 @@ class ApiTokenAdmin(ReadOnlyAdmin):
               "revoked_at"]
     actions = ["revoke"]
 
-    @admin.action(description="Revoke selected tokens (they stop authenticating at once)")
+    @admin.action(description=gettext_lazy("Revoke selected tokens (they stop authenticating at once)"))
     def revoke(self, request, queryset):
         # ReadOnlyAdmin: has_change_permission is False for everyone, so the admin offers this action to any
         # staff who may view tokens; revoking cuts a customer's API access off, so it needs the change permission.
         if not request.user.has_perm("tenancy.change_apitoken"):
-            self.message_user(request, "You may not revoke API tokens.", messages.ERROR)
+            self.message_user(request, gettext("You may not revoke API tokens."), messages.ERROR)
             return None
         revoked = 0
         for token in queryset.filter(revoked_at__isnull=True).select_related("organization").order_by("pk"):
             token_revoke(token=token, actor=request.user, request=request)
             revoked += 1
-        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
+        self.message_user(request, gettext("%(count)s token(s) revoked.") % {"count": revoked}, messages.SUCCESS)
 
 
 @admin.register(SshKey)
@@ -356,10 +357,10 @@ class SsoBindingAdmin(ReadOnlyAdmin):
     search_fields = ["value", "organization__slug", "organization__name"]
     actions = ["approve"]
 
-    @admin.action(description="Approve selected SSO bindings (newcomers from the domain or IdP join)")
+    @admin.action(description=gettext_lazy("Approve selected SSO bindings (newcomers from the domain or IdP join)"))
     def approve(self, request, queryset):
         if not request.user.has_perm("tenancy.change_ssobinding"):
-            self.message_user(request, "You may not approve SSO bindings.", messages.ERROR)
+            self.message_user(request, gettext("You may not approve SSO bindings."), messages.ERROR)
             return None
         approved = 0
         for binding in queryset.filter(approved_at__isnull=True).order_by("pk"):
@@ -369,7 +370,7 @@ class SsoBindingAdmin(ReadOnlyAdmin):
                 self.message_user(request, f"{binding.value}: {exc.message}", messages.ERROR)
             else:
                 approved += 1
-        self.message_user(request, f"{approved} binding(s) approved.", messages.SUCCESS)
+        self.message_user(request, gettext("%(count)s binding(s) approved.") % {"count": approved}, messages.SUCCESS)
 
 
 from .realname import admin as _realname_admin  # noqa: E402,F401  (real-name verification)

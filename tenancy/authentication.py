@@ -1,5 +1,6 @@
 """DRF authentication: bearer API tokens and the console session with CSRF."""
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
@@ -12,7 +13,7 @@ from .middleware import mfa_enrolment_needed
 from .selectors import token_authenticate
 from .token_secrets import TOKEN_PREFIX, token_hash
 
-INVALID = "The API token is invalid, expired or revoked."
+INVALID = gettext_lazy("The API token is invalid, expired or revoked.")
 
 
 class BearerTokenAuthentication(BaseAuthentication):

@@ -10,14 +10,15 @@ import secrets
 
 from django.conf import settings
 from django.core import signing
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from core.errors import PermissionDeniedError, ValidationFailed
+from core.i18n import language_of
+from core.mail import person, send_to_people
 
 from .audit import audit_record
 from .choices import Role
@@ -27,7 +28,7 @@ from .permissions import role_can
 
 SALT = "tenancy.invitation"
 INVITATION_MAX_AGE_SECONDS = 7 * 24 * 3600
-INVALID = "This invitation link is invalid, was already used or has expired."
+INVALID = gettext_lazy("This invitation link is invalid, was already used or has expired.")
 
 
 def _check_inviter(membership: Membership | None, role: str) -> None:
@@ -76,10 +77,15 @@ def invitation_send(*, actor_membership: Membership, email: str, role: str, requ
     with transaction.atomic():
         audit_record(action="member.invitation_send", org=org, actor=inviter, target=org, request=request,
                      details={"email": email, "role": role})
-        transaction.on_commit(lambda: send_mail(
-            subject=gettext('You are invited to %(name)s on Cardmix') % {'name': org.name},
-            message=(gettext('%(email)s invites you to join %(name)s on Cardmix as %(role)s.\n\nAccept the invitation (and create your account if you have none):\n\n%(url)s\n\nThe link is valid for seven days and can be used once. If you did not expect it, ignore it.\n') % {'email': inviter.name or inviter.email, 'name': org.name, 'role': role, 'url': url}),
-            from_email=None, recipient_list=[email]))
+        # An address with an account reads its own language; one without, the inviter's (else the request's).
+        language = User.objects.filter(email=email).values_list("language", flat=True).first() or language_of(inviter)
+        send_to_people([person(email, language)], lambda: (
+            gettext('You are invited to %(name)s on Cardmix') % {'name': org.name},
+            gettext('%(email)s invites you to join %(name)s on Cardmix as %(role)s.\n\nAccept the invitation (and '
+                    'create your account if you have none):\n\n%(url)s\n\nThe link is valid for seven days and can '
+                    'be used once. If you did not expect it, ignore it.\n') % {
+                'email': inviter.name or inviter.email, 'name': org.name, 'role': Role(role).label, 'url': url}),
+            fail_silently=False)
     return url
 
 
@@ -92,7 +98,7 @@ def invitation_accept(*, token: str, user=None, name: str = "", password: str | 
 
     invitation = invitation_read(token)
     if invitation is None:
-        raise ValidationFailed(INVALID, details={"token": [INVALID]})
+        raise ValidationFailed(str(INVALID), details={"token": [str(INVALID)]})
     email, org = invitation["email"], invitation["org"]
     if user is not None and user.email != email:
         raise ValidationFailed(gettext('This invitation is for %(email)s; log out and open the link again.') % {'email': email},
@@ -104,13 +110,13 @@ def invitation_accept(*, token: str, user=None, name: str = "", password: str | 
             try:
                 _check_inviter(inviter, invitation["role"])
             except PermissionDeniedError:
-                raise ValidationFailed(INVALID, details={"token": [gettext("The inviter can no longer invite.")]}) from None
+                raise ValidationFailed(str(INVALID), details={"token": [gettext("The inviter can no longer invite.")]}) from None
             used = AuditEvent.objects.filter(organization=org, action="member.invitation_accept",
                                              details__nonce=invitation["nonce"]).exists()
             removed = AuditEvent.objects.filter(organization=org, action="member.remove", details__email=email,
                                                 created_at__gt=invitation["made_at"]).exists()
             if used or removed:
-                raise ValidationFailed(INVALID, details={"token": [INVALID]})
+                raise ValidationFailed(str(INVALID), details={"token": [str(INVALID)]})
             if user is None and User.objects.filter(email=email).exists():
                 raise ValidationFailed(gettext('An account uses %(email)s: log in to accept the invitation.') % {'email': email},
                                        details={"token": [gettext("Log in first.")]})
@@ -124,7 +130,7 @@ def invitation_accept(*, token: str, user=None, name: str = "", password: str | 
                                   "invited_by": invitation["inviter_id"]})
             services.user_mark_verified(user=user, request=request)  # the link reached this address
     except IntegrityError:  # a concurrent accept of the same link, or a sign-up with the address, won
-        raise ValidationFailed(INVALID, details={"token": [INVALID]}) from None
+        raise ValidationFailed(str(INVALID), details={"token": [str(INVALID)]}) from None
     return membership
 
 

@@ -121,3 +121,15 @@ def organization_get_by_slug(*, slug) -> Organization:
 def user_exists(*, email) -> bool:
     """Whether an account with this email address exists."""
     return User.objects.filter(email=email).exists()
+
+
+def members_to_tell(*, org_id, roles) -> list[tuple[str, str]]:
+    """(email, language) of the organization's members with one of `roles`: the recipients of an email that
+    core.mail.send_to_people writes in each one's language."""
+    return list(Membership.objects.filter(organization_id=org_id, role__in=list(roles))
+                .order_by("user__email").values_list("user__email", "user__language"))
+
+
+def user_language(*, email) -> str:
+    """The language setting of the account with this address ("" when none, or none set)."""
+    return User.objects.filter(email=email).values_list("language", flat=True).first() or ""

@@ -11,14 +11,16 @@ from datetime import timedelta
 
 import httpx
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
+from django.utils import translation
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import ValidationFailed
+from core.mail import send_to_people
 from tenancy.choices import Role
-from tenancy.models import Membership
+from tenancy.selectors import members_to_tell
 
 from .models import DeliveryState, WebhookAttempt, WebhookDelivery
 from .secrets_box import secret_decrypt
@@ -78,20 +80,22 @@ def _post(delivery: WebhookDelivery, at) -> tuple[int | None, str, str]:
 def _disable(delivery: WebhookDelivery) -> None:
     endpoint = delivery.endpoint
     endpoint.enabled = False
-    endpoint.disabled_reason = f"Disabled after {delivery.attempts} failed attempts over {_span()}."
+    with translation.override(settings.LANGUAGE_CODE):  # stored, read by the API: in one language, whoever runs this
+        endpoint.disabled_reason = f"Disabled after {delivery.attempts} failed attempts over {_span()}."
     endpoint.save(update_fields=["enabled", "disabled_reason"])
-    to = list(Membership.objects.filter(organization_id=endpoint.organization_id, role__in=[Role.OWNER, Role.ADMIN])
-              .values_list("user__email", flat=True))
-    subject = "Cardmix: a webhook endpoint was disabled"
-    text = (f"Deliveries to {endpoint.url} failed for {_span()}, so the endpoint was disabled.\n"
-            "Fix the receiver, then enable the endpoint again in the console (Webhooks) and resend what it missed.")
-    if to:
-        transaction.on_commit(lambda: send_mail(subject, text, None, to, fail_silently=True))
+    people = members_to_tell(org_id=endpoint.organization_id, roles=[Role.OWNER, Role.ADMIN])
+    send_to_people(people, lambda: (
+        gettext("Cardmix: a webhook endpoint was disabled"),
+        gettext("Deliveries to %(url)s failed for %(span)s, so the endpoint was disabled.\nFix the receiver, then "
+                "enable the endpoint again in the console (Webhooks) and resend what it missed.") % {
+            "url": endpoint.url, "span": _span()}))
 
 
 def _span() -> str:
     hours = sum(settings.WEBHOOK_RETRY_SCHEDULE) / 3600
-    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours"
+    if hours >= 48:
+        return gettext("%(days).1f days") % {"days": hours / 24}
+    return gettext("%(hours).1f hours") % {"hours": hours}
 
 
 def delivery_attempt(delivery_id) -> str:

@@ -26,7 +26,8 @@ def _event_types_clean(event_types) -> list[str]:
     unknown = sorted({str(t) for t in event_types} - set(EVENT_TYPES))
     if unknown:
         raise ValidationFailed(gettext("Unknown event type."), details={
-            "event_types": [f"Unknown event type {t!r}; choose from {', '.join(EVENT_TYPES)}." for t in unknown]})
+            "event_types": [gettext("Unknown event type %(type)s; choose from %(types)s.") % {
+                "type": repr(t), "types": ", ".join(EVENT_TYPES)} for t in unknown]})
     return sorted(set(event_types))
 
 

@@ -65,7 +65,7 @@ class UsageQuerySerializer(serializers.Serializer):
 
     def validate(self, attrs):
         if attrs.get("from") and attrs.get("to") and attrs["from"] >= attrs["to"]:
-            raise serializers.ValidationError({"from": ["`from` must be before `to`."]})
+            raise serializers.ValidationError({"from": [gettext("`from` must be before `to`.")]})
         return attrs
 
 

@@ -60,8 +60,8 @@ class FapiaoRequestAdmin(admin.ModelAdmin):
     list_filter = ["state", "kind", RedLetterFilter]
     list_select_related = ["organization"]
     search_fields = ["title", "taxpayer_id", "number", "organization__slug", "organization__name"]
-    amount_cny = cny_display("amount", "amount (CNY)")
-    red_letter_cny = cny_display("red_letter_amount", "red-letter needed (CNY)")
+    amount_cny = cny_display("amount", gettext_lazy("amount (CNY)"))
+    red_letter_cny = cny_display("red_letter_amount", gettext_lazy("red-letter needed (CNY)"))
     readonly_fields = ["organization", "requested_by", "kind", "amount_cny", "title", "taxpayer_id", "address",
                        "phone", "bank_name", "bank_account", "email", "note", "state", "number", "pdf_link", "reason",
                        "decided_by", "decided_at", "red_letter_cny", "red_letter_flagged_at", "created_at"]
@@ -70,7 +70,7 @@ class FapiaoRequestAdmin(admin.ModelAdmin):
         decision = ["decision", "issued_number", "pdf_file", "reject_reason"]
         return self.readonly_fields + (decision if obj is not None and obj.state == FapiaoState.REQUESTED else [])
 
-    @admin.display(description="PDF")
+    @admin.display(description=gettext_lazy("PDF"))
     def pdf_link(self, obj):
         if obj.state != FapiaoState.ISSUED:
             return "—"
@@ -105,7 +105,8 @@ class FapiaoRequestAdmin(admin.ModelAdmin):
                               request=request)
         except ServiceError as exc:
             details = "; ".join(f"{k}: {' '.join(v)}" for k, v in (exc.details or {}).items())
-            self.message_user(request, f"Not saved: {exc.message} {details}".strip(), messages.ERROR)
+            self.message_user(request, (gettext("Not saved: %(message)s") % {"message": exc.message}
+                                        + f" {details}").strip(), messages.ERROR)
             request.fapiao_refused = True
 
     def response_change(self, request, obj):

@@ -6,17 +6,18 @@ Every change to an organization's fapiao runs under one advisory lock per organi
 cannot together exceed what was paid, and a refund's flagging sees every issued fapiao."""
 import logging
 
-from django.core.mail import send_mail
 from django.db import transaction
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from core.cn_codes import uscc_error
 from core.dbclock import db_now
 from core.errors import InvalidState, NotFoundError, ValidationFailed
 from core.locks import advisory_xact_lock
-from core.money import format_ucny
+from core.mail import person, send_to_people
+from core.money import format_fen, format_ucny
 from tenancy.audit import audit_record
 from tenancy.models import Organization
+from tenancy.selectors import user_language
 
 from ..models_fapiao import PDF_MAX_BYTES, FapiaoKind, FapiaoRequest, FapiaoState
 from ..models_payments import UCNY_PER_FEN
@@ -27,8 +28,9 @@ logger = logging.getLogger("cardmix.billing")
 # The buyer's fields a 专用 fapiao must carry (the tax bureau's format); a 普通 one needs only the title, plus the
 # taxpayer id when the buyer is a company.
 SPECIAL_REQUIRED = ("taxpayer_id", "address", "phone", "bank_name", "bank_account")
-LABELS = {"taxpayer_id": "taxpayer id", "address": "registered address", "phone": "registered phone",
-          "bank_name": "bank", "bank_account": "bank account"}
+LABELS = {"taxpayer_id": gettext_lazy("taxpayer id"), "address": gettext_lazy("registered address"),
+          "phone": gettext_lazy("registered phone"), "bank_name": gettext_lazy("bank"),
+          "bank_account": gettext_lazy("bank account")}
 
 
 def _lock(org_id) -> None:
@@ -42,17 +44,17 @@ def _clean(fields: dict) -> dict:
 def _field_errors(kind: str, amount: int, buyer: dict) -> dict:
     errors: dict = {}
     if kind not in FapiaoKind.values:
-        errors["kind"] = [f"One of {', '.join(FapiaoKind.values)}."]
+        errors["kind"] = [gettext("One of %(values)s.") % {"values": ", ".join(FapiaoKind.values)}]
     if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
-        errors["amount"] = ["Must be more than 0."]
+        errors["amount"] = [gettext("Must be more than 0.")]
     elif amount % UCNY_PER_FEN:
-        errors["amount"] = ["A fapiao is issued in whole fen (at most 2 decimals)."]
+        errors["amount"] = [gettext("A fapiao is issued in whole fen (at most 2 decimals).")]
     if not buyer["title"]:
-        errors["title"] = ["The buyer's name (抬头) is required."]
+        errors["title"] = [gettext("The buyer's name (抬头) is required.")]
     if kind == FapiaoKind.SPECIAL:
         for name in SPECIAL_REQUIRED:
             if not buyer[name]:
-                errors[name] = [f"A 专用 fapiao needs the buyer's {LABELS[name]}."]
+                errors[name] = [gettext("A 专用 fapiao needs the buyer's %(field)s.") % {"field": LABELS[name]}]
     if buyer["taxpayer_id"] and "taxpayer_id" not in errors:
         buyer["taxpayer_id"] = buyer["taxpayer_id"].upper()
         if why := uscc_error(buyer["taxpayer_id"]):
@@ -108,10 +110,14 @@ def fapiao_cancel(*, org, fapiao_id, actor=None, request=None) -> FapiaoRequest:
     return fapiao
 
 
-def _tell(fapiao: FapiaoRequest, subject: str, body: str) -> None:
-    to = [e for e in {fapiao.email, getattr(fapiao.requested_by, "email", "")} if e]
-    if to:
-        transaction.on_commit(lambda: send_mail(subject, body, None, sorted(to), fail_silently=True))
+def _tell(fapiao: FapiaoRequest, render) -> None:
+    """Email the requester and the request's address, each in their language: the address's account's, else the
+    requester's (an operator's decision is no reason to write in the operator's language)."""
+    requester = fapiao.requested_by
+    fallback = requester.language if requester is not None else ""
+    people = [person(getattr(requester, "email", ""), fallback),
+              person(fapiao.email, (user_language(email=fapiao.email) if fapiao.email else "") or fallback)]
+    send_to_people(people, render)
 
 
 def fapiao_issue(*, fapiao_id, number: str, pdf: bytes, actor=None, request=None) -> FapiaoRequest:
@@ -120,11 +126,11 @@ def fapiao_issue(*, fapiao_id, number: str, pdf: bytes, actor=None, request=None
     number = (number or "").strip()
     errors: dict = {}
     if not (number.isdigit() and 8 <= len(number) <= 20):
-        errors["number"] = ["The fapiao number: 8 to 20 digits."]
+        errors["number"] = [gettext("The fapiao number: 8 to 20 digits.")]
     if not pdf or not pdf.startswith(b"%PDF-"):
-        errors["pdf"] = ["Upload the fapiao as a PDF file."]
+        errors["pdf"] = [gettext("Upload the fapiao as a PDF file.")]
     elif len(pdf) > PDF_MAX_BYTES:
-        errors["pdf"] = [f"At most {PDF_MAX_BYTES // (1024 * 1024)} MiB."]
+        errors["pdf"] = [gettext("At most %(mib)s MiB.") % {"mib": PDF_MAX_BYTES // (1024 * 1024)}]
     if errors:
         raise ValidationFailed(gettext("The fapiao cannot be marked issued."), details=errors)
     with transaction.atomic():
@@ -143,9 +149,11 @@ def fapiao_issue(*, fapiao_id, number: str, pdf: bytes, actor=None, request=None
         fapiao.save(update_fields=["state", "number", "pdf", "decided_by", "decided_at"])
         audit_record(action="fapiao.issue", org=fapiao.organization, actor=fapiao.decided_by, target=fapiao,
                      request=request, details={"number": number, "amount": format_ucny(fapiao.amount)})
-        _tell(fapiao, f"Cardmix: fapiao {number} issued",
-              f"Your fapiao {number} ({fapiao.title}, {format_ucny(fapiao.amount)} CNY) has been issued. "
-              "Download it from Billing → Fapiao in the console.")
+        _tell(fapiao, lambda: (
+            gettext("Cardmix: fapiao %(number)s issued") % {"number": number},
+            gettext("Your fapiao %(number)s (%(title)s, %(amount)s) has been issued. Download it from Billing → "
+                    "Fapiao in the console.") % {"number": number, "title": fapiao.title,
+                                                  "amount": format_fen(fapiao.amount)}))
     return fapiao
 
 
@@ -165,8 +173,10 @@ def fapiao_reject(*, fapiao_id, reason: str, actor=None, request=None) -> Fapiao
         fapiao.save(update_fields=["state", "reason", "decided_by", "decided_at"])
         audit_record(action="fapiao.reject", org=fapiao.organization, actor=fapiao.decided_by, target=fapiao,
                      request=request, details={"reason": fapiao.reason})
-        _tell(fapiao, "Cardmix: fapiao request rejected",
-              f"Your fapiao request ({fapiao.title}, {format_ucny(fapiao.amount)} CNY) was rejected: {fapiao.reason}")
+        _tell(fapiao, lambda: (
+            gettext("Cardmix: fapiao request rejected"),
+            gettext("Your fapiao request (%(title)s, %(amount)s) was rejected: %(reason)s") % {
+                "title": fapiao.title, "amount": format_fen(fapiao.amount), "reason": fapiao.reason}))
     return fapiao
 
 

@@ -41,10 +41,10 @@ class TopUpAdmin(admin.ModelAdmin):
               "failure_message", "needs_review", "review_reason", "created_at", "updated_at"]
     readonly_fields = [name for name in fields if name not in ("needs_review", "review_reason")]
     actions = ["refund"]
-    amount_cny = cny_display("amount", "amount (CNY)")
-    received_cny = cny_display("amount_received_fen", "received (CNY)", ucny_per_unit=UCNY_PER_FEN)
-    refunded_cny = cny_display("refunded_fen", "refunded (CNY)", ucny_per_unit=UCNY_PER_FEN)
-    refund_requested_cny = cny_display("refund_requested_fen", "refund requested (CNY)", ucny_per_unit=UCNY_PER_FEN)
+    amount_cny = cny_display("amount", gettext_lazy("amount (CNY)"))
+    received_cny = cny_display("amount_received_fen", gettext_lazy("received (CNY)"), ucny_per_unit=UCNY_PER_FEN)
+    refunded_cny = cny_display("refunded_fen", gettext_lazy("refunded (CNY)"), ucny_per_unit=UCNY_PER_FEN)
+    refund_requested_cny = cny_display("refund_requested_fen", gettext_lazy("refund requested (CNY)"), ucny_per_unit=UCNY_PER_FEN)
 
     def has_add_permission(self, request):
         return False  # top-ups start from the customer's payment, never from the admin
@@ -52,14 +52,14 @@ class TopUpAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Refund part or all of the selected top-up…")
+    @admin.action(description=gettext_lazy("Refund part or all of the selected top-up…"))
     def refund(self, request, queryset):
         # Django offers an action without allowed_permissions to anyone who may view the list; a refund moves money.
         if not request.user.has_perm("billing.change_topup"):
-            self.message_user(request, "You may not refund top-ups.", messages.ERROR)
+            self.message_user(request, gettext("You may not refund top-ups."), messages.ERROR)
             return None
         if queryset.count() != 1:
-            self.message_user(request, "Select exactly one top-up to refund.", messages.ERROR)
+            self.message_user(request, gettext("Select exactly one top-up to refund."), messages.ERROR)
             return None
         topup = queryset.get()
         form = RefundForm(request.POST if "apply" in request.POST else None)
@@ -69,15 +69,17 @@ class TopUpAdmin(admin.ModelAdmin):
                              request=request)
             except ServiceError as exc:
                 detail = "; ".join(m for msgs in exc.details.values() for m in msgs)
-                self.message_user(request, f"Refund refused: {exc.message} {detail}".strip(), messages.ERROR)
+                self.message_user(request, (gettext("Refund refused: %(message)s") % {"message": exc.message}
+                                           + f" {detail}").strip(), messages.ERROR)
                 return None
             self.message_user(
-                request, f"Refund of {format_ucny(form.cleaned_data['amount'] * UCNY_PER_FEN)} CNY requested at "
-                         "Stripe; cash is debited when Stripe reports charge.refunded.", messages.SUCCESS)
+                request, gettext("Refund of %(amount)s CNY requested at Stripe; cash is debited when Stripe reports "
+                                 "charge.refunded.") % {"amount": format_ucny(form.cleaned_data["amount"] * UCNY_PER_FEN)},
+                messages.SUCCESS)
             return None
         context = {
             **self.admin_site.each_context(request),
-            "title": "Refund a top-up",
+            "title": gettext("Refund a top-up"),
             "opts": self.model._meta,
             "topup": topup,
             "form": form,

@@ -30,7 +30,7 @@ def _decide(modeladmin, request, queryset, *, action: str, service, title: str, 
                 done += 1
             except ServiceError as exc:
                 modeladmin.message_user(request, f"{proposal.title}: {exc.message}", messages.ERROR)
-        modeladmin.message_user(request, f"{done} proposal(s) updated.", messages.SUCCESS)
+        modeladmin.message_user(request, gettext("%(count)s proposal(s) updated.") % {"count": done}, messages.SUCCESS)
         return None
     return TemplateResponse(request, "admin/billing/sponsorship_decide.html", {
         **modeladmin.admin_site.each_context(request), "title": title, "button": button, "explanation": explanation,
@@ -49,7 +49,7 @@ class SponsorshipProposalAdmin(admin.ModelAdmin):
     # Decided through the actions only; the grant shown in CNY.
     fields = readonly_fields = cny_fields(SponsorshipProposal, ["granted_amount"])
     actions = ["approve", "reject"]
-    granted_cny = granted_amount_cny = cny_display("granted_amount", "granted (CNY)")
+    granted_cny = granted_amount_cny = cny_display("granted_amount", gettext_lazy("granted (CNY)"))
 
     def has_add_permission(self, request):
         return False  # customers submit proposals
@@ -57,18 +57,18 @@ class SponsorshipProposalAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Approve and grant the card-hours at list price")
+    @admin.action(description=gettext_lazy("Approve and grant the card-hours at list price"))
     def approve(self, request, queryset):
         return _decide(self, request, queryset.filter(state=SponsorshipState.SUBMITTED), action="approve",
-                       service=sponsorship_approve, title=gettext("Approve sponsorship proposals"), button="Approve and grant",
-                       explanation="Each approval grants card-hours × the accelerator's current on-demand list "
-                                   "price into the organization's grant account, once.")
+                       service=sponsorship_approve, title=gettext("Approve sponsorship proposals"), button=gettext("Approve and grant"),
+                       explanation=gettext("Each approval grants card-hours × the accelerator's current on-demand "
+                                           "list price into the organization's grant account, once."))
 
-    @admin.action(description="Reject with a note")
+    @admin.action(description=gettext_lazy("Reject with a note"))
     def reject(self, request, queryset):
         return _decide(self, request, queryset.filter(state=SponsorshipState.SUBMITTED), action="reject",
-                       service=sponsorship_reject, title=gettext("Reject sponsorship proposals"), button="Reject",
-                       explanation="The note is shown to the customer.")
+                       service=sponsorship_reject, title=gettext("Reject sponsorship proposals"), button=gettext("Reject"),
+                       explanation=gettext("The note is shown to the customer."))
 
 
 @admin.register(Package)
@@ -82,15 +82,16 @@ class PackageAdmin(ReadOnlyAdmin):
     search_fields = ["instance_id", "organization__slug"]
     fields = readonly_fields = ["items_cny" if name == "items" else name
                                 for name in cny_fields(Package, ["amount", "rate_per_hour"])]
-    amount_cny = cny_display("amount", "amount (CNY)")
-    rate_per_hour_cny = cny_display("rate_per_hour", "rate (CNY / hour)")
+    amount_cny = cny_display("amount", gettext_lazy("amount (CNY)"))
+    rate_per_hour_cny = cny_display("rate_per_hour", gettext_lazy("rate (CNY / hour)"))
 
-    @admin.display(description="items")
+    @admin.display(description=gettext_lazy("items"))
     def items_cny(self, obj):
         """Each item's locked monthly rate in CNY per card-hour (the JSON keeps µCNY)."""
-        return "; ".join(f"{item.get('cards')} × {item.get('accelerator')} at "
-                         f"{format_ucny(item['rate']) if isinstance(item.get('rate'), int) else item.get('rate')} "
-                         "CNY / card-hour" for item in obj.items or []) or "—"
+        return "; ".join(gettext("%(cards)s × %(accelerator)s at %(rate)s CNY / card-hour") % {
+            "cards": item.get("cards"), "accelerator": item.get("accelerator"),
+            "rate": format_ucny(item["rate"]) if isinstance(item.get("rate"), int) else item.get("rate")}
+            for item in obj.items or []) or "—"
 
 
 @admin.register(Invoice)
@@ -102,4 +103,4 @@ class InvoiceAdmin(ReadOnlyAdmin):
     list_select_related = ["organization"]
     search_fields = ["organization__slug", "organization__name"]
     fields = readonly_fields = cny_fields(Invoice, ["amount_due"])
-    amount_due_cny = cny_display("amount_due", "amount due (CNY)")
+    amount_due_cny = cny_display("amount_due", gettext_lazy("amount due (CNY)"))

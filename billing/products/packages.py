@@ -13,16 +13,16 @@ A provisioning failure calls nothing, so nothing is charged; stopping neither pa
 import logging
 from datetime import timedelta
 
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import InsufficientFunds, NotFoundError, ValidationFailed
-from core.money import format_ucny
+from core.mail import send_to_people
+from core.money import format_fen, format_ucny
 from tenancy.audit import audit_record
-from tenancy.models import Membership
+from tenancy.selectors import members_to_tell
 
 from ..choices import STOP_KEEPS_NOTHING, TransferCode
 from ..funds import funds_check, spend
@@ -158,16 +158,22 @@ def _renew(package: Package, now) -> Package | None:
 
 
 def _notice_send(package: Package) -> None:
-    """Email the organization's owners, admins and billing members that the package could not renew."""
-    emails = sorted(Membership.objects.filter(organization_id=package.organization_id,
-                                              role__in=["owner", "admin", "billing"])
-                    .values_list("user__email", flat=True))
-    if emails:
-        name = instance_name(org_id=package.organization_id, instance_id=package.instance_id)
-        instance = f"{name} ({package.instance_id})" if name else str(package.instance_id)
-        send_mail(subject=gettext("Cardmix: your monthly package could not renew"),
-                  message=(gettext('The monthly package of instance %(instance)s ended on %(local_time)s and could not renew: available funds do not cover %(format_ucny)s CNY. The instance is being stopped. %(STOP_KEEPS_NOTHING)s') % {'instance': instance, 'local_time': local_time(package.ends_at), 'format_ucny': format_ucny(package.amount), 'STOP_KEEPS_NOTHING': STOP_KEEPS_NOTHING}),
-                  from_email=None, recipient_list=emails, fail_silently=True)
+    """Email the organization's owners, admins and billing members that the package could not renew (each in
+    their language; runs after the renewal's commit, so it is sent at once)."""
+    people = members_to_tell(org_id=package.organization_id, roles=["owner", "admin", "billing"])
+    if not people:
+        return
+    name = instance_name(org_id=package.organization_id, instance_id=package.instance_id)
+    instance = f"{name} ({package.instance_id})" if name else str(package.instance_id)
+
+    def render():
+        return gettext("Cardmix: your monthly package could not renew"), gettext(
+            "The monthly package of instance %(instance)s ended on %(local_time)s and could not renew: available "
+            "funds do not cover %(amount)s. The instance is being stopped. %(stop_keeps)s") % {
+            "instance": instance, "local_time": local_time(package.ends_at), "amount": format_fen(package.amount),
+            "stop_keeps": STOP_KEEPS_NOTHING}
+
+    send_to_people(people, render)
 
 
 def package_period_end(*, package_id) -> Package | None:

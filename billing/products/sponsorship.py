@@ -19,18 +19,19 @@ def sponsorship_submit(*, org, user=None, title: str, abstract: str, accelerator
     """Record an organization's proposal for sponsored card-hours on one accelerator."""
     errors: dict = {}
     if not Accelerator.objects.filter(slug=accelerator).exists():
-        errors["accelerator"] = [f"Unknown accelerator {accelerator!r}."]
+        errors["accelerator"] = [gettext("Unknown accelerator %(accelerator)s.") % {"accelerator": repr(accelerator)}]
     else:
         try:
             current_price(accelerator)  # approval grants at list price: an unpriced one could never be approved
         except PriceMissing:
-            errors["accelerator"] = [f"{accelerator} has no price; it cannot be sponsored."]
+            errors["accelerator"] = [gettext("%(accelerator)s has no price; it cannot be sponsored.") % {
+                "accelerator": accelerator}]
     if not isinstance(card_hours, int) or isinstance(card_hours, bool) or not 0 < card_hours <= MAX_CARD_HOURS:
-        errors["card_hours"] = [f"A whole number of card-hours between 1 and {MAX_CARD_HOURS}."]
+        errors["card_hours"] = [gettext("A whole number of card-hours between 1 and %(max)s.") % {"max": MAX_CARD_HOURS}]
     if not (title or "").strip():
-        errors["title"] = ["This field may not be blank."]
+        errors["title"] = [gettext("This field may not be blank.")]
     if not (abstract or "").strip():
-        errors["abstract"] = ["This field may not be blank."]
+        errors["abstract"] = [gettext("This field may not be blank.")]
     if errors:
         raise ValidationFailed(gettext("The proposal is incomplete."), details=errors)
     with transaction.atomic():

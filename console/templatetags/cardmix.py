@@ -61,6 +61,26 @@ def reason(text, kind=""):
     return reason_for_people(text, kind or "")
 
 
+# webhooks/delivery.py and webhooks/services.py store why an endpoint was disabled in English (the API's
+# `disabled_reason`); the console says it in the page's language.
+AUTO_DISABLED = re.compile(r"^Disabled after (\d+) failed attempts over (\d+(?:\.\d+)?) (days|hours)\.$")
+
+
+@register.filter
+def webhook_disabled_reason(text):
+    """"Disabled after 9 failed attempts over 3.0 days." → the same sentence in the page's language."""
+    text = str(text or "")
+    if text == "Disabled by a member.":
+        return gettext("Disabled by a member.")
+    if m := AUTO_DISABLED.match(text):
+        amount = float(m.group(2))
+        span = (gettext("%(days).1f days") % {"days": amount} if m.group(3) == "days"
+                else gettext("%(hours).1f hours") % {"hours": amount})
+        return gettext("Disabled after %(attempts)s failed attempts over %(span)s.") % {
+            "attempts": m.group(1), "span": span}
+    return text
+
+
 @register.filter
 def duration(seconds):
     """Seconds → "2 h 05 min" / "42 s"."""

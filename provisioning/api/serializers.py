@@ -1,4 +1,5 @@
 """Instance, event, readiness and quote representations (SPEC §5)."""
+from django.utils.translation import gettext
 from rest_framework import serializers
 
 from core.money import format_price_per_second, format_ucny
@@ -43,11 +44,11 @@ class InstanceRequestSerializer(StrictSerializer):
     def validate(self, attrs):
         volumes = [str(v["volume"]) for v in attrs.get("volumes") or []]
         if len(set(volumes)) != len(volumes):
-            raise serializers.ValidationError({"volumes": ["A volume is listed twice."]})
+            raise serializers.ValidationError({"volumes": [gettext("A volume is listed twice.")]})
         if bool(attrs.get("items")) == bool(attrs.get("policy")):
-            raise serializers.ValidationError({"items": ["Give either items or a policy (not both)."]})
+            raise serializers.ValidationError({"items": [gettext("Give either items or a policy (not both).")]})
         if attrs.get("image") and attrs.get("images"):
-            raise serializers.ValidationError({"images": ["Give either image or images (not both)."]})
+            raise serializers.ValidationError({"images": [gettext("Give either image or images (not both).")]})
         return attrs
 
 
@@ -62,7 +63,7 @@ class InstanceCreateSerializer(InstanceRequestSerializer):
     def validate(self, attrs):
         attrs = super().validate(attrs)
         if not attrs.get("image") and not attrs.get("images"):
-            raise serializers.ValidationError({"image": ["Name an image (or images per vendor for a hybrid)."]})
+            raise serializers.ValidationError({"image": [gettext("Name an image (or images per vendor for a hybrid).")]})
         return attrs
 
 

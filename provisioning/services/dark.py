@@ -19,10 +19,11 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
+from core.mail import send_to_people
 from hardware.selectors import dark_nodes
 from inventory.services import cards_release
 from tenancy.audit import audit_record
@@ -198,19 +199,24 @@ def _release_failed(instance_id) -> None:
 
 
 def _email(instance: Instance, episode: DarkEpisode) -> bool:
-    """Tell the instance's creator once, after commit; False when there is nobody to tell."""
-    to = getattr(instance.creator, "email", "") if instance.creator_id else ""
-    if not to:
+    """Tell the instance's creator once, in their language, after commit; False when there is nobody to tell."""
+    creator = instance.creator if instance.creator_id else None
+    if not getattr(creator, "email", ""):
         return False
-    action = ("failed and its cards released" if settings.NODE_DARK_ACTION == "fail"
-              or instance.kind != InstanceKind.CONTAINER else "moved to other cards (the container starts afresh)")
-    paid = ("Its monthly package period runs on." if instance.billing == "monthly"
-            else "You are not charged from then until it answers again.")
-    subject = f"Cardmix: instance {instance.name} is unreachable"
-    body = (f"The machine running your instance {instance.name} stopped answering; it was last seen at "
-            f"{episode.last_heartbeat_at:%Y-%m-%d %H:%M:%S} UTC.\n\n"
-            f"{paid} If it does not answer by "
-            f"{episode.deadline:%Y-%m-%d %H:%M:%S} UTC, the instance will be {action}.\n\n"
-            f"{settings.SITE_URL}/instances/{instance.pk}/")
-    transaction.on_commit(lambda: send_mail(subject, body, None, [to], fail_silently=True))
-    return True
+    moves = settings.NODE_DARK_ACTION != "fail" and instance.kind == InstanceKind.CONTAINER
+    last_seen = f"{episode.last_heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
+    deadline = f"{episode.deadline:%Y-%m-%d %H:%M:%S} UTC"
+
+    def render():
+        action = (gettext("moved to other cards (the container starts afresh)") if moves
+                  else gettext("failed and its cards released"))
+        paid = (gettext("Its monthly package period runs on.") if instance.billing == "monthly"
+                else gettext("You are not charged from then until it answers again."))
+        return (gettext("Cardmix: instance %(name)s is unreachable") % {"name": instance.name},
+                gettext("The machine running your instance %(name)s stopped answering; it was last seen at "
+                        "%(last_seen)s.\n\n%(paid)s If it does not answer by %(deadline)s, the instance will be "
+                        "%(action)s.\n\n%(url)s") % {
+                    "name": instance.name, "last_seen": last_seen, "paid": paid, "deadline": deadline,
+                    "action": action, "url": f"{settings.SITE_URL}/instances/{instance.pk}/"})
+
+    return bool(send_to_people([creator], render))

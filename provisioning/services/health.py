@@ -16,11 +16,12 @@ that has just left running.
 import logging
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.failpoints import failpoint
+from core.mail import send_to_people
 from inventory.choices import HolderKind
 from inventory.models import CardAllocation
 from tenancy.audit import audit_record
@@ -90,7 +91,7 @@ def _failed(instance, incident: HealthIncident, *, label: str, detail: str, at) 
         instance_id=instance.pk, item_index=incident.item_index, cards=1, at=at, key=f"health:{incident.pk}",
         flag=f"{label} failed at {at:%Y-%m-%d %H:%M:%S} UTC: not charged from then ({detail})")
     incident.credited = dropped["credited"]
-    incident.emailed_at = db_now() if _email(instance, incident, label) else None
+    incident.emailed_at = db_now() if _email(instance, incident) else None
     incident.save(update_fields=["klass", "failed_at", "detail", "credited", "emailed_at"])
     webhooks_port.card_failed_publish(instance=instance, incident=incident, card=label)
     audit_record(action="instance.card_failed", org=instance.organization, target=instance,
@@ -112,18 +113,25 @@ def health_incidents_end(*, instance, at, outcome: str) -> int:
     return ended
 
 
-def _email(instance, incident: HealthIncident, label: str) -> bool:
-    """Tell the instance's creator once, after commit; False when there is nobody to tell."""
-    to = getattr(instance.creator, "email", "") if instance.creator_id else ""
-    if not to:
+def _email(instance, incident: HealthIncident) -> bool:
+    """Tell the instance's creator once, in their language, after commit; False when there is nobody to tell."""
+    creator = instance.creator if instance.creator_id else None
+    if not getattr(creator, "email", ""):
         return False
-    paid = ("Its monthly package period runs on." if instance.billing == "monthly"
-            else "You are not charged for that card from then on.")
-    move = (" You can move the instance to healthy cards from its page; its volumes are kept."
-            if instance.kind == InstanceKind.CONTAINER else " Stop the instance to release the card.")
-    subject = f"Cardmix: a card of instance {instance.name} failed"
-    body = (f"{label} under your instance {instance.name} failed at {incident.failed_at:%Y-%m-%d %H:%M:%S} UTC: "
-            f"{incident.detail}\n\n{paid}{move}\n\n{settings.SITE_URL}/instances/{instance.pk}/")
-    transaction.on_commit(lambda: send_mail(subject, body, None, [to], fail_silently=True))
-    return True
+    card = incident.card
+    failed_at = f"{incident.failed_at:%Y-%m-%d %H:%M:%S} UTC"
+
+    def render():
+        label = gettext("%(node)s card %(index)s") % {"node": card.node.hostname, "index": card.index}
+        paid = (gettext("Its monthly package period runs on.") if instance.billing == "monthly"
+                else gettext("You are not charged for that card from then on."))
+        move = (gettext("You can move the instance to healthy cards from its page; its volumes are kept.")
+                if instance.kind == InstanceKind.CONTAINER else gettext("Stop the instance to release the card."))
+        return (gettext("Cardmix: a card of instance %(name)s failed") % {"name": instance.name},
+                gettext("%(card)s under your instance %(name)s failed at %(failed_at)s: %(detail)s\n\n%(paid)s "
+                        "%(move)s\n\n%(url)s") % {
+                    "card": label, "name": instance.name, "failed_at": failed_at, "detail": incident.detail,
+                    "paid": paid, "move": move, "url": f"{settings.SITE_URL}/instances/{instance.pk}/"})
+
+    return bool(send_to_people([creator], render))
 

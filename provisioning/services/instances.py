@@ -51,7 +51,7 @@ def _ssh_keys(actor, ids) -> list[SshKey]:
     unknown = [i for i in ids if i not in keys]
     if unknown:
         raise ValidationFailed(gettext("The request is invalid."),
-                               details={"ssh_key_ids": [f"Unknown SSH key {i}." for i in unknown]})
+                               details={"ssh_key_ids": [gettext("Unknown SSH key %(id)s.") % {"id": i} for i in unknown]})
     return [keys[i] for i in ids]
 
 

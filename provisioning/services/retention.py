@@ -10,12 +10,13 @@ there is no disk left to free.
 import logging
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
+from django.utils.translation import gettext
 
 from core.dbclock import db_now
+from core.mail import send_to_people
 from tenancy.audit import audit_record
-from tenancy.models import Membership
+from tenancy.selectors import members_to_tell
 
 from ..choices import InstanceState as S
 from ..lock_objects import instance_lock
@@ -30,26 +31,24 @@ REASONS = {S.WAITLISTED: "waitlist_expired", S.STOPPED: "retention_expired"}
 BATCH = 500
 
 
-def _notice_recipients(instance: Instance) -> list[str]:
-    emails = set(Membership.objects.filter(organization_id=instance.organization_id, role__in=["owner", "admin"])
-                 .values_list("user__email", flat=True))
+def _notice_recipients(instance: Instance) -> list:
+    """The organization's owners and admins and the instance's creator, with their languages."""
+    people = members_to_tell(org_id=instance.organization_id, roles=["owner", "admin"])
     if instance.creator_id:
-        emails.add(instance.creator.email)
-    return sorted(e for e in emails if e)
+        people.append((instance.creator.email, instance.creator.language))
+    return people
 
 
 def _notice(instance: Instance) -> None:
     """Email the organization that a stopped instance was terminated after its retention period."""
-    to = _notice_recipients(instance)
-    if not to:
-        return
     days = settings.STOPPED_RETENTION_DAYS
-    subject = f"Cardmix: stopped instance {instance.name} was terminated"
     # Nothing was kept while it was stopped (its stop deleted the container's disk or wiped its nodes).
-    body = (f"Your instance {instance.name} ({instance.pk}) was stopped for more than {days} days and has now "
-            f"been terminated. Nothing of it was left: {stop_keeps(instance.kind)} "
-            f"Instances: {settings.SITE_URL}/instances/")
-    transaction.on_commit(lambda: send_mail(subject, body, None, to, fail_silently=True))
+    send_to_people(_notice_recipients(instance), lambda: (
+        gettext("Cardmix: stopped instance %(name)s was terminated") % {"name": instance.name},
+        gettext("Your instance %(name)s (%(id)s) was stopped for more than %(days)s days and has now been "
+                "terminated. Nothing of it was left: %(stop_keeps)s Instances: %(url)s") % {
+            "name": instance.name, "id": instance.pk, "days": days, "stop_keeps": stop_keeps(instance.kind),
+            "url": f"{settings.SITE_URL}/instances/"}))
 
 
 def instance_expire(*, instance_id) -> bool:

@@ -12,10 +12,10 @@ matches, the reason goes back to that of the instance's latest event.
 import logging
 
 from django.conf import settings
-from django.core.mail import send_mail
-from django.db import transaction
+from django.utils.translation import gettext
 
-from tenancy.models import Membership
+from core.mail import send_to_people
+from tenancy.selectors import members_to_tell
 
 from ..choices import InstanceState as S
 from ..models import Instance, InstanceEvent, NodeGroup
@@ -33,30 +33,29 @@ def _first_line(output: str) -> str:
     return next((line.strip() for line in output.splitlines() if line.strip()), "no output")
 
 
-def _recipients(instance: Instance) -> list[str]:
+def _recipients(instance: Instance) -> list:
     """The instance's creator; the organization's owners and admins when it has none (a deleted user)."""
     if instance.creator_id and instance.creator.email:
-        return [instance.creator.email]
-    return sorted(set(Membership.objects.filter(organization_id=instance.organization_id, role__in=["owner", "admin"])
-                      .values_list("user__email", flat=True)) - {""})
+        return [instance.creator]
+    return members_to_tell(org_id=instance.organization_id, roles=["owner", "admin"])
 
 
 def _notify(instance: Instance, operation: str, name: str) -> None:
-    to = _recipients(instance)
-    if not to:
-        return
     url = f"{settings.SITE_URL}/instances/{instance.pk}/"
-    if operation == "create":
-        subject = f"Cardmix: the Slurm partition of {instance.name} could not be created"
-        body = (f"Your instance {instance.name} ({instance.pk}) is running, but its Slurm partition {name} could not "
-                f"be created, so jobs cannot be submitted to it yet. Cardmix tries again automatically; the instance "
-                f"page shows the partition once it is there: {url}")
-    else:
-        subject = f"Cardmix: the Slurm partition of {instance.name} could not be removed"
-        body = (f"The nodes of your instance {instance.name} ({instance.pk}) were released, but its Slurm partition "
-                f"{name} could not be removed yet. Cardmix tries again automatically; nothing is charged for it. "
-                f"Instance: {url}")
-    transaction.on_commit(lambda: send_mail(subject, body, None, to, fail_silently=True))
+    values = {"instance": instance.name, "id": instance.pk, "partition": name, "url": url}
+
+    def render():
+        if operation == "create":
+            return (gettext("Cardmix: the Slurm partition of %(instance)s could not be created") % values,
+                    gettext("Your instance %(instance)s (%(id)s) is running, but its Slurm partition %(partition)s "
+                            "could not be created, so jobs cannot be submitted to it yet. Cardmix tries again "
+                            "automatically; the instance page shows the partition once it is there: %(url)s") % values)
+        return (gettext("Cardmix: the Slurm partition of %(instance)s could not be removed") % values,
+                gettext("The nodes of your instance %(instance)s (%(id)s) were released, but its Slurm partition "
+                        "%(partition)s could not be removed yet. Cardmix tries again automatically; nothing is charged "
+                        "for it. Instance: %(url)s") % values)
+
+    send_to_people(_recipients(instance), render)
 
 
 def _failed(instance_id, *, operation: str, output: str, states) -> bool:

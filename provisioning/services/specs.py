@@ -51,9 +51,9 @@ def spec_check(spec: InstanceSpec, catalog: dict[str, AcceleratorInfo]) -> None:
             details.setdefault("items", []).append(f"item {i}: {item.accelerator!r} is not an orderable accelerator.")
     if spec.policy is not None and not any(info.vendor in spec.policy.compatible_vendors
                                            for info in catalog.values()):
-        details["policy"] = ["No orderable accelerator is made by the compatible vendors."]
+        details["policy"] = [gettext("No orderable accelerator is made by the compatible vendors.")]
     if spec.zone and not Zone.objects.filter(slug=spec.zone).exists():
-        details["zone"] = [f"Unknown zone {spec.zone!r}."]
+        details["zone"] = [gettext("Unknown zone %(zone)s.") % {"zone": repr(spec.zone)}]
     if details:
         raise ValidationFailed(gettext("The request is invalid."), details=details)
 

@@ -7,6 +7,7 @@ from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 
 from core.errors import ServiceError
 
@@ -19,8 +20,8 @@ APPROVE, REJECT = "approve", "reject"
 class RealNameDecisionForm(forms.ModelForm):
     """The decision; its fields are not the model's, the services write the row."""
 
-    decision = forms.ChoiceField(choices=[("", "—"), (APPROVE, "Approve"), (REJECT, "Reject")], required=False)
-    reject_reason = forms.CharField(label="Reason (shown to the customer)", max_length=300, required=False,
+    decision = forms.ChoiceField(choices=[("", "—"), (APPROVE, gettext_lazy("Approve")), (REJECT, gettext_lazy("Reject"))], required=False)
+    reject_reason = forms.CharField(label=gettext_lazy("Reason (shown to the customer)"), max_length=300, required=False,
                                     widget=forms.Textarea(attrs={"rows": 3, "cols": 60}))
 
     class Meta:
@@ -30,7 +31,7 @@ class RealNameDecisionForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if data.get("decision") == REJECT and not (data.get("reject_reason") or "").strip():
-            raise forms.ValidationError("Rejecting needs the reason the customer will read.")
+            raise forms.ValidationError(gettext("Rejecting needs the reason the customer will read."))
         return data
 
 
@@ -51,12 +52,13 @@ class RealNameVerificationAdmin(admin.ModelAdmin):
         decision = ["decision", "reject_reason"]
         return self.readonly_fields + (decision if obj is not None and obj.state == RealNameState.PENDING else [])
 
-    @admin.display(description="licence")
+    @admin.display(description=gettext_lazy("licence"))
     def licence_link(self, obj):
         if not obj.licence_type:
             return "—"
         url = reverse("admin:tenancy_realnameverification_licence", args=[obj.pk])
-        return format_html('<a href="{}">business licence ({})</a>', url, obj.licence_type)
+        return format_html('<a href="{}">{}</a>', url,
+                           gettext("business licence (%(type)s)") % {"type": obj.licence_type})
 
     def get_urls(self):
         licence = self.admin_site.admin_view(self.licence_view)
@@ -86,7 +88,7 @@ class RealNameVerificationAdmin(admin.ModelAdmin):
                 realname_reject(verification_id=obj.pk, reason=data.get("reject_reason", ""), actor=request.user,
                                 request=request)
         except ServiceError as exc:
-            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
+            self.message_user(request, gettext("Not saved: %(message)s") % {"message": exc.message}, messages.ERROR)
             request.realname_refused = True
 
     def response_change(self, request, obj):

@@ -4,6 +4,7 @@ import base64
 import binascii
 
 from django.urls import path
+from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -36,7 +37,7 @@ class RealNameSubmitSerializer(StrictSerializer):
         try:
             return base64.b64decode(value, validate=True) if value else b""
         except (binascii.Error, ValueError):
-            raise serializers.ValidationError("Not valid base64.") from None
+            raise serializers.ValidationError(gettext("Not valid base64.")) from None
 
 
 class RealNameSerializer(serializers.ModelSerializer):

@@ -3,7 +3,6 @@ rejects. Approval marks the organization verified, which lifts tenancy/realname/
 import logging
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext
@@ -11,12 +10,13 @@ from django.utils.translation import gettext
 from core.cn_codes import id_number_error, id_number_masked, uscc_error
 from core.dbclock import db_now
 from core.errors import InvalidState, ValidationFailed
+from core.mail import send_to_people
 
 from ..audit import audit_record
 from ..choices import Role
 from ..lock_objects import organization_lock
-from ..models import Membership
 from ..models_realname import LICENCE_MAX_BYTES, RealNameKind, RealNameState, RealNameVerification
+from ..selectors import members_to_tell
 from .sealing import id_number_seal
 
 logger = logging.getLogger("cardmix.realname")
@@ -146,17 +146,17 @@ def realname_reject(*, verification_id, reason: str, actor=None, request=None) -
 
 
 def _tell_owners(org, verification: RealNameVerification) -> None:
-    to = sorted(Membership.objects.filter(organization=org, role__in=[Role.OWNER, Role.ADMIN])
-                .values_list("user__email", flat=True))
-    if verification.state == RealNameState.APPROVED:
-        subject = gettext("Cardmix: %(org)s is verified") % {"org": org.name}
-        body = gettext("The real-name verification of %(org)s (%(name)s) was approved. Every card type, bare metal "
-                       "and top-ups of any size are open to the organization now.") % {
-            "org": org.name, "name": verification.legal_name}
-    else:
-        subject = gettext("Cardmix: %(org)s's verification was not approved") % {"org": org.name}
-        body = gettext("The real-name verification of %(org)s (%(name)s) was rejected: %(reason)s\n\nCorrect it "
-                       "and submit again in the console.") % {
-            "org": org.name, "name": verification.legal_name, "reason": verification.reason}
-    if to:
-        transaction.on_commit(lambda: send_mail(subject, body, None, to, fail_silently=True))
+    """Email the owners and admins the decision, each in their language (an operator decides in theirs)."""
+    people = members_to_tell(org_id=org.pk, roles=[Role.OWNER, Role.ADMIN])
+    values = {"org": org.name, "name": verification.legal_name, "reason": verification.reason}
+
+    def render():
+        if verification.state == RealNameState.APPROVED:
+            return (gettext("Cardmix: %(org)s is verified") % values,
+                    gettext("The real-name verification of %(org)s (%(name)s) was approved. Every card type, bare "
+                            "metal and top-ups of any size are open to the organization now.") % values)
+        return (gettext("Cardmix: %(org)s's verification was not approved") % values,
+                gettext("The real-name verification of %(org)s (%(name)s) was rejected: %(reason)s\n\nCorrect it "
+                        "and submit again in the console.") % values)
+
+    send_to_people(people, render)
