@@ -1,4 +1,5 @@
 """DRF authentication: bearer API tokens and the console session with CSRF."""
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
@@ -40,6 +41,12 @@ class BearerTokenAuthentication(BaseAuthentication):
         django_request.org = membership.organization
         django_request.membership = membership
         log_context_set(org_id=membership.organization_id)  # observability: org id on every log line
+        # i18n: the token's user's own language wins over Accept-Language, as in the console (the middleware that
+        # applies it ran before DRF knew who this is).
+        code = token.user.language
+        if code and translation.check_for_language(code):
+            translation.activate(code)
+            django_request.LANGUAGE_CODE = translation.get_language()
         return token.user, token
 
     def authenticate_header(self, request):

@@ -89,6 +89,28 @@ def test_api_error_message_follows_accept_language_and_the_code_stays_english(me
     assert anon["code"] == "not_authenticated" and "身份" in anon["message"]  # DRF's own catalog
 
 
+def test_an_api_tokens_user_setting_wins_over_accept_language(member_factory, api_client):
+    """Bearer requests are authenticated by DRF, after the middleware that applies the user's setting: the token's
+    user's language is applied there, then the request's Accept-Language, as for the console."""
+    membership = member_factory(role="owner")
+    _, secret = make_token(membership)
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    forged = "/api/v1/instances/?cursor=forged"
+    membership.user.language = "zh-hans"
+    membership.user.save(update_fields=["language"])
+    chinese = api_client.get(forged)
+    assert _lang(chinese) == "zh-hans"
+    assert chinese.json()["error"]["details"]["cursor"] == [
+        "不是此列表的游标：请按原样使用 next 或 previous 链接。"]
+    membership.user.language = "en"
+    membership.user.save(update_fields=["language"])
+    english = api_client.get(forged, HTTP_ACCEPT_LANGUAGE="zh-CN")
+    assert _lang(english) == "en" and english.json()["error"]["details"]["cursor"][0].startswith("Not a cursor")
+    membership.user.language = ""
+    membership.user.save(update_fields=["language"])
+    assert _lang(api_client.get(forged, HTTP_ACCEPT_LANGUAGE="zh-CN")) == "zh-hans"  # no setting: the header's
+
+
 def test_translations_are_compiled_and_active():
     with translation.override("zh-hans"):
         assert translation.gettext("Dashboard") == "概览"
