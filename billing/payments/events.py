@@ -15,7 +15,7 @@ import uuid
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from billing.choices import AccountKind, TransferCode
 from billing.fapiao.services import fapiao_refund_flag
@@ -129,7 +129,8 @@ def _on_intent_failed(intent: dict, row: StripeEvent) -> str:
         return "stale"
     error = intent.get("last_payment_error") or {}
     topup.state = TopUpState.FAILED
-    topup.failure_message = str(error.get("message") or "The payment failed.")[:500]
+    # Stripe's own words as it gave them; ours stored as the msgid, read in the page's language (the template).
+    topup.failure_message = str(error.get("message") or gettext_noop("The payment failed."))[:500]
     topup.save(update_fields=["state", "failure_message", "updated_at"])
     audit_record(action="topup.failed", org=topup.organization, target=topup, details={"event": row.id})
     return "failed"

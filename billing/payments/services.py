@@ -8,7 +8,7 @@ import logging
 
 from django.conf import settings
 from django.db import models, transaction
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from billing.models_payments import UCNY_PER_FEN, TopUp, TopUpState
 from core.errors import InvalidState, ServiceUnavailable, ValidationFailed
@@ -94,7 +94,7 @@ def topup_intent_create(topup: TopUp) -> TopUp:
                        extra={"topup": str(topup.pk), "error": type(exc).__name__,
                               "stripe_request_id": getattr(exc, "request_id", None)})
         TopUp.objects.filter(pk=topup.pk).update(state=TopUpState.FAILED,
-                                                 failure_message="The payment provider did not answer.")
+                                                 failure_message=gettext_noop("The payment provider did not answer."))
         raise ServiceUnavailable(gettext("The payment provider is unavailable; retry shortly.")) from exc
     TopUp.objects.filter(pk=topup.pk).update(stripe_payment_intent_id=intent.id,
                                              client_secret=intent.client_secret or "")

@@ -101,3 +101,26 @@ def test_on_the_embedded_development_keys_pay_is_disabled_and_the_page_says_why(
     html = console_for(member_factory(role="owner")).get(PAGE).content.decode()
     assert 'id="topup-test-mode"' in html and "No card is charged" in html
     assert re.search(r'<p id="topup-error"[^>]*hidden', html)
+
+
+def test_a_failed_payment_reads_in_the_pages_language(member_factory):
+    """Our own failure words are kept as their msgid and read in the page's language; a message the provider gave
+    is shown as it came."""
+    from django.db import transaction
+
+    from billing.models_payments import StripeEvent
+    from billing.payments.events import _on_intent_failed
+
+    membership = member_factory(role="owner")
+    client = console_for(membership)
+    shown = []
+    for pi, error in (("pi_fail_ours", {}), ("pi_fail_theirs", {"message": "Your card was declined."})):
+        topup = TopUp.objects.create(organization=membership.organization, amount=10_000_000, amount_fen=1000,
+                                     stripe_payment_intent_id=pi)
+        row = StripeEvent.objects.create(id=f"evt_{pi}", type="payment_intent.payment_failed")
+        with transaction.atomic():
+            assert _on_intent_failed({"id": pi, "last_payment_error": error}, row) == "failed"
+        shown.append(client.get(f"/billing/topup/{topup.pk}/status/", HTTP_HX_REQUEST="true",
+                                HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode())
+    assert "支付失败。" in shown[0] and "The payment failed." not in shown[0]
+    assert "Your card was declined." in shown[1]
