@@ -18,7 +18,7 @@ from .schema import (
     PlacementResult,
 )
 from .strategies import FIRST_FIT, OURS, STRATEGIES, pick_node, score
-from .validation import validate
+from .validation import Problem, gettext_noop, validate
 from .workload import FragmentationModel, Workload
 
 # Backtracking over buckets is exact but exponential in the worst case; past this many tried
@@ -273,12 +273,12 @@ class Fleet:
             need = required_domestic(total, policy.min_domestic_share)
             missing = {"total": max(0, total - best_all), "domestic": max(0, need - best_dom)}
             missing = {k: v for k, v in missing.items() if v} or {"total": total}
-            return PlacementResult.insufficient(missing, "no compatible mix fits the free capacity now")
+            return PlacementResult.insufficient(missing, Problem(gettext_noop("no compatible mix fits the free capacity now")))
         mix, zone = best
         items = [Item(acc, count) for acc, count in mix.counts]
         chosen = self._tentative(lambda: self._materialise(request.kind, items, zone, strategy))
         if chosen is None:  # cannot happen: the options above are exactly what fits
-            return PlacementResult.insufficient({"total": total}, "chosen mix no longer fits")
+            return PlacementResult.insufficient({"total": total}, Problem(gettext_noop("chosen mix no longer fits")))
         return self._result(chosen[1], items, catalog)
 
     def _materialise(self, kind: str, items: list[Item], zone: str, strategy: str):

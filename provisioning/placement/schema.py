@@ -99,6 +99,7 @@ class PlacementResult:
     @classmethod
     def insufficient(cls, missing: dict[str, int], message: str = "") -> PlacementResult:
         """A valid request that does not fit the free capacity now."""
+        # The text for the engine's own callers; the API words it from `missing` (services/specs.placement_message).
         text = message or "not enough free capacity: " + ", ".join(
             f"{acc} short by {n}" for acc, n in sorted(missing.items())
         )

@@ -25,7 +25,7 @@ from . import billing_port, storage_port
 from .capacity import placement_catalog
 from .claims import placement_claim, placement_decide
 from .sla import sla_settle
-from .specs import InstanceSpec, images_resolve, placement_invalid, spec_check
+from .specs import InstanceSpec, images_resolve, placement_invalid, placement_message, spec_check
 from .transitions import event_record, instance_transition
 from .warm_pool import warm_take
 
@@ -77,7 +77,7 @@ def _claim_or_waitlist(*, instance: Instance, request: PlacementRequest, catalog
     placement_invalid(result)
     if not result.ok:
         if not instance.waitlist:
-            raise InsufficientCapacity(result.message or "Not enough free capacity now.",
+            raise InsufficientCapacity(placement_message(result),
                                        details={"missing": [f"{k}: {v}" for k, v in sorted(result.missing.items())]})
         locked = {}
         if spec.items:  # the rates this request accepted; the wake keeps them (services/waitlist.py)

@@ -48,7 +48,8 @@ def spec_check(spec: InstanceSpec, catalog: dict[str, AcceleratorInfo]) -> None:
     details: dict[str, list[str]] = {}
     for i, item in enumerate(spec.items):
         if item.accelerator not in catalog:
-            details.setdefault("items", []).append(f"item {i}: {item.accelerator!r} is not an orderable accelerator.")
+            details.setdefault("items", []).append(f"item {i}: " + gettext("%(accelerator)s is not an orderable "
+                                                                          "accelerator.") % {"accelerator": repr(item.accelerator)})
     if spec.policy is not None and not any(info.vendor in spec.policy.compatible_vendors
                                            for info in catalog.values()):
         details["policy"] = [gettext("No orderable accelerator is made by the compatible vendors.")]
@@ -62,7 +63,27 @@ def placement_invalid(result: PlacementResult) -> None:
     """Turn the engine's invalid_request into a 400 (capacity shortfalls are the caller's business)."""
     if not result.ok and result.error_code == INVALID_REQUEST:
         field_name = "policy" if result.message.startswith("policy") else "items"
-        raise ValidationFailed(gettext("The request is invalid."), details={field_name: result.message.split("\n")})
+        raise ValidationFailed(gettext("The request is invalid."),
+                               details={field_name: placement_message(result).split("\n")})
+
+
+def _problem(problem) -> str:
+    return gettext(problem.msgid) % problem.values
+
+
+def placement_message(result: PlacementResult) -> str:
+    """Why the engine refused, in the request's language (the engine keeps English and its msgids: it imports no
+    Django): its problems, one line each ("item <index>: " stays, callers match it), or what capacity is short."""
+    lines = getattr(result.message, "lines", None)
+    if lines is not None:
+        return "\n".join(_problem(p) if i is None else f"item {i}: {_problem(p)}" for i, p in lines)
+    if getattr(result.message, "msgid", None):
+        return _problem(result.message)
+    if result.missing:
+        return gettext("not enough free capacity: %(missing)s") % {"missing": ", ".join(
+            gettext("%(accelerator)s short by %(count)s") % {"accelerator": acc, "count": n}
+            for acc, n in sorted(result.missing.items()))}
+    return result.message or gettext("Not enough free capacity now.")
 
 
 def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo], *, org=None) -> dict[str, str]:
@@ -77,14 +98,17 @@ def images_resolve(spec: InstanceSpec, items, catalog: dict[str, AcceleratorInfo
     for vendor, slug in wanted.items():
         runs_on = (found[slug].vendors if slug in found else private[slug].vendors if slug in private else None)
         if not slug:
-            details.append(f"Name an image for {vendor} (hybrid: images: {{\"{vendor}\": …}}).")
+            # The request syntax in parentheses stays as written: the console drops it (service_text.REQUEST_SYNTAX).
+            details.append(gettext("Name an image for %(vendor)s") % {"vendor": vendor}
+                           + f" (hybrid: images: {{\"{vendor}\": …}}).")
         elif runs_on is None:
-            details.append(f"Unknown image {slug!r}.")
+            details.append(gettext("Unknown image %(image)s.") % {"image": repr(slug)})
         elif vendor not in (runs_on or []):
-            details.append(f"Image {slug!r} does not run on {vendor} accelerators.")
+            details.append(gettext("Image %(image)s does not run on %(vendor)s accelerators.")
+                           % {"image": repr(slug), "vendor": vendor})
         elif slug in private and spec.kind != "container":
-            details.append(f"Image {slug!r} is a private container image: bare-metal nodes boot the catalog's "
-                           "images only.")
+            details.append(gettext("Image %(image)s is a private container image: bare-metal nodes boot the "
+                                   "catalog's images only.") % {"image": repr(slug)})
     if details:
         raise ValidationFailed(gettext("The request is invalid."), details={"image" if spec.image else "images": details})
     return wanted
