@@ -30,7 +30,7 @@ def _running_with_meter(owner):
 
 
 def test_a_stop_makes_a_fixed_small_number_of_statements_and_bills_exactly(owner):
-    from billing.models import Meter, MeterCharge, Transfer
+    from billing.models import MeterCharge, Transfer
     from core.models import OutboxMessage
     from provisioning.services.instances import instance_stop
 
