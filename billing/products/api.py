@@ -7,12 +7,13 @@ from django.utils.translation import gettext_lazy
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.fields import MoneyField
 from core.idempotency import idempotent
+from core.renderers import FastJSONRenderer
 from core.serializers import StrictSerializer
 from tenancy.permissions import require
 
@@ -175,11 +176,11 @@ class StatementCsvView(APIView):
     """GET one month's statement as CSV (text/csv, stable bytes for a past month)."""
 
     permission_classes = [require(read="read_billing")]
-    renderer_classes = [JSONRenderer, CsvRenderer]
+    renderer_classes = [FastJSONRenderer, CsvRenderer]
 
     def handle_exception(self, exc):
         # Errors are the JSON envelope with a JSON content type, even when text/csv was negotiated.
-        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), "application/json"
+        self.request.accepted_renderer, self.request.accepted_media_type = FastJSONRenderer(), "application/json"
         return super().handle_exception(exc)
 
     @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})

@@ -8,7 +8,6 @@ from rest_framework.views import APIView
 from core.dbclock import db_now
 from core.idempotency import idempotent
 from core.pagination import LimitOffsetEnvelopePagination, list_parameters
-from core.renderers import FastJSONRenderer
 from core.serializers import body_refuse_unknown
 from storage.api.serializers import AttachmentInputSerializer
 from tenancy.permissions import require
@@ -81,7 +80,6 @@ class InstanceListCreateView(APIView):
     """GET: the organization's instances (?state=); POST: create one (201, or 202 when waitlisted)."""
 
     permission_classes = [require(read="read", write="instances")]
-    renderer_classes = [FastJSONRenderer]
 
     @extend_schema(operation_id="instances_list",
                    parameters=[OpenApiParameter("state", str, description="comma-separated states"),

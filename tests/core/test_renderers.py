@@ -30,7 +30,8 @@ def test_the_same_bytes_for_the_types_drf_encodes_itself():
     data = {"lazy": gettext_lazy("Not found."), "decimal": decimal.Decimal("1.900000"), "id": uuid.UUID(int=7),
             "at": datetime.datetime(2026, 12, 3, 16, 0, 0, 123456, tzinfo=datetime.UTC),
             "day": datetime.date(2026, 12, 3), "separators": "a\u2028b\u2029c", "cjk": "实名认证",
-            "tuple": (1, "x"), "delta": datetime.timedelta(seconds=90)}
+            "tuple": (1, "x"), "delta": datetime.timedelta(seconds=90),
+            "details": {"devices": {0: {"index": ["Ensure this value is greater than or equal to 0."]}}}}
     fast, drf = _both(data)
     assert fast == drf
     assert FastJSONRenderer().render(None) == b""
