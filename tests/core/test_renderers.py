@@ -1,6 +1,8 @@
-"""core.renderers.FastJSONRenderer (orjson) writes the same bytes as DRF's JSONRenderer for what the API returns."""
+"""core.renderers.FastJSONRenderer (orjson) writes the JSON DRF's JSONRenderer writes: the same bytes but for the
+spelling of some floats."""
 import datetime
 import decimal
+import json
 import uuid
 
 from django.utils.translation import gettext_lazy
@@ -21,9 +23,22 @@ def _both(data):
 
 
 @given(JSONISH)
-def test_the_same_bytes_as_drf_for_json_values(data):
+def test_the_same_json_as_drf_and_the_same_bytes_without_floats(data):
+    """orjson spells some floats otherwise (0.00006103515625 for 6.103515625e-05): the same value, other bytes."""
     fast, drf = _both(data)
-    assert fast == drf
+    if data is None:  # no body at all, as DRF renders None
+        assert fast == drf == b""
+        return
+    assert json.loads(fast) == json.loads(drf)
+    if not _has_float(data):
+        assert fast == drf
+
+
+def _has_float(data) -> bool:
+    if isinstance(data, float):
+        return True
+    values = data.values() if isinstance(data, dict) else data if isinstance(data, list) else ()
+    return any(_has_float(v) for v in values)
 
 
 def test_the_same_bytes_for_the_types_drf_encodes_itself():
