@@ -387,6 +387,11 @@ def org_cards_in_use(*, org) -> int:
         holder_id__in=Instance.objects.filter(organization=org).values("pk")).count()
 
 
+def waitlist_nonempty() -> bool:
+    """Whether any instance waits on the waitlist (one indexed read)."""
+    return Instance.objects.filter(state=S.WAITLISTED).exists()
+
+
 def waitlist_positions(instances) -> dict:
     """{instance id: 1-based position} among waitlisted instances of the same shape (FIFO by waitlisted_at)."""
     waiting = [i for i in instances if i.state == S.WAITLISTED]

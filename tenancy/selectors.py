@@ -1,5 +1,5 @@
 """Reads for tenancy; every organization-owned object is fetched with its organization (404 otherwise)."""
-from django.db.models import Case, IntegerField, Q, Value, When
+from django.db.models import Case, IntegerField, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Now
 from django.http import Http404
 
@@ -63,18 +63,25 @@ def token_authenticate(*, token_hash: str) -> tuple[ApiToken, Membership] | None
     Expiry is compared with the database clock; a token whose user left the organization
     (no membership) or was deactivated does not authenticate.
     """
+    # One statement (every API request makes it): the token, its user and organization, and the membership's
+    # columns beside them.
+    member = Membership.objects.filter(organization_id=OuterRef("organization_id"), user_id=OuterRef("user_id"))
     token = (ApiToken.objects.select_related("user", "organization")
              .filter(token_hash=token_hash, revoked_at__isnull=True)
              .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=Now()))
+             .annotate(**{f"member_{f}": Subquery(member.values(f)[:1]) for f in _MEMBER_FIELDS})
              .first())
-    if token is None or not token.user.is_active:
+    if token is None or not token.user.is_active or token.member_id is None:
         return None
-    membership = Membership.objects.filter(organization_id=token.organization_id, user_id=token.user_id).first()
-    if membership is None:
-        return None
+    membership = Membership.from_db(Membership.objects.db, ["id", "organization_id", "user_id", *_MEMBER_FIELDS[1:]],
+                                    [token.member_id, token.organization_id, token.user_id,
+                                     *(getattr(token, f"member_{f}") for f in _MEMBER_FIELDS[1:])])
     membership.user = token.user  # already loaded: no further queries
     membership.organization = token.organization
     return token, membership
+
+
+_MEMBER_FIELDS = ("id", "role", "created_at")  # with organization and user, every column of a Membership
 
 
 def ssh_key_list(*, user):

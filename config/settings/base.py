@@ -211,7 +211,9 @@ if REDIS_URL:
     if not _cache_url:
         _base, _, _db = REDIS_URL.rpartition("/")
         _cache_url = f"{_base}/{int(_db) + 1}" if _db.isdigit() else REDIS_URL.rstrip("/") + "/1"
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url,
+    # core.cache: Django's RedisCache with one connection pool per process (Django's own opens one per request
+    # under ASGI).
+    CACHES = {"default": {"BACKEND": "core.cache.SharedPoolRedisCache", "LOCATION": _cache_url,
                           "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="cardmix")}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

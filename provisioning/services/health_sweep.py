@@ -37,16 +37,22 @@ def health_incidents_sweep() -> dict[str, int]:
 
 
 def _missing_incidents() -> int:
-    running = dict(Instance.objects.filter(state=S.RUNNING, ready_at__isnull=False).values_list("pk", "ready_at"))
+    # From the few unhealthy held cards to their running instances, in one statement (issue 26: not the fleet's
+    # running instances through Python, 1.7 s at 100k).
+    running_ids = Instance.objects.filter(state=S.RUNNING, ready_at__isnull=False).values("pk")
     held = list(CardAllocation.objects.live().filter(
-        holder_kind=HolderKind.INSTANCE, holder_id__in=list(running),
+        holder_kind=HolderKind.INSTANCE, holder_id__in=running_ids,
         card__health__in=[CardHealth.FAILED, CardHealth.DEGRADED]).values_list("card_id", "holder_id", "card__health"))
     if not held:
         return 0
+    running = dict(Instance.objects.filter(pk__in={h for _, h, _ in held}, state=S.RUNNING, ready_at__isnull=False)
+                   .values_list("pk", "ready_at"))
     incidents = {(i.instance_id, i.card_id): i for i in HealthIncident.objects.filter(
         ended_at__isnull=True, instance_id__in={h for _, h, _ in held})}
     recorded = 0
     for card_id, instance_id, health in held:
+        if instance_id not in running:
+            continue  # it left running between the two reads
         incident = incidents.get((instance_id, card_id))
         if incident is not None and (incident.failed_at is not None or health != CardHealth.FAILED):
             continue  # what the card's health says is recorded already

@@ -356,3 +356,18 @@ def test_a_card_failing_while_its_instance_stops_credits_nothing_beyond_the_stop
     meter.refresh_from_db()
     assert meter.credited_amount == 0 and Meter.objects.filter(instance_id=iid).count() == 1
     assert ledger_verify() == []
+
+
+def test_the_sweep_reads_from_the_unhealthy_cards_not_from_every_running_instance(db):
+    """Issue 26: a periodic job bounded by its work. With every card healthy the sweep is two short statements,
+    whatever the number of running instances (it read them all into an IN list: 1.7 s at 100k)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.factories.provisioning import InstanceFactory
+
+    InstanceFactory.create_batch(40, state="running", ready_at=db_now())
+    with CaptureQueriesContext(connection) as statements:
+        assert health_incidents_sweep() == {"recorded": 0, "split": 0}
+    sql = [q["sql"] for q in statements.captured_queries]
+    assert len(sql) <= 2 and max(len(s) for s in sql) < 1500, sql

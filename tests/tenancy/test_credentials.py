@@ -190,3 +190,24 @@ def test_issue_token_command_creates_verified_user_with_trial(trial_calls, capsy
     assert bearer(capsys.readouterr().out.strip()).get(ORG).status_code == 200
     assert len(trial_calls) == 1
     assert ApiToken.objects.get(token_hash=token_hash(secret)).scope == "read"
+
+
+def test_a_token_is_checked_in_one_statement_with_its_whole_membership(member_factory):
+    """Every API request authenticates (issue 26: a stop request's round trips): the token, its user, organization
+    and membership come from one statement, and the membership is complete (no column left to load later)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tenancy.selectors import token_authenticate
+
+    admin = member_factory(role="admin")
+    token, secret = make_token(admin)
+    with CaptureQueriesContext(connection) as statements:
+        found, membership = token_authenticate(token_hash=token_hash(secret))
+        assert (membership.pk, membership.role, membership.created_at) == (admin.pk, "admin", admin.created_at)
+        assert (membership.organization, membership.user) == (admin.organization, admin.user)
+        assert membership.get_deferred_fields() == set()
+    assert found == token and len(statements.captured_queries) == 1
+    membership.role = "member"
+    membership.save()
+    assert Membership.objects.get(pk=admin.pk).role == "member"  # a row of the table, saved in place
