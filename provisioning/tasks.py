@@ -28,9 +28,8 @@ _STEPS = {
 @shared_task(name="provisioning.instance_advance")
 def instance_advance(instance_id: str) -> str:
     """Drive an instance through the worker-owned states until it rests; returns the final state."""
-    state = None
+    state = Instance.objects.filter(pk=instance_id).values_list("state", flat=True).first()
     for _ in range(10):  # provisioning → checking → running is three hops; the bound guards loops
-        state = Instance.objects.filter(pk=instance_id).values_list("state", flat=True).first()
         step = _STEPS.get(state)
         if step is None:
             break
@@ -43,7 +42,7 @@ def instance_advance(instance_id: str) -> str:
                                                 "duration_s": round(time.perf_counter() - started, 3)})
         if after == state:
             break  # the step could not progress (someone else moved it, or it waits)
-        state = after
+        state = after  # the next hop starts from this read (one statement a hop, not two)
     return str(state)
 
 
