@@ -128,8 +128,12 @@ def test_the_copy_button_puts_the_new_token_on_the_clipboard(e2e_env, live_serve
     page.click("button:text-is('Create token')")
     page.wait_for_selector("#new-token-secret")
     secret = page.inner_text("#new-token-secret")
+    # The label says "Copied" for 1.5 s: watched from before the click, so a slow machine cannot miss it.
+    page.evaluate("""() => { const button = document.querySelector('#copy-token'); window.labels = [];
+        new MutationObserver(() => window.labels.push(button.textContent))
+            .observe(button, {childList: true, characterData: true, subtree: true}); }""")
     page.click("#copy-token")
-    page.wait_for_selector("#copy-token:text-is('Copied')")
+    page.wait_for_function("() => window.labels.includes('Copied')")
     assert page.evaluate("navigator.clipboard.readText()") == secret and secret.startswith("cmx_")
     assert ApiToken.objects.get(user=owner.user).scope == "read"
     assert login_client(owner).get("/account/tokens/").status_code == 200
