@@ -20,9 +20,11 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from console.routing import PortHostRouter, websocket_urlpatterns  # noqa: E402
 from console.ws_origin import SameOriginValidator  # noqa: E402
+from core.gc_tuning import tune_for_requests  # noqa: E402
 
 application = ProtocolTypeRouter({
     "http": django_application,
     "websocket": SameOriginValidator(AllowedHostsOriginValidator(PortHostRouter(AuthMiddlewareStack(
         URLRouter(websocket_urlpatterns))))),
 })
+tune_for_requests()  # last: what start-up built is frozen

@@ -121,6 +121,8 @@ elif env.bool("DB_POOL", default=False):
 else:  # workers, beat, WSGI and management commands: one thread each, one persistent connection
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The web's young-generation GC threshold (core/gc_tuning.py; CPython's default is 700).
+GC_GEN0_THRESHOLD = env.int("GC_GEN0_THRESHOLD", default=50_000)
 DATABASES["default"]["TEST"] = {"NAME": env.str("CARDMIX_TEST_DB_NAME", default=None)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USING_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
