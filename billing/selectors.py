@@ -134,10 +134,11 @@ def instance_package_expression(instance_id_ref):
     """packages_current for one instance id (e.g. OuterRef("pk")) as an expression on PostgreSQL: its latest
     package period as {"period", "state", "starts_at", "ends_at", "renewal"} (times as text), or NULL."""
     from django.db.models import JSONField, TextField
-    from django.db.models.functions import JSONObject
+
+    from core.querysets import json_object
 
     latest = (Package.objects.filter(instance_id=instance_id_ref).order_by("-period")
-              .values(j=JSONObject(period="period", state="state", starts_at=Cast("starts_at", TextField()),
+              .values(j=json_object(period="period", state="state", starts_at=Cast("starts_at", TextField()),
                                    ends_at=Cast("ends_at", TextField()), renewal="renewal"))[:1])
     return Subquery(latest, output_field=JSONField())
 

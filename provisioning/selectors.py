@@ -51,7 +51,7 @@ def instance_list(*, org, state: str | None = None):
     return qs.order_by("-created_at", "-id")
 
 
-# The columns the API's instance body shows, in provisioning.api.rows.InstanceRow order; GROUP_BODY_FIELDS in
+# The columns the API's instance body shows, in provisioning.api.rows.InstanceRow order; GROUP_BODY_COLUMNS in
 # GroupRow order (the live node groups, fetched with the page as one JSON array per instance).
 # The body_* columns are the page's per-row figures, read in the page's one statement on PostgreSQL (None elsewhere):
 # cost so far, live groups, latest package period, notices' sources, volumes, datasets, waitlist position, the
@@ -70,9 +70,8 @@ _PG_COLUMNS = (
     "id", "name", "kind", "state", "state_reason", "zone_id", "zone__slug", "image", "billing", "package_renewal",
     "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline", "sla_event_id", "sla_settled_event_id",
     "sla_compensation", "organization_id", "body_cost", "body_extra", "body_position", "body_total", "body_now")
-GROUP_BODY_FIELDS = {"i": "item_index", "a": "accelerator", "c": "card_indices", "s": "state", "n": "node_id",
-                     "h": "node__hostname", "sh": "node__ssh_host", "sp": "node__ssh_port",
-                     "gp": "ssh_port", "cc": "node__card_count", "v": "node__accelerator__vendor"}
+GROUP_BODY_COLUMNS = ("item_index", "accelerator", "card_indices", "state", "node_id", "node__hostname",
+                      "node__ssh_host", "node__ssh_port", "ssh_port", "node__card_count", "node__accelerator__vendor")
 
 # Waitlist positions of a page in its statement: every waitlisted instance's place among those of its shape
 # (waitlist_shape: kind, zone, accelerators and counts — or the policy), FIFO by waitlisted_at, created_at, id.
@@ -121,16 +120,17 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
                            body_now=Value(None, output_field=TextField())).values_list(*INSTANCE_BODY_COLUMNS)
     pk = OuterRef("pk")
     groups = json_rows(NodeGroup.objects.live().filter(instance_id=pk), key="instance_id",
-                       ordering=("item_index", "id"), **GROUP_BODY_FIELDS)
+                       ordering=("item_index", "id"), columns=GROUP_BODY_COLUMNS)
     storage = instance_storage_expressions(pk, org_id=org_id)
     notices = instance_notice_expressions(pk)
     count = (Instance.objects.filter(organization_id=org_id, **({"state__in": states} if states else {}))
              .order_by().values("organization_id").annotate(n=Count("pk")).values("n"))
     # The row's JSON in one value (one decode per row): its own JSON columns, then the per-row figures.
-    extra = Func(F("items"), F("policy"), F("images"), groups,
-                 Case(When(billing="monthly", then=instance_package_expression(pk)), default=None),
-                 notices["dark"], notices["health"], storage["volumes"], storage["datasets"],
-                 function="jsonb_build_array", output_field=JSONField())
+    extra = Cast(Func(F("items"), F("policy"), F("images"), groups,
+                      Case(When(billing="monthly", then=instance_package_expression(pk)), default=None),
+                      notices["dark"], notices["health"], storage["volumes"], storage["datasets"],
+                      function="json_build_array", output_field=JSONField()),
+                 TextField())  # text JSON (json_build_array: jsonb would parse and re-sort it), parsed once by orjson
     qs = qs.annotate(
         body_cost=instance_cost_expression(pk), body_extra=extra,
         body_position=RawSQL(_POSITION, (), output_field=BigIntegerField()),
@@ -174,10 +174,17 @@ def _prepared_cursor():
 @lru_cache(maxsize=1)
 def _prepared_cursor_class():
     import psycopg
+    from psycopg.types.string import TextLoader
 
     # A raw cursor: the statement comes with $n placeholders already (_numbered), because psycopg re-parses a
     # %s statement this long on every call (its cache stops at 4 kB).
     class Prepared(psycopg.RawCursor):
+        def __init__(self, connection):
+            super().__init__(connection)
+            # Ids as their text: the body shows them as text, and building uuid.UUID objects (five a row) and
+            # formatting them back was a tenth of the list's Python. _BodyRows.key makes the cursor's one a UUID.
+            self.adapters.register_loader("uuid", TextLoader)
+
         def execute(self, query, params=None, *, prepare=None, binary=None):
             return super().execute(query, params, prepare=True, binary=binary)
 
@@ -254,7 +261,7 @@ class _BodyRows:
 
     @staticmethod
     def key(row) -> tuple:
-        return (_moment(row[_CREATED]), row[0])
+        return (_moment(row[_CREATED]), instance_pk(row[0]))
 
 
 def _moment(value):
@@ -313,12 +320,12 @@ def instance_row(*, org, instance_id):
 
 
 def live_group_rows(instance_ids) -> dict:
-    """{instance id: [dicts of GROUP_BODY_FIELDS]} of the live node groups, by item index, in one query."""
+    """{instance id: [GROUP_BODY_COLUMNS tuples]} of the live node groups, by item index, in one query."""
     by_instance: dict = {i: [] for i in instance_ids}
     rows = (NodeGroup.objects.live().filter(instance_id__in=list(by_instance))
-            .order_by("item_index", "id").values("instance_id", **{k: F(v) for k, v in GROUP_BODY_FIELDS.items()}))
-    for row in rows:
-        by_instance[row.pop("instance_id")].append(row)
+            .order_by("item_index", "id").values_list("instance_id", *GROUP_BODY_COLUMNS))
+    for instance_id, *columns in rows:
+        by_instance[instance_id].append(columns)
     return by_instance
 
 

@@ -64,7 +64,8 @@ class InstanceRow(NamedTuple):
 
 
 class GroupRow(NamedTuple):
-    """One live node group with the node columns the body shows; order is `selectors.GROUP_BODY_COLUMNS`."""
+    """One live node group with the node columns the body shows; after the instance id, the order is
+    `selectors.GROUP_BODY_COLUMNS`."""
 
     instance_id: object
     item_index: int
@@ -90,10 +91,9 @@ def row_of(instance) -> InstanceRow:
         instance.sla_settled_event_id, instance.sla_compensation, instance.organization_id)
 
 
-def group_row_from(instance_id, g: dict) -> GroupRow:
-    """A row from one element of the page query's group array (keys: selectors.GROUP_BODY_FIELDS)."""
-    return GroupRow(instance_id, g["i"], g["a"], g["c"], g["s"], g["n"], g["h"], g["sh"], g["sp"], g["gp"], g["cc"],
-                    g["v"])
+def group_row_from(instance_id, columns) -> GroupRow:
+    """A row from one element of the page query's group array (selectors.GROUP_BODY_COLUMNS, in order)."""
+    return GroupRow(instance_id, *columns)
 
 
 def group_row_of(group) -> GroupRow:
