@@ -6,7 +6,7 @@ a terminal with a visitor's cookie).
 """
 import os
 
-from django.core.asgi import get_asgi_application
+from core.asgi_handler import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Under ASGI every request runs its sync code in a thread of its own: persistent per-thread connections would leak
