@@ -34,7 +34,7 @@ def _probe(module: str, **env) -> dict:
 @pytest.mark.parametrize("module", ["config.asgi", "config.wsgi"])
 def test_the_entry_points_freeze_start_up_and_raise_the_young_threshold(module):
     got = _probe(module)
-    assert got["before"] == 700  # CPython's default, for contrast
+    assert got["before"] < 50_000  # CPython's default (700 on 3.11) was raised
     assert got["threshold"][0] == 50_000
     assert got["enabled"]  # collections still run: cycles made while serving are freed
     # Django, the apps and every view module (the URL patterns are loaded before freezing): far more than the
