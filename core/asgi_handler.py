@@ -1,6 +1,6 @@
 """Django's ASGI handler with the middleware chain and the view run in one thread hop.
 
-Every middleware of this project is sync-only, and so are its views. Django's ASGIHandler still builds an async chain
+Every middleware of this project is sync-only, and so are its views but the port proxy. Django's ASGIHandler still builds an async chain
 around them: it enters the sync middleware through sync_to_async, comes back to the event loop through async_to_sync
 for its async core, then goes to a thread again for every process_view hook and for the view — each crossing a
 future, a wake-up of the other thread and a copy of the context. Built as WSGI builds it (sync throughout) and

@@ -52,6 +52,21 @@ def test_concurrent_requests_get_exactly_the_limit():
     assert _allowed_at_once(_throttle_class(WindowCounterThrottle, "throttle-test-ours")) == LIMIT
 
 
+def test_on_redis_a_request_is_counted_in_one_round_trip(monkeypatch):
+    from redis.client import Pipeline
+
+    trips = []
+    real_execute = Pipeline.execute
+
+    def execute(self, *args, **kwargs):
+        trips.append(len(self.command_stack))
+        return real_execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "execute", execute)
+    assert _throttle_class(WindowCounterThrottle, "throttle-test-trips")().allow_request(SimpleNamespace(), None)
+    assert trips == [3]  # INCR, EXPIRE and the previous window's GET, sent together
+
+
 def test_drfs_own_throttle_loses_counts_under_the_same_load():
     """The control: DRF's list-per-key throttle, which WindowCounterThrottle replaces, lets more through."""
     assert _allowed_at_once(_throttle_class(SimpleRateThrottle, "throttle-test-drf")) > LIMIT
