@@ -52,7 +52,7 @@ class WindowCounterThrottle(SimpleRateThrottle):
             at = duration * (1 - (limit - current - 1) / previous) if previous else into
             return max(round(at - into, 6), 1)
         # Full: in the next window this one weighs in the way the previous one does now.
-        at = duration * (1 - (limit - 1) / current) if current > limit - 1 and limit > 0 else 0
+        at = duration * (1 - (limit - 1) / current) if limit > 0 else 0  # here current ≥ limit
         return max(math.ceil(round(duration - into + at, 6)), 1)  # round: 60 × (1 − 2/3) is 20.000000000000004
 
 
