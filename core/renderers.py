@@ -7,6 +7,21 @@ from rest_framework.utils.encoders import JSONEncoder
 _FALLBACK = JSONEncoder()
 # As DRF writes them (JavaScript-safe), which orjson leaves raw.
 _SEPARATORS = ((b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
+_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_NON_STR_KEYS
+
+
+def json_bytes(data) -> bytes:
+    """`data` as the API writes it (compact). orjson.Fragment values go in as they are: JSON this wrote earlier
+    (provisioning/body_cache.py)."""
+    out = orjson.dumps(data, default=_FALLBACK.default, option=_OPTIONS)  # NON_STR_KEYS: validation details by index
+    if b"\xe2\x80" in out:  # one scan of the usual answer, which has neither
+        for raw, escaped in _SEPARATORS:
+            out = out.replace(raw, escaped)
+    return out
+
+
+def json_text(data) -> str:
+    return json_bytes(data).decode()
 
 
 class FastJSONRenderer(JSONRenderer):
@@ -17,11 +32,6 @@ class FastJSONRenderer(JSONRenderer):
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if data is None:
             return b""
-        if self.get_indent(accepted_media_type, renderer_context or {}) is not None:
-            return super().render(data, accepted_media_type, renderer_context)  # ?indent / browsable: rare
-        out = orjson.dumps(data, default=_FALLBACK.default,
-                           option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-                           | orjson.OPT_NON_STR_KEYS)  # validation details key list items by index
-        for raw, escaped in _SEPARATORS:
-            out = out.replace(raw, escaped)
-        return out
+        if self.get_indent(accepted_media_type, renderer_context or {}) is not None:  # ?indent / browsable: rare
+            return super().render(orjson.loads(json_bytes(data)), accepted_media_type, renderer_context)
+        return json_bytes(data)

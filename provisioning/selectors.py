@@ -33,6 +33,7 @@ from inventory.models import CardAllocation
 from inventory.selectors import images_named
 
 from . import http_ports
+from .body_cache import body_format
 from .choices import InstanceKind, ReportScope
 from .choices import InstanceState as S
 from .models import HealthIncident, Instance, InstanceEvent, NodeGroup, PortShare, ReadinessReport
@@ -61,7 +62,7 @@ INSTANCE_BODY_COLUMNS = (
     "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline",
     "sla_event_id", "sla_settled_event_id", "sla_compensation", "organization_id", "body_cost", "body_groups",
     "body_package", "body_dark", "body_health", "body_volumes", "body_datasets", "body_position", "body_total",
-    "body_now")
+    "body_now", "body_kept", "body_version")
 _EXTRA_COLUMNS = ("body_groups", "body_package", "body_dark", "body_health", "body_volumes", "body_datasets",
                   "body_position", "body_total")
 # What the PostgreSQL statement selects: the JSON columns and figures travel in `body_extra`, one JSON array per
@@ -69,7 +70,8 @@ _EXTRA_COLUMNS = ("body_groups", "body_package", "body_dark", "body_health", "bo
 _PG_COLUMNS = (
     "id", "name", "kind", "state", "state_reason", "zone_id", "zone__slug", "image", "billing", "package_renewal",
     "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline", "sla_event_id", "sla_settled_event_id",
-    "sla_compensation", "organization_id", "body_cost", "body_extra", "body_position", "body_total", "body_now")
+    "sla_compensation", "organization_id", "body_cost", "body_extra", "body_position", "body_total", "body_now",
+    "body_kept", "body_version")
 GROUP_BODY_COLUMNS = ("item_index", "accelerator", "card_indices", "state", "node_id", "node__hostname",
                       "node__ssh_host", "node__ssh_port", "ssh_port", "node__card_count", "node__accelerator__vendor")
 
@@ -95,9 +97,9 @@ _POSITION = ("CASE WHEN provisioning_instance.state = 'waitlisted' THEN "
 LIST_ORDER = ("-created_at", "-id")
 
 
-def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=False, instance_id=None):
+def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=False, instance_id=None, kept_format=""):
     """The page query. `beyond`: (created_at, id) a cursor page starts after (before, when `backwards`);
-    `instance_id`: that one instance only."""
+    `instance_id`: that one instance only; `kept_format`: the body_cache format whose kept bodies it reads."""
     from billing.selectors import instance_package_expression
     from core.pagination import keyset_beyond
     from storage.selectors import instance_storage_expressions
@@ -117,7 +119,9 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
     if connection.vendor != "postgresql":  # SQLite (development): the view reads the figures query by query
         return qs.annotate(body_cost=Value(None, output_field=BigIntegerField()),
                            **{c: Value(None, output_field=JSONField()) for c in _EXTRA_COLUMNS},
-                           body_now=Value(None, output_field=TextField())).values_list(*INSTANCE_BODY_COLUMNS)
+                           body_now=Value(None, output_field=TextField()),
+                           body_kept=Value(None, output_field=TextField()),
+                           body_version=Value(None, output_field=BigIntegerField())).values_list(*INSTANCE_BODY_COLUMNS)
     pk = OuterRef("pk")
     groups = json_rows(NodeGroup.objects.live().filter(instance_id=pk), key="instance_id",
                        ordering=("item_index", "id"), columns=GROUP_BODY_COLUMNS)
@@ -125,8 +129,15 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
     notices = instance_notice_expressions(pk)
     count = (Instance.objects.filter(organization_id=org_id, **({"state__in": states} if states else {}))
              .order_by().values("organization_id").annotate(n=Count("pk")).values("n"))
+    # A kept body (provisioning/body_cache.py) of this process's format, if it is still current; what it is built
+    # from is read only for the rows that have none (CASE evaluates the node groups' subquery only for those).
+    qs = qs.annotate(body_kept=Case(When(body_cache__format=kept_format, then=F("body_cache__body")), default=None,
+                                    output_field=TextField()),
+                     body_version=F("body_cache__version"))
+    missing = Q(body_kept__isnull=True)
     # The row's JSON in one value (one decode per row): its own JSON columns, then the per-row figures.
-    extra = Cast(Func(F("items"), F("policy"), F("images"), groups,
+    extra = Cast(Func(*[Case(When(missing, then=part), default=None) for part in (F("items"), F("policy"), F("images"),
+                                                                                   groups)],
                       Case(When(billing="monthly", then=instance_package_expression(pk)), default=None),
                       notices["dark"], notices["health"], storage["volumes"], storage["datasets"],
                       function="json_build_array", output_field=JSONField()),
@@ -150,6 +161,7 @@ _ID_SLOT = uuid.UUID(int=0xC0FFEF)
 _ONE_SLOT = uuid.UUID(int=0xC0FFF0)
 _CREATED = INSTANCE_BODY_COLUMNS.index("created_at")  # in the decoded rows
 _TOTAL = INSTANCE_BODY_COLUMNS.index("body_total")
+_PG_NOW = _PG_COLUMNS.index("body_now")
 
 
 def _prepared_cursor():
@@ -220,13 +232,15 @@ class _BodyRows:
 
     def _statement(self, *, total: bool, cursor: str | None):
         one = self.instance_id is not None
-        shape = (len(self.states), total, cursor, one)
+        kept_format = body_format()
+        shape = (len(self.states), total, cursor, one, kept_format)
         if shape not in self._compiled:
             slots = [f"\x00state-slot-{i}" for i in range(len(self.states))]
             beyond = (_AT_SLOT, _ID_SLOT) if cursor else None
             sql, params = _body_rows_query(org_id=_ORG_SLOT, states=slots, total=total, beyond=beyond,
                                            backwards=cursor == "back",
-                                           instance_id=_ONE_SLOT if one else None).query.sql_with_params()
+                                           instance_id=_ONE_SLOT if one else None,
+                                           kept_format=kept_format).query.sql_with_params()
             places = {_ORG_SLOT: 0, **{s: i + 1 for i, s in enumerate(slots)}, _AT_SLOT: len(slots) + 1,
                       _ID_SLOT: len(slots) + 2, _ONE_SLOT: len(slots) + 3}
             sql = _numbered(f"{_WAITQ}{sql} LIMIT %s OFFSET %s", len(params) + 2)
@@ -241,8 +255,9 @@ class _BodyRows:
         with _prepared_cursor() as cur:
             cur.execute(sql, [*bound, limit, offset])
             rows = cur.fetchall()
-        now = datetime.fromisoformat(rows[0][-1]) if rows else None  # the same for every row
-        return [_decoded(r, now) for r in rows]
+        now = datetime.fromisoformat(rows[0][_PG_NOW]) if rows else None  # the same for every row
+        return [_kept_plain(r, now) if r[_PG_KEPT] is not None and r[_PG_EXTRA] == _PLAIN_EXTRA else _decoded(r, now)
+                for r in rows]
 
     def __getitem__(self, page: slice) -> list:
         return self._run(limit=page.stop - page.start, offset=page.start)
@@ -282,18 +297,35 @@ def _api_time(text):
     return datetime.fromisoformat(text)
 
 
+# body_extra of a row with a kept body (nothing to build it from) and no package, notices or storage: most rows.
+_PLAIN_EXTRA = "[null, null, null, null, null, null, null, null, null]"
+_PG_KEPT, _PG_EXTRA = _PG_COLUMNS.index("body_kept"), _PG_COLUMNS.index("body_extra")
+
+
+def _kept_plain(r: tuple, now) -> tuple:
+    """_decoded for such a row: only what the kept body's figures, the cursor's key and the view read (the
+    timestamp stays PostgreSQL's text: _moment reads it)."""
+    (pk, _name, kind, state, _reason, _zone_id, _zone_slug, _image, billing, _renewal, _waitlist, created, _ready,
+     _price, _deadline, _sla_event, _sla_settled, _sla_compensation, _org_id, cost, _extra, position, total, _, kept,
+     version) = r
+    return (pk, None, kind, state, None, None, None, None, None, None, None, billing, None, None, created, None, None,
+            None, None, None, None, None, cost, [], None, None, None, None, None, position, total, now, kept, version)
+
+
 def _decoded(r: tuple, now) -> tuple:
     """A row of the PostgreSQL statement (_PG_COLUMNS) as the INSTANCE_BODY_COLUMNS tuple."""
     (pk, name, kind, state, reason, zone_id, zone_slug, image, billing, renewal, waitlist, created, ready, price,
-     deadline, sla_event, sla_settled, sla_compensation, org_id, cost, extra, position, total, _) = r
+     deadline, sla_event, sla_settled, sla_compensation, org_id, cost, extra, position, total, _, kept, version) = r
     # The database driver hands jsonb over as text (Django decodes it in the ORM's converters); orjson reads a page's
     # 100 of them in a quarter of json's time.
     items, policy, images, groups, package, dark, health, volumes, datasets = (
         orjson.loads(extra) if isinstance(extra, str) else extra)
+    if kept is not None:  # a kept body (body_cache) shows its own times; the cursor's key needs created_at
+        ready = deadline = None
     return (pk, name, kind, state, reason, items, policy, zone_id, zone_slug, image, images, billing, renewal,
             waitlist, _api_time(created), _api_time(ready), price, _api_time(deadline), sla_event, sla_settled,
             sla_compensation, org_id, cost, groups or [], package, dark, health, volumes, datasets, position, total,
-            now)
+            now, kept, version)
 
 
 def instance_list_rows(*, org, state: str | None = None):

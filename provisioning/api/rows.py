@@ -57,6 +57,8 @@ class InstanceRow(NamedTuple):
     body_position: int | None = None
     body_total: int | None = None
     body_now: object = None  # the database clock of the page's statement (PostgreSQL)
+    body_kept: str | None = None  # the kept body (provisioning/body_cache.py), when it is still current
+    body_version: int | None = None  # its row's version, as the statement read it
 
     @property
     def pk(self):
@@ -153,6 +155,23 @@ def _money(amount: int) -> str:
     return format_ucny(amount)
 
 
+def figure_fields(figures: RowFigures) -> tuple:
+    """The body's per-row figures, in provisioning.body_cache.FIGURES order: what a kept body leaves out."""
+    return (_package(figures.package), format_ucny(int(figures.cost or 0)), figures.position, figures.notices,
+            figures.storage.get("volumes", []), figures.storage.get("datasets", []))
+
+
+def plain_figure_json(cost, position) -> tuple[str, str]:
+    """The cost so far and waitlist position of figure_fields as JSON text, for a row with no package, notices or
+    storage (most rows): a shortcut, equal to json_text of each (tests/provisioning/test_body_cache.py)."""
+    return f'"{format_ucny(int(cost or 0))}"', "null" if position is None else str(int(position))
+
+
+def keepable(row: InstanceRow) -> bool:
+    """Whether the body may be kept (body_cache): on the way to running, its SLA breach turns on the clock."""
+    return row.state not in _IN_FLIGHT
+
+
 def instance_body(row: InstanceRow, groups, *, costs: dict | None = None, positions: dict | None = None, now,
                   packages=None, notices=None, storage=None, figures: RowFigures | None = None) -> dict:
     """The instance body from its row and its live group rows (ordered by item index, id), with the per-row
@@ -181,6 +200,7 @@ def instance_body(row: InstanceRow, groups, *, costs: dict | None = None, positi
         breached = False
     granted = sla_granted(row)
     price = int(row.price_per_hour)
+    package, cost, position, notices, volumes, datasets = figure_fields(figures)
     return {
         "id": str(row.id),
         "name": row.name,
@@ -196,22 +216,22 @@ def instance_body(row: InstanceRow, groups, *, costs: dict | None = None, positi
         "images": row.images,
         "billing": row.billing,
         "package_renewal": row.package_renewal,
-        "package": _package(figures.package),
+        "package": package,
         "waitlist": row.waitlist,
         "created_at": row.created_at,
         "ready_at": row.ready_at,
         "price_per_hour": _money(price),
         "price_per_second": _per_second(price),
-        "cost_so_far": format_ucny(int(figures.cost or 0)),
+        "cost_so_far": cost,
         "ssh": ssh,
         "ssh_gateway": gateway_entry(row.id, row.name, ssh),  # one address for the fleet (provisioning/gateway/)
         "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
                 "compensation": format_ucny(granted) if granted else None},
-        "waitlist_position": figures.position,
+        "waitlist_position": position,
         "slurm_partition": _slurm_partition(row, groups) if len(groups) > 1 else None,
         "actions": list(_actions(state)),
-        "notices": figures.notices,  # e.g. its node stopped answering (provisioning/notices.py)
+        "notices": notices,  # e.g. its node stopped answering (provisioning/notices.py)
         # storage: attached volumes (mount path, size, usage, price) and read-only datasets (storage_port.py)
-        "volumes": figures.storage.get("volumes", []),
-        "datasets": figures.storage.get("datasets", []),
+        "volumes": volumes,
+        "datasets": datasets,
     }

@@ -1,4 +1,5 @@
 """Instances, their events and readiness reports, and quotes (SPEC §5)."""
+import orjson
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -8,11 +9,12 @@ from rest_framework.views import APIView
 from core.dbclock import db_now
 from core.idempotency import idempotent
 from core.pagination import LimitOffsetEnvelopePagination, list_parameters
+from core.renderers import json_text
 from core.serializers import body_refuse_unknown
 from storage.api.serializers import AttachmentInputSerializer
 from tenancy.permissions import require
 
-from .. import selectors
+from .. import body_cache, selectors
 from ..choices import InstanceState
 from ..notices import instance_notices, notices_of_row
 from ..services import billing_port, storage_port
@@ -23,7 +25,15 @@ from ..services.quotes import quote_compute
 from ..services.specs import spec_from_data
 from ..services.volumes import instance_volume_attach, instance_volume_detach
 from . import schema_docs as docs
-from .rows import InstanceRow, RowFigures, group_row_from, instance_body
+from .rows import (
+    InstanceRow,
+    RowFigures,
+    figure_fields,
+    group_row_from,
+    instance_body,
+    keepable,
+    plain_figure_json,
+)
 from .serializers import (
     InstanceCreateSerializer,
     InstanceEventSerializer,
@@ -45,30 +55,54 @@ def _context(instances) -> dict:
             "storage": storage_port.storage_bodies(ids) if ids else {}}
 
 
-def _page_bodies(rows, now) -> list[dict]:
+def _page_bodies(rows, now, *, keep=True) -> list:
     """The bodies of a page of selectors.instance_list_rows: the per-row figures read off the rows on PostgreSQL
-    (the page's one statement), query by query elsewhere."""
+    (the page's one statement), query by query elsewhere; the bodies it built kept for the next read (`keep`),
+    the others spliced into their kept text (provisioning/body_cache.py)."""
     if rows[0].body_now is None:  # SQLite (development)
         groups, costs = selectors.page_groups_and_costs(rows, now=now)
         context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
                    "packages": billing_port.packages_current(rows), "notices": instance_notices(rows),
                    "storage": storage_port.storage_bodies([r.id for r in rows])}
         return [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
-    out = []
+    out, built = [], []
     for r in rows:
+        if r.body_kept is not None and not (r.body_package or r.body_dark or r.body_health or r.body_volumes
+                                            or r.body_datasets):
+            # The usual kept row: of its figures only the cost and the waitlist position are not empty.
+            out.append(orjson.Fragment(body_cache.plain_body_text(r.body_kept, *plain_figure_json(r.body_cost,
+                                                                                                r.body_position))))
+            continue
         package = billing_port.package_of_row(r.body_package) if r.body_package else None
         notices = (notices_of_row(kind=r.kind, billing=r.billing, dark=r.body_dark, health=r.body_health)
                    if r.body_dark or r.body_health else [])
         storage = storage_port.storage_body_of_row(r.body_volumes, r.body_datasets)
         figures = RowFigures(r.body_cost, r.body_position, package, notices, storage)
-        out.append(instance_body(r, [group_row_from(r.id, g) for g in r.body_groups], now=now, figures=figures))
+        if r.body_kept is not None:  # kept (provisioning/body_cache.py): only the per-row figures are new
+            out.append(orjson.Fragment(body_cache.body_text(r.body_kept, _figure_json(figures))))
+            continue
+        body = instance_body(r, [group_row_from(r.id, g) for g in r.body_groups], now=now, figures=figures)
+        out.append(body)
+        if keep and r.body_version is not None and keepable(r):
+            built.append((r.id, r.body_version, body_cache.kept_text(body)))
+    body_cache.keep(built)
     return out
+
+
+# Most rows' figures are one of these: no package, no notices, no storage.
+_EMPTY_JSON = {None: "null", (): "[]"}
+
+
+def _figure_json(figures: RowFigures) -> tuple:
+    return tuple(_EMPTY_JSON[None] if value is None else _EMPTY_JSON[()] if value == [] else json_text(value)
+                 for value in figure_fields(figures))
 
 
 def _action_response(request, instance, code) -> Response:
     """An action's answer (a stop waits for it): the body as GET shows it, from the list's one statement."""
     row = InstanceRow._make(selectors.instance_row(org=request.org, instance_id=instance.pk))
-    return Response(_page_bodies([row], row.body_now or db_now())[0], status=code)
+    # Not kept: an action's answer is a body about to change again (stopping → stopped), and a write less for it.
+    return Response(_page_bodies([row], row.body_now or db_now(), keep=False)[0], status=code)
 
 
 def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:

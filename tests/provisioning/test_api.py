@@ -2,14 +2,13 @@
 import uuid
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from inventory.models import CardAllocation
 from provisioning.models import Instance, NodeGroup
 from tests.factories.provisioning import InstanceFactory, container_body, funded, make_fleet
 from tests.factories.tenancy import SshKeyFactory, make_token
+from tests.provisioning.list_reads import list_queries
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 URL = "/api/v1/instances/"
@@ -88,23 +87,16 @@ def _instances(org, n, node):
                                  card_indices=[i % 8], card_ids=[])
 
 
-def _count_queries(client, path):
-    with CaptureQueriesContext(connection) as ctx:
-        r = client.get(path)
-    assert r.status_code == 200
-    return len(ctx.captured_queries), r.json()
-
-
 def test_list_queries_do_not_grow_with_the_page(client, owner):
     node = make_fleet(h100=1)[0]
     _instances(owner.organization, 2, node)
-    few, body = _count_queries(client, f"{URL}?limit=500")
+    few, body = list_queries(client, f"{URL}?limit=500")
     assert body["count"] == 2 and set(body) == {"count", "next", "previous", "results"}
     _instances(owner.organization, 48, node)
-    many, body = _count_queries(client, f"{URL}?limit=500")
+    many, body = list_queries(client, f"{URL}?limit=500")
     assert body["count"] == 50 and len(body["results"]) == 50
     assert few == many
-    running, body = _count_queries(client, f"{URL}?state=running")
+    running, body = list_queries(client, f"{URL}?state=running")
     assert body["count"] == 25 and {x["state"] for x in body["results"]} == {"running"}
 
 
@@ -140,15 +132,15 @@ def test_list_queries_do_not_grow_with_page_or_organization_size(client, owner):
     # holds and however many instances the organization has.
     node = make_fleet(h100=1)[0]
     _production_mix(owner.organization, 8, node)
-    small_page, body = _count_queries(client, f"{URL}?limit=4")
+    small_page, body = list_queries(client, f"{URL}?limit=4")
     assert len(body["results"]) == 4 and {x["state"] for x in body["results"]} >= {"running", "waitlisted"}
-    small_org, body = _count_queries(client, f"{URL}?limit=100")
+    small_org, body = list_queries(client, f"{URL}?limit=100")
     assert body["count"] == 8
     _production_mix(owner.organization, 72, node)
-    large_org, body = _count_queries(client, f"{URL}?limit=100")
+    large_org, body = list_queries(client, f"{URL}?limit=100")
     assert body["count"] == 80 and len(body["results"]) == 80
     assert {x["waitlist_position"] for x in body["results"] if x["state"] == "waitlisted"} == set(range(1, 21))
-    large_page, _ = _count_queries(client, f"{URL}?limit=4")
+    large_page, _ = list_queries(client, f"{URL}?limit=4")
     assert small_page == small_org == large_org == large_page
 
 

@@ -1,0 +1,112 @@
+"""The instance list's kept bodies (provisioning.models.InstanceBody): built once, served until they change.
+
+A list page was mostly the same work done again: 100 bodies built from their rows, node groups and nodes, which
+change a few times in an instance's life, read on every poll. The list now keeps each body's text without its
+per-row figures (cost so far, waitlist position, package, notices, volumes, datasets: they change without a write
+to the instance) and splices the figures in at their places. Triggers clear a kept body in the transaction that
+changes what it shows (migration 0016); the list builds it again and writes it back only if nothing changed it
+since its own statement read it (`version`), so a body is never newer than its figures nor older than its rows.
+
+Not kept: instances on their way to running (their SLA breach turns on the clock), and bodies built by other
+code or settings (`FORMAT`, compared in the list's statement).
+"""
+import hashlib
+import inspect
+import logging
+from functools import lru_cache
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+
+from core.renderers import json_text
+
+log = logging.getLogger(__name__)
+
+# The body's per-row figures, in body order (provisioning.api.rows.figure_fields gives their values).
+FIGURES = ("package", "cost_so_far", "waitlist_position", "notices", "volumes", "datasets")
+_FIGURE_SET = frozenset(FIGURES)
+# What else a kept body depends on: these settings, and the code that builds and writes it.
+_SETTINGS = ("SSH_GATEWAY_PUBLIC_HOST", "SSH_GATEWAY_PUBLIC_PORT", "CONTAINER_SSH_PORT_BASE", "SLURM_SCONTROL",
+             "SLURM_SACCTMGR")
+_CODE = ("provisioning.api.rows", "provisioning.body_cache", "provisioning.endpoints", "provisioning.choices",
+         "provisioning.services.hardware_port", "provisioning.services.sla", "hardware.slurm", "core.money",
+         "core.renderers")
+
+
+def body_format() -> str:
+    """The kept bodies this process may serve: a digest of the code that builds them and the settings they show.
+    A deploy that changes either builds every body again on its first read."""
+    return _format(tuple(repr(getattr(settings, name, None)) for name in _SETTINGS))
+
+
+@lru_cache(maxsize=8)
+def _format(values: tuple) -> str:
+    import importlib
+
+    digest = hashlib.sha256()
+    for name in _CODE:
+        digest.update(inspect.getsource(importlib.import_module(name)).encode())
+    digest.update("\0".join(values).encode())
+    return digest.hexdigest()[:32]
+
+
+# What a kept body holds at each figure's place: the value most rows show (no package, notices or storage).
+_PLAIN = {"package": None, "cost_so_far": "", "waitlist_position": None, "notices": [], "volumes": [], "datasets": []}
+
+
+def kept_text(body: dict) -> str:
+    """The body as text with its per-row figures at their most common values: "start,end,…;{json}", where
+    start,end is the span of each figure's value in the JSON (FIGURES order), for body_text to replace."""
+    pieces, spans, size = [], [], 0
+    for key, value in body.items():
+        figure = key in _FIGURE_SET
+        piece = ("," if pieces else "{") + json_text({key: _PLAIN[key] if figure else value})[1:-1]
+        if figure:  # the value is what follows "key":
+            spans += (size + len(piece) - len(json_text(_PLAIN[key])), size + len(piece))
+        pieces.append(piece)
+        size += len(piece)
+    if len(spans) != 2 * len(FIGURES):
+        raise ValueError("the body lacks a per-row figure")
+    return ",".join(map(str, spans)) + ";" + "".join(pieces) + "}"
+
+
+def body_text(kept: str, figures: tuple) -> str:
+    """The whole body's JSON from a kept text and the per-row figures as JSON text (FIGURES order; None: the kept
+    value stands)."""
+    head, _, text = kept.partition(";")
+    spans = head.split(",")
+    out, start = [], 0
+    for i, figure in enumerate(figures):
+        if figure is not None:
+            out += (text[start:int(spans[2 * i])], figure)
+            start = int(spans[2 * i + 1])
+    out.append(text[start:])
+    return "".join(out)
+
+
+def plain_body_text(kept: str, cost: str, position: str) -> str:
+    """body_text for a row whose only figures are its cost and waitlist position (JSON text): most rows."""
+    head, _, text = kept.partition(";")
+    _, _, cost_start, cost_end, position_start, position_end, _ = head.split(",", 6)
+    return (text[:int(cost_start)] + cost + text[int(cost_end):int(position_start)] + position
+            + text[int(position_end):])
+
+
+def keep(built: list[tuple]) -> None:
+    """Write back bodies the list built: (instance id, the version its statement read, kept text). Only rows still
+    at that version are written; rows a writer holds are skipped, not waited for (a read never waits on a
+    write). Best effort: a failure leaves the bodies to be built on the next read."""
+    if not built:
+        return
+    ids, versions, texts = zip(*built, strict=True)
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE provisioning_instancebody b SET body = v.body, format = %s "
+                "FROM unnest(%s::uuid[], %s::bigint[], %s::text[]) AS v(id, version, body) "
+                "WHERE b.instance_id = v.id AND b.version = v.version AND b.instance_id IN ("
+                " SELECT instance_id FROM provisioning_instancebody WHERE instance_id = ANY(%s::uuid[])"
+                " FOR UPDATE SKIP LOCKED)",
+                [body_format(), list(ids), list(versions), list(texts), list(ids)])
+    except OperationalError:  # e.g. a statement timeout under load: the page was served all the same
+        log.warning("instance bodies not kept", exc_info=True)
