@@ -25,7 +25,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 from django.utils.translation import gettext
 
-from billing.selectors import instance_cost_expression, instance_costs
+from billing.selectors import instance_cost_totals, instance_costs
 from core.dbclock import db_now
 from core.errors import NotFoundError
 from core.querysets import json_rows
@@ -75,24 +75,23 @@ _PG_COLUMNS = (
 GROUP_BODY_COLUMNS = ("item_index", "accelerator", "card_indices", "state", "node_id", "node__hostname",
                       "node__ssh_host", "node__ssh_port", "ssh_port", "node__card_count", "node__accelerator__vendor")
 
-# Waitlist positions of a page in its statement: every waitlisted instance's place among those of its shape
-# (waitlist_shape: kind, zone, accelerators and counts — or the policy), FIFO by waitlisted_at, created_at, id.
-# A CTE is computed only when a row reads it, i.e. only for pages that show a waitlisted instance; one pass over
-# the platform's waitlist per page instead of one per waitlisted row.
-_WAITQ = """WITH cardmix_waitq AS MATERIALIZED (
-  SELECT w.id, row_number() OVER (
-    PARTITION BY w.kind, COALESCE(w.zone_id::text, ''),
-      CASE WHEN jsonb_typeof(w.items) = 'array' AND w.items <> '[]'::jsonb
-        THEN (SELECT jsonb_agg(jsonb_build_array(e->'accelerator', e->'count') ORDER BY e->'accelerator', e->'count')
-              FROM jsonb_array_elements(w.items) e)
-        ELSE jsonb_build_array('policy', w.policy->'total_cards',
-          (SELECT jsonb_agg(v ORDER BY v) FROM jsonb_array_elements(CASE WHEN jsonb_typeof(w.policy->'compatible_vendors')
-             = 'array' THEN w.policy->'compatible_vendors' ELSE '[]'::jsonb END) v),
-          w.policy->'min_domestic_share') END
-    ORDER BY w.waitlisted_at, w.created_at, w.id) AS pos
-  FROM provisioning_instance w WHERE w.state = 'waitlisted') """
-_POSITION = ("CASE WHEN provisioning_instance.state = 'waitlisted' THEN "
-             "(SELECT q.pos FROM cardmix_waitq q WHERE q.id = provisioning_instance.id) END")
+# The page's per-row figures that need other tables' rows, computed once for the page's rows (not a subquery a row):
+# its costs (billing.selectors.instance_cost_totals) and its waitlist positions. A position is the instance's
+# place in its queue (waitlist_shape: kind, zone, accelerators and counts — or the policy), FIFO by waitlisted_at,
+# created_at, id; PostgreSQL keeps each instance's shape in a generated column and the queues in a partial index
+# (migration 0017), so only the queues of the page's waitlisted rows are walked, and none for a page without one.
+_FIGURES = """, cardmix_meters AS ({meters}), cardmix_packages AS ({packages}),
+cardmix_waitq AS (
+  SELECT w.id, row_number() OVER (PARTITION BY w.waitlist_shape ORDER BY w.waitlisted_at, w.created_at, w.id) AS pos
+  FROM provisioning_instance w
+  WHERE w.state = 'waitlisted' AND w.waitlist_shape IN (
+    SELECT p.page_shape FROM cardmix_page p WHERE p.state = 'waitlisted'))
+SELECT {columns} FROM cardmix_page p
+  LEFT JOIN cardmix_meters m ON m.instance_id = p.id
+  LEFT JOIN cardmix_packages k ON k.instance_id = p.id
+  LEFT JOIN cardmix_waitq q ON q.id = p.id
+ORDER BY p.page_at {direction}, p.id {direction}"""
+_PAGE_FIGURES = {"body_cost": "COALESCE(m.total, 0) + COALESCE(k.total, 0)", "body_position": "q.pos"}
 # The list's order, and its keyset for ?cursor= (core.pagination): newest first.
 LIST_ORDER = ("-created_at", "-id")
 
@@ -142,23 +141,26 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
                       notices["dark"], notices["health"], storage["volumes"], storage["datasets"],
                       function="json_build_array", output_field=JSONField()),
                  TextField())  # text JSON (json_build_array: jsonb would parse and re-sort it), parsed once by orjson
+    # body_cost and body_position: filled in by the page's figures (_FIGURES, added by _BodyRows._statement).
     qs = qs.annotate(
-        body_cost=instance_cost_expression(pk), body_extra=extra,
-        body_position=RawSQL(_POSITION, (), output_field=BigIntegerField()),
-        body_total=Subquery(count, output_field=BigIntegerField()) if total else Value(None, BigIntegerField()))
+        body_cost=Value(None, BigIntegerField()), body_extra=extra,
+        body_position=Value(None, BigIntegerField()),
+        body_total=Subquery(count, output_field=BigIntegerField()) if total else Value(None, BigIntegerField()),
+        page_shape=RawSQL("provisioning_instance.waitlist_shape", (), output_field=TextField()), page_at=F("created_at"))
     # Timestamps as the database's text: formatting that is cheaper than building datetimes (_api_time).
     # body_now: the database clock of this statement (what core.dbclock.db_now would answer), one query less.
     qs = qs.annotate(body_now=RawSQL("statement_timestamp()::text", ()),
                      **{f"body_{c}": Cast(c, TextField()) for c in _TIME_COLUMNS})
-    return qs.values_list(*[f"body_{c}" if c in _TIME_COLUMNS else c for c in _PG_COLUMNS])
+    return qs.values_list(*[f"body_{c}" if c in _TIME_COLUMNS else c for c in _PG_COLUMNS], "page_shape", "page_at")
 
 
 _TIME_COLUMNS = ("created_at", "ready_at", "sla_deadline")
-# Stand-ins for the parameters of the compiled statement: the organization, the states, a cursor's row.
+# Stand-ins for the parameters of the compiled statement: the organization, the states, a cursor's row, the page.
 _ORG_SLOT = uuid.UUID(int=0xC0FFEE)
 _AT_SLOT = datetime(1, 1, 1, 0, 0, 0, 7, tzinfo=UTC)
 _ID_SLOT = uuid.UUID(int=0xC0FFEF)
 _ONE_SLOT = uuid.UUID(int=0xC0FFF0)
+_LIMIT_SLOT, _OFFSET_SLOT = "\x00limit-slot", "\x00offset-slot"
 _CREATED = INSTANCE_BODY_COLUMNS.index("created_at")  # in the decoded rows
 _TOTAL = INSTANCE_BODY_COLUMNS.index("body_total")
 _PG_NOW = _PG_COLUMNS.index("body_now")
@@ -237,23 +239,30 @@ class _BodyRows:
         if shape not in self._compiled:
             slots = [f"\x00state-slot-{i}" for i in range(len(self.states))]
             beyond = (_AT_SLOT, _ID_SLOT) if cursor else None
-            sql, params = _body_rows_query(org_id=_ORG_SLOT, states=slots, total=total, beyond=beyond,
-                                           backwards=cursor == "back",
-                                           instance_id=_ONE_SLOT if one else None,
-                                           kept_format=kept_format).query.sql_with_params()
+            page_sql, page_params = _body_rows_query(
+                org_id=_ORG_SLOT, states=slots, total=total, beyond=beyond, backwards=cursor == "back",
+                instance_id=_ONE_SLOT if one else None, kept_format=kept_format).query.sql_with_params()
+            meters, packages = (qs.query.sql_with_params() for qs in instance_cost_totals(
+                RawSQL("SELECT p.id FROM cardmix_page p", ())))
+            columns = ", ".join(_PAGE_FIGURES.get(c, f'p."{f"body_{c}" if c in _TIME_COLUMNS else c}"')
+                                for c in _PG_COLUMNS)
+            sql = (f"WITH cardmix_page AS MATERIALIZED ({page_sql} LIMIT %s OFFSET %s)"
+                   + _FIGURES.format(meters=meters[0], packages=packages[0], columns=columns,
+                                     direction="ASC" if cursor == "back" else "DESC"))
+            params = (*page_params, _LIMIT_SLOT, _OFFSET_SLOT, *meters[1], *packages[1])
             places = {_ORG_SLOT: 0, **{s: i + 1 for i, s in enumerate(slots)}, _AT_SLOT: len(slots) + 1,
-                      _ID_SLOT: len(slots) + 2, _ONE_SLOT: len(slots) + 3}
-            sql = _numbered(f"{_WAITQ}{sql} LIMIT %s OFFSET %s", len(params) + 2)
-            self._compiled[shape] = (sql, tuple(params), places)
+                      _ID_SLOT: len(slots) + 2, _ONE_SLOT: len(slots) + 3, _LIMIT_SLOT: len(slots) + 4,
+                      _OFFSET_SLOT: len(slots) + 5}
+            self._compiled[shape] = (_numbered(sql, len(params)), params, places)
         return self._compiled[shape]
 
     def _run(self, *, total=False, cursor=None, beyond=(None, None), limit, offset=0) -> list:
         sql, params, places = self._statement(total=total, cursor=cursor)
-        values = (self.org_id, *self.states, *beyond, self.instance_id)
+        values = (self.org_id, *self.states, *beyond, self.instance_id, limit, offset)
         bound = [values[places[p]] if isinstance(p, (str, uuid.UUID, datetime)) and p in places else p
                  for p in params]
         with _prepared_cursor() as cur:
-            cur.execute(sql, [*bound, limit, offset])
+            cur.execute(sql, bound)
             rows = cur.fetchall()
         now = datetime.fromisoformat(rows[0][_PG_NOW]) if rows else None  # the same for every row
         return [_kept_plain(r, now) if r[_PG_KEPT] is not None and r[_PG_EXTRA] == _PLAIN_EXTRA else _decoded(r, now)
