@@ -13,6 +13,10 @@ from django.core.handlers.asgi import ASGIHandler
 
 
 class OneHopASGIHandler(ASGIHandler):
+    # A response goes to the server in pieces of this size, each a write to the socket: a list page (about 120 kB)
+    # in one, not two (Django's 64 kB). Slicing a whole bytes object copies nothing.
+    chunk_size = 2**20
+
     def load_middleware(self, is_async=False):
         super().load_middleware(is_async=False)
         if is_async:

@@ -22,7 +22,8 @@ from django.db.models import (
     When,
 )
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
+from django.db.models.lookups import IsNull
 from django.utils.translation import gettext
 
 from billing.selectors import instance_cost_totals, instance_costs
@@ -135,12 +136,15 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
                      body_version=F("body_cache__version"))
     missing = Q(body_kept__isnull=True)
     # The row's JSON in one value (one decode per row): its own JSON columns, then the per-row figures.
+    others = (notices["dark"], notices["health"], storage["volumes"], storage["datasets"])
     extra = Cast(Func(*[Case(When(missing, then=part), default=None) for part in (F("items"), F("policy"), F("images"),
                                                                                    groups)],
-                      Case(When(billing="monthly", then=instance_package_expression(pk)), default=None),
-                      notices["dark"], notices["health"], storage["volumes"], storage["datasets"],
+                      Case(When(billing="monthly", then=instance_package_expression(pk)), default=None), *others,
                       function="json_build_array", output_field=JSONField()),
                  TextField())  # text JSON (json_build_array: jsonb would parse and re-sort it), parsed once by orjson
+    # None for a kept body with no package, notices or storage (most rows): nothing to build, send or read.
+    plain = ~missing & ~Q(billing="monthly") & IsNull(Coalesce(*others, output_field=JSONField()), True)
+    extra = Case(When(plain, then=Value(None)), default=extra, output_field=TextField())
     # body_cost and body_position: filled in by the page's figures (_FIGURES, added by _BodyRows._statement).
     qs = qs.annotate(
         body_cost=Value(None, BigIntegerField()), body_extra=extra,
@@ -265,7 +269,7 @@ class _BodyRows:
             cur.execute(sql, bound)
             rows = cur.fetchall()
         now = datetime.fromisoformat(rows[0][_PG_NOW]) if rows else None  # the same for every row
-        return [_kept_plain(r, now) if r[_PG_KEPT] is not None and r[_PG_EXTRA] == _PLAIN_EXTRA else _decoded(r, now)
+        return [_kept_plain(r, now) if r[_PG_EXTRA] is None else _decoded(r, now)
                 for r in rows]
 
     def __getitem__(self, page: slice) -> list:
@@ -306,14 +310,13 @@ def _api_time(text):
     return datetime.fromisoformat(text)
 
 
-# body_extra of a row with a kept body (nothing to build it from) and no package, notices or storage: most rows.
-_PLAIN_EXTRA = "[null, null, null, null, null, null, null, null, null]"
 _PG_KEPT, _PG_EXTRA = _PG_COLUMNS.index("body_kept"), _PG_COLUMNS.index("body_extra")
 
 
 def _kept_plain(r: tuple, now) -> tuple:
-    """_decoded for such a row: only what the kept body's figures, the cursor's key and the view read (the
-    timestamp stays PostgreSQL's text: _moment reads it)."""
+    """_decoded for a row with a kept body and no package, notices or storage (body_extra NULL: most rows): only
+    what the kept body's figures, the cursor's key and the view read (the timestamp stays PostgreSQL's text: _moment
+    reads it)."""
     (pk, _name, kind, state, _reason, _zone_id, _zone_slug, _image, billing, _renewal, _waitlist, created, _ready,
      _price, _deadline, _sla_event, _sla_settled, _sla_compensation, _org_id, cost, _extra, position, total, _, kept,
      version) = r
