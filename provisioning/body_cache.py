@@ -18,6 +18,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
+from core.money import format_ucny
 from core.renderers import json_text
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,15 @@ def body_text(kept: str, figures: tuple) -> str:
     return "".join(out)
 
 
-def plain_body_text(kept: str, cost: str, position: str) -> str:
-    """body_text for a row whose only figures are its cost and waitlist position (JSON text): most rows."""
+def plain_figures(cost, position) -> tuple[str, str]:
+    """The cost so far (µCNY) and waitlist position as the body's JSON text, for a row with no package, notices or
+    storage: equal to json_text of provisioning.api.rows.figure_fields' (tests/provisioning/test_body_cache.py)."""
+    return f'"{format_ucny(int(cost or 0))}"', "null" if position is None else str(int(position))
+
+
+def plain_body_text(kept: str, cost, position) -> str:
+    """body_text for a row whose only figures are its cost so far and waitlist position (most rows)."""
+    cost, position = plain_figures(cost, position)
     head, _, text = kept.partition(";")
     _, _, cost_start, cost_end, position_start, position_end, _ = head.split(",", 6)
     return (text[:int(cost_start)] + cost + text[int(cost_end):int(position_start)] + position

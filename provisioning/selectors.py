@@ -34,7 +34,7 @@ from inventory.models import CardAllocation
 from inventory.selectors import images_named
 
 from . import http_ports
-from .body_cache import body_format
+from .body_cache import body_format, plain_body_text
 from .choices import InstanceKind, ReportScope
 from .choices import InstanceState as S
 from .models import HealthIncident, Instance, InstanceEvent, NodeGroup, PortShare, ReadinessReport
@@ -63,7 +63,7 @@ INSTANCE_BODY_COLUMNS = (
     "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline",
     "sla_event_id", "sla_settled_event_id", "sla_compensation", "organization_id", "body_cost", "body_groups",
     "body_package", "body_dark", "body_health", "body_volumes", "body_datasets", "body_position", "body_total",
-    "body_now", "body_kept", "body_version")
+    "body_now", "body_kept", "body_version", "body_text")
 _EXTRA_COLUMNS = ("body_groups", "body_package", "body_dark", "body_health", "body_volumes", "body_datasets",
                   "body_position", "body_total")
 # What the PostgreSQL statement selects: the JSON columns and figures travel in `body_extra`, one JSON array per
@@ -121,7 +121,8 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
                            **{c: Value(None, output_field=JSONField()) for c in _EXTRA_COLUMNS},
                            body_now=Value(None, output_field=TextField()),
                            body_kept=Value(None, output_field=TextField()),
-                           body_version=Value(None, output_field=BigIntegerField())).values_list(*INSTANCE_BODY_COLUMNS)
+                           body_version=Value(None, output_field=BigIntegerField()),
+                           body_text=Value(None, output_field=TextField())).values_list(*INSTANCE_BODY_COLUMNS)
     pk = OuterRef("pk")
     groups = json_rows(NodeGroup.objects.live().filter(instance_id=pk), key="instance_id",
                        ordering=("item_index", "id"), columns=GROUP_BODY_COLUMNS)
@@ -314,14 +315,15 @@ _PG_KEPT, _PG_EXTRA = _PG_COLUMNS.index("body_kept"), _PG_COLUMNS.index("body_ex
 
 
 def _kept_plain(r: tuple, now) -> tuple:
-    """_decoded for a row with a kept body and no package, notices or storage (body_extra NULL: most rows): only
-    what the kept body's figures, the cursor's key and the view read (the timestamp stays PostgreSQL's text: _moment
-    reads it)."""
+    """_decoded for a row with a kept body and no package, notices or storage (body_extra NULL: most rows): the
+    whole body's text (body_cache.plain_body_text), and what the cursor's key and the view read (the timestamp
+    stays PostgreSQL's text: _moment reads it)."""
     (pk, _name, kind, state, _reason, _zone_id, _zone_slug, _image, billing, _renewal, _waitlist, created, _ready,
      _price, _deadline, _sla_event, _sla_settled, _sla_compensation, _org_id, cost, _extra, position, total, _, kept,
      version) = r
     return (pk, None, kind, state, None, None, None, None, None, None, None, billing, None, None, created, None, None,
-            None, None, None, None, None, cost, [], None, None, None, None, None, position, total, now, kept, version)
+            None, None, None, None, None, cost, [], None, None, None, None, None, position, total, now, kept, version,
+            plain_body_text(kept, cost, position))
 
 
 def _decoded(r: tuple, now) -> tuple:
@@ -337,7 +339,7 @@ def _decoded(r: tuple, now) -> tuple:
     return (pk, name, kind, state, reason, items, policy, zone_id, zone_slug, image, images, billing, renewal,
             waitlist, _api_time(created), _api_time(ready), price, _api_time(deadline), sla_event, sla_settled,
             sla_compensation, org_id, cost, groups or [], package, dark, health, volumes, datasets, position, total,
-            now, kept, version)
+            now, kept, version, None)
 
 
 def instance_list_rows(*, org, state: str | None = None):

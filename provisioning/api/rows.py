@@ -59,6 +59,7 @@ class InstanceRow(NamedTuple):
     body_now: object = None  # the database clock of the page's statement (PostgreSQL)
     body_kept: str | None = None  # the kept body (provisioning/body_cache.py), when it is still current
     body_version: int | None = None  # its row's version, as the statement read it
+    body_text: str | None = None  # the whole body's JSON, when the kept body needed only its cost and position
 
     @property
     def pk(self):
@@ -159,12 +160,6 @@ def figure_fields(figures: RowFigures) -> tuple:
     """The body's per-row figures, in provisioning.body_cache.FIGURES order: what a kept body leaves out."""
     return (_package(figures.package), format_ucny(int(figures.cost or 0)), figures.position, figures.notices,
             figures.storage.get("volumes", []), figures.storage.get("datasets", []))
-
-
-def plain_figure_json(cost, position) -> tuple[str, str]:
-    """The cost so far and waitlist position of figure_fields as JSON text, for a row with no package, notices or
-    storage (most rows): a shortcut, equal to json_text of each (tests/provisioning/test_body_cache.py)."""
-    return f'"{format_ucny(int(cost or 0))}"', "null" if position is None else str(int(position))
 
 
 def keepable(row: InstanceRow) -> bool:

@@ -32,7 +32,6 @@ from .rows import (
     group_row_from,
     instance_body,
     keepable,
-    plain_figure_json,
 )
 from .serializers import (
     InstanceCreateSerializer,
@@ -67,11 +66,8 @@ def _page_bodies(rows, now, *, keep=True) -> list:
         return [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
     out, built = [], []
     for r in rows:
-        if r.body_kept is not None and not (r.body_package or r.body_dark or r.body_health or r.body_volumes
-                                            or r.body_datasets):
-            # The usual kept row: of its figures only the cost and the waitlist position are not empty.
-            out.append(orjson.Fragment(body_cache.plain_body_text(r.body_kept, *plain_figure_json(r.body_cost,
-                                                                                                r.body_position))))
+        if r.body_text is not None:  # the usual row: its kept body with its cost and position (selectors)
+            out.append(orjson.Fragment(r.body_text))
             continue
         package = billing_port.package_of_row(r.body_package) if r.body_package else None
         notices = (notices_of_row(kind=r.kind, billing=r.billing, dark=r.body_dark, health=r.body_health)

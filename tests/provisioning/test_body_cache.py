@@ -12,7 +12,7 @@ from core.dbclock import db_now
 from core.renderers import json_text
 from inventory.models import Accelerator, Node, Zone
 from provisioning import body_cache
-from provisioning.api.rows import RowFigures, figure_fields, plain_figure_json
+from provisioning.api.rows import RowFigures, figure_fields
 from provisioning.models import Instance, InstanceBody, NodeGroup
 from provisioning.selectors import INSTANCE_BODY_COLUMNS, _BodyRows
 from tests.factories.billing import MeterFactory
@@ -175,7 +175,7 @@ def test_another_format_is_built_again(client, running, settings):
 def test_the_plain_figures_shortcut_is_the_figures_json():
     for cost, position in ((0, None), (1_234_567, 3), (-5, None), (10**12, 1)):
         fields = figure_fields(RowFigures(cost, position, None, [], {}))
-        assert (json_text(fields[1]), json_text(fields[2])) == plain_figure_json(cost, position)
+        assert (json_text(fields[1]), json_text(fields[2])) == body_cache.plain_figures(cost, position)
         assert [json_text(v) for v in (fields[0], *fields[3:])] == ["null", "[]", "[]", "[]"]
 
 
