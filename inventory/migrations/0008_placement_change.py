@@ -2,6 +2,8 @@
 
 from django.db import migrations, models
 
+from core.migration_sql import postgresql_only
+
 # Every change to what placement sees on a node (a node, its cards, their allocations) appends a
 # PlacementChange row in the same transaction; see inventory.models.PlacementChange. PostgreSQL only:
 # elsewhere placement reads the whole snapshot per decision.
@@ -82,14 +84,6 @@ DROP FUNCTION IF EXISTS inventory_placement_change();
 """
 
 
-def _on_postgresql(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            with schema_editor.connection.cursor() as cursor:  # several statements: no parameters
-                cursor.execute(sql)
-    return run
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -111,5 +105,5 @@ class Migration(migrations.Migration):
                 'indexes': [models.Index(fields=['xid'], name='placement_change_xid')],
             },
         ),
-        migrations.RunPython(_on_postgresql(TRIGGERS), _on_postgresql(DROP)),
+        postgresql_only(TRIGGERS, DROP),
     ]

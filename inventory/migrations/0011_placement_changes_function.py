@@ -7,6 +7,8 @@
 
 from django.db import migrations
 
+from core.migration_sql import postgresql_only
+
 FUNCTION = r"""
 CREATE OR REPLACE FUNCTION inventory_placement_changes(
     p_last bigint, p_pending bigint[], p_also uuid[], p_ok text, p_retired text,
@@ -52,14 +54,6 @@ $fn$;
 DROP = "DROP FUNCTION IF EXISTS inventory_placement_changes(bigint, bigint[], uuid[], text, text);"
 
 
-def _on_postgresql(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            with schema_editor.connection.cursor() as cursor:  # dollar-quoted body: no parameters
-                cursor.execute(sql)
-    return run
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -67,5 +61,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_postgresql(FUNCTION), _on_postgresql(DROP)),
+        postgresql_only(FUNCTION, DROP),
     ]

@@ -11,14 +11,9 @@
 
 from django.db import migrations
 
+from core.migration_sql import postgresql_only
+
 SIGNATURE = "inventory_placement_changes(bigint, bigint[], uuid[], text, text)"
-
-
-def _on_postgresql(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-    return run
 
 
 class Migration(migrations.Migration):
@@ -28,8 +23,8 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_postgresql(f"ALTER FUNCTION {SIGNATURE} SET enable_seqscan = off"),
-                             _on_postgresql(f"ALTER FUNCTION {SIGNATURE} RESET enable_seqscan")),
-        migrations.RunPython(_on_postgresql(f"ALTER FUNCTION {SIGNATURE} SET plan_cache_mode = force_generic_plan"),
-                             _on_postgresql(f"ALTER FUNCTION {SIGNATURE} RESET plan_cache_mode")),
+        postgresql_only(f"ALTER FUNCTION {SIGNATURE} SET enable_seqscan = off",
+                        f"ALTER FUNCTION {SIGNATURE} RESET enable_seqscan"),
+        postgresql_only(f"ALTER FUNCTION {SIGNATURE} SET plan_cache_mode = force_generic_plan",
+                        f"ALTER FUNCTION {SIGNATURE} RESET plan_cache_mode"),
     ]

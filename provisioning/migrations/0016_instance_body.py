@@ -8,6 +8,8 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+from core.migration_sql import postgresql_only
+
 # The columns of each table the kept body is built from (the instance's per-row figures are never kept).
 INSTANCE_COLUMNS = ("name", "kind", "state", "state_reason", "items", "policy", "zone_id", "image", "images",
                     "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour",
@@ -97,13 +99,6 @@ DROP FUNCTION IF EXISTS provisioning_instancebody_made(), provisioning_instanceb
 """
 
 
-def _on_postgresql(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-    return run
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -121,5 +116,5 @@ class Migration(migrations.Migration):
                 ('body', models.TextField(blank=True, null=True)),
             ],
         ),
-        migrations.RunPython(_on_postgresql(FORWARD), _on_postgresql(BACKWARD)),
+        postgresql_only(FORWARD, BACKWARD),
     ]

@@ -7,6 +7,8 @@
 
 from django.db import migrations
 
+from core.migration_sql import postgresql_only
+
 FORWARD = """
 CREATE FUNCTION cardmix_waitlist_shape(kind text, zone uuid, items jsonb, policy jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -32,13 +34,6 @@ DROP FUNCTION IF EXISTS cardmix_waitlist_shape(text, uuid, jsonb, jsonb);
 """
 
 
-def _on_postgresql(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-    return run
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -46,5 +41,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_postgresql(FORWARD), _on_postgresql(BACKWARD)),
+        postgresql_only(FORWARD, BACKWARD),
     ]
