@@ -4,8 +4,9 @@ Creates its own scratch PostgreSQL database (`cardmix_bench_api` next to DATABAS
 postgres://postgres@127.0.0.1:5432), migrates it, seeds a fleet of 1,000 nodes and two organizations,
 one with 1,000 instances and one with 10 (rows written directly: node groups, card allocations, events; a
 tenth waitlisted, a tenth monthly with an active package, the rest with an open meter ticks have posted
-for, their transfers and balances), API tokens and a console session; starts `uvicorn config.asgi:application
---workers 4` as production does (`--server gunicorn`: config.wsgi) on a free loopback port; drives each target
+for, their transfers and balances), API tokens and a console session, then VACUUM ANALYZEs it (statistics as
+autovacuum keeps them); starts `uvicorn config.asgi:application --workers 4` as production does (`--server
+gunicorn`: config.wsgi) on a free loopback port; warms every target for 2 s, unrecorded; drives each target
 with wrk at 20 connections;
 prints requests/s, p50 and p99 and their ratio to the baseline `GET /api/v1/ping/` measured in the
 same run, and per round the ratio of each instance list (each organization's first offset page, and the large
