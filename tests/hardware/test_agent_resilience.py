@@ -993,6 +993,21 @@ def test_commands_left_in_the_journal_are_answered_before_the_first_poll(tmp_pat
     assert list(journal.iterdir()) == []  # stored, or refused for good (409): forgotten
 
 
+def _wait_for_environment(pid: int, entry: str, timeout: float = 10) -> None:
+    """Until `pid`'s environment shows `entry`. Popen returns once exec has closed the child's error pipe, a moment
+    before the kernel sets up the new image's environment: /proc/<pid>/environ reads empty until then, and under a
+    loaded suite the agent could look in that moment."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if entry.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                return
+        except OSError:
+            pass
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never showed {entry} in its environment")
+
+
 def test_a_starting_entry_whose_command_left_programs_running_is_answered_as_cut_short(tmp_path, raw_server):
     """The start was accepted and the command ran, but its running entry could not be written (a full disk): the
     entry still says "starting". Its programs found running tell the restart it ran: stopped, and answered as cut
@@ -1003,6 +1018,7 @@ def test_a_starting_entry_whose_command_left_programs_running_is_answered_as_cut
     left = subprocess.Popen(["sleep", "60"], env={**os.environ, agent_mod.COMMAND_ENV: f"c-7@{journal}"},
                             start_new_session=True)
     try:
+        _wait_for_environment(left.pid, f"{agent_mod.COMMAND_ENV}=c-7@{journal}")
         server = raw_server(lambda *a: http(200, {"state": "done"}))
         make_agent(tmp_path, server.url).journal_recover()
         result = server.bodies[-1]
