@@ -92,7 +92,8 @@ SELECT {columns} FROM cardmix_page p
   LEFT JOIN cardmix_packages k ON k.instance_id = p.id
   LEFT JOIN cardmix_waitq q ON q.id = p.id
 ORDER BY p.page_at {direction}, p.id {direction}"""
-_PAGE_FIGURES = {"body_cost": "COALESCE(m.total, 0) + COALESCE(k.total, 0)", "body_position": "q.pos"}
+# The cost as bigint: the sums are numeric, which the driver would load as Decimal, a row at a time.
+_PAGE_FIGURES = {"body_cost": "(COALESCE(m.total, 0) + COALESCE(k.total, 0))::bigint", "body_position": "q.pos"}
 # The list's order, and its keyset for ?cursor= (core.pagination): newest first.
 LIST_ORDER = ("-created_at", "-id")
 
@@ -311,7 +312,7 @@ def _api_time(text):
     return datetime.fromisoformat(text)
 
 
-_PG_KEPT, _PG_EXTRA = _PG_COLUMNS.index("body_kept"), _PG_COLUMNS.index("body_extra")
+_PG_EXTRA = _PG_COLUMNS.index("body_extra")
 
 
 def _kept_plain(r: tuple, now) -> tuple:
