@@ -57,7 +57,8 @@ def instance_list(*, org, state: str | None = None):
 # GroupRow order (the live node groups, fetched with the page as one JSON array per instance).
 # The body_* columns are the page's per-row figures, read in the page's one statement on PostgreSQL (None elsewhere):
 # cost so far, live groups, latest package period, notices' sources, volumes, datasets, waitlist position, the
-# list's row count (limit/offset pages only) and the statement's clock.
+# list's row count (limit/offset pages only) and the statement's clock; then the kept body and its version
+# (provisioning/body_cache.py) and, for a kept body needing only its cost and position, the whole body's text.
 INSTANCE_BODY_COLUMNS = (
     "id", "name", "kind", "state", "state_reason", "items", "policy", "zone_id", "zone__slug", "image", "images",
     "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline",
