@@ -14,7 +14,9 @@ def json_bytes(data) -> bytes:
     """`data` as the API writes it (compact). orjson.Fragment values go in as they are: JSON this wrote earlier
     (provisioning/body_cache.py)."""
     out = orjson.dumps(data, default=_FALLBACK.default, option=_OPTIONS)  # NON_STR_KEYS: validation details by index
-    if b"\xe2\x80" in out:  # one scan of the usual answer, which has neither
+    # Both start with the byte 0xE2, which most answers lack: one memchr scan (a two-byte search was a twentieth of
+    # the instance list's CPU).
+    if b"\xe2" in out and b"\xe2\x80" in out:
         for raw, escaped in _SEPARATORS:
             out = out.replace(raw, escaped)
     return out

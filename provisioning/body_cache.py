@@ -9,11 +9,18 @@ since its own statement read it (`version`), so a body is never newer than its f
 
 Not kept: instances on their way to running (their SLA breach turns on the clock), and bodies built by other
 code or settings (`FORMAT`, compared in the list's statement).
+
+Each web process also keeps the kept texts it has read (`kept_texts`), by instance, version and the token of the
+row version that holds the text (its `xmin`, which no other write of the row, committed or rolled back, ever has):
+the list's statement sends the token, not 1.2 kB of text a row, and reads only the texts the process lacks.
 """
 import hashlib
 import inspect
 import logging
+import threading
+from collections import OrderedDict
 from functools import lru_cache
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
@@ -71,17 +78,28 @@ def kept_text(body: dict) -> str:
     return ",".join(map(str, spans)) + ";" + "".join(pieces) + "}"
 
 
-def body_text(kept: str, figures: tuple) -> str:
-    """The whole body's JSON from a kept text and the per-row figures as JSON text (FIGURES order; None: the kept
-    value stands)."""
+class Kept(NamedTuple):
+    """A kept text cut at its per-row figures: the JSON around them (one piece more than FIGURES) and the kept
+    value at each figure's place; cut once, when the process reads it (body_cut), spliced on every read."""
+
+    pieces: tuple
+    values: tuple
+
+
+def body_cut(kept: str) -> Kept:
     head, _, text = kept.partition(";")
-    spans = head.split(",")
-    out, start = [], 0
+    cuts = [0, *map(int, head.split(",")), len(text)]
+    return Kept(tuple(text[cuts[2 * i]:cuts[2 * i + 1]] for i in range(len(FIGURES) + 1)),
+                tuple(text[cuts[2 * i + 1]:cuts[2 * i + 2]] for i in range(len(FIGURES))))
+
+
+def body_text(kept: Kept, figures: tuple) -> str:
+    """The whole body's JSON from a kept body and the per-row figures as JSON text (FIGURES order; None: the kept
+    value stands)."""
+    pieces, values = kept
+    out = [pieces[0]]
     for i, figure in enumerate(figures):
-        if figure is not None:
-            out += (text[start:int(spans[2 * i])], figure)
-            start = int(spans[2 * i + 1])
-    out.append(text[start:])
+        out += (values[i] if figure is None else figure, pieces[i + 1])
     return "".join(out)
 
 
@@ -91,13 +109,14 @@ def plain_figures(cost, position) -> tuple[str, str]:
     return f'"{format_ucny(int(cost or 0))}"', "null" if position is None else str(int(position))
 
 
-def plain_body_text(kept: str, cost, position) -> str:
+def plain_body_text(kept: Kept, cost, position) -> str:
     """body_text for a row whose only figures are its cost so far and waitlist position (most rows)."""
-    cost, position = plain_figures(cost, position)
-    head, _, text = kept.partition(";")
-    _, _, cost_start, cost_end, position_start, position_end, _ = head.split(",", 6)
-    return (text[:int(cost_start)] + cost + text[int(cost_end):int(position_start)] + position
-            + text[int(position_end):])
+    (p0, p1, p2, p3, p4, p5, p6), (package, _, _, notices, volumes, datasets) = kept
+    cost = int(cost or 0)
+    # format_ucny's digits, written here for the usual non-negative amount (a hundred rows a page).
+    money = f'"{cost // 1_000_000}.{cost % 1_000_000:06d}"' if cost >= 0 else f'"{format_ucny(cost)}"'
+    return "".join((p0, package, p1, money, p2, "null" if position is None else str(int(position)), p3, notices,
+                    p4, volumes, p5, datasets, p6))
 
 
 def keep(built: list[tuple]) -> None:
@@ -114,7 +133,48 @@ def keep(built: list[tuple]) -> None:
                 "FROM unnest(%s::uuid[], %s::bigint[], %s::text[]) AS v(id, version, body) "
                 "WHERE b.instance_id = v.id AND b.version = v.version AND b.instance_id IN ("
                 " SELECT instance_id FROM provisioning_instancebody WHERE instance_id = ANY(%s::uuid[])"
-                " FOR UPDATE SKIP LOCKED)",
+                " FOR UPDATE SKIP LOCKED) RETURNING b.instance_id::text, b.version, b.xmin::text, b.body",
                 [body_format(), list(ids), list(versions), list(texts), list(ids)])
+            written = cursor.fetchall()
     except OperationalError:  # e.g. a statement timeout under load: the page was served all the same
         log.warning("instance bodies not kept", exc_info=True)
+        return
+    _held({(pk, version, token): body_cut(body) for pk, version, token, body in written})
+
+
+# (instance id, version, row version token) → its Kept, least recently used first; at most TEXTS_HELD of them
+# (~1.3 kB each: ~26 MB a process).
+TEXTS_HELD = 20_000
+_texts: OrderedDict = OrderedDict()
+_texts_lock = threading.Lock()  # requests run in threads of their own
+
+
+def kept_texts(keys: list[tuple]) -> dict:
+    """{(instance id as text, version, token): Kept} for the kept bodies the list's statement found: from this
+    process's memory, the others read in one query. A key whose row has been written since (another version, or
+    cleared) is left out: the caller reads its page again."""
+    found, missing = {}, []
+    with _texts_lock:
+        for key in keys:
+            text = _texts.get(key)
+            if text is None:
+                missing.append(key)
+            else:
+                _texts.move_to_end(key)
+                found[key] = text
+    if not missing:
+        return found
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT instance_id::text, version, xmin::text, body FROM provisioning_instancebody "
+                       "WHERE instance_id = ANY(%s::uuid[]) AND body IS NOT NULL", [[key[0] for key in missing]])
+        read = {(pk, version, token): body_cut(body) for pk, version, token, body in cursor.fetchall()}
+    found.update((key, read[key]) for key in missing if key in read)
+    _held(read)
+    return found
+
+
+def _held(texts: dict) -> None:
+    with _texts_lock:
+        _texts.update(texts)
+        while len(_texts) > TEXTS_HELD:
+            _texts.popitem(last=False)

@@ -33,8 +33,8 @@ from core.querysets import json_rows
 from inventory.models import CardAllocation
 from inventory.selectors import images_named
 
-from . import http_ports
-from .body_cache import body_format, plain_body_text
+from . import body_cache, http_ports
+from .body_cache import Kept, body_cut, body_format, plain_body_text
 from .choices import InstanceKind, ReportScope
 from .choices import InstanceState as S
 from .models import HealthIncident, Instance, InstanceEvent, NodeGroup, PortShare, ReadinessReport
@@ -57,8 +57,9 @@ def instance_list(*, org, state: str | None = None):
 # GroupRow order (the live node groups, fetched with the page as one JSON array per instance).
 # The body_* columns are the page's per-row figures, read in the page's one statement on PostgreSQL (None elsewhere):
 # cost so far, live groups, latest package period, notices' sources, volumes, datasets, waitlist position, the
-# list's row count (limit/offset pages only) and the statement's clock; then the kept body and its version
-# (provisioning/body_cache.py) and, for a kept body needing only its cost and position, the whole body's text.
+# list's row count (limit/offset pages only) and the statement's clock; then the kept body (a body_cache.Kept) and
+# its version (provisioning/body_cache.py) and, for a kept body needing only its cost and position, the whole body's
+# text. On a kept row the columns only a built body reads (_BUILT_ONLY) are None.
 INSTANCE_BODY_COLUMNS = (
     "id", "name", "kind", "state", "state_reason", "items", "policy", "zone_id", "zone__slug", "image", "images",
     "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline",
@@ -99,9 +100,11 @@ _PAGE_FIGURES = {"body_cost": "(COALESCE(m.total, 0) + COALESCE(k.total, 0))::bi
 LIST_ORDER = ("-created_at", "-id")
 
 
-def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=False, instance_id=None, kept_format=""):
+def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=False, instance_id=None, kept_format="",
+                     kept_texts=False):
     """The page query. `beyond`: (created_at, id) a cursor page starts after (before, when `backwards`);
-    `instance_id`: that one instance only; `kept_format`: the body_cache format whose kept bodies it reads."""
+    `instance_id`: that one instance only; `kept_format`: the body_cache format whose kept bodies it reads;
+    `kept_texts`: a kept body's column holds its text, not the token of its row version (body_cache.kept_texts)."""
     from billing.selectors import instance_package_expression
     from core.pagination import keyset_beyond
     from storage.selectors import instance_storage_expressions
@@ -134,10 +137,15 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
              .order_by().values("organization_id").annotate(n=Count("pk")).values("n"))
     # A kept body (provisioning/body_cache.py) of this process's format, if it is still current; what it is built
     # from is read only for the rows that have none (CASE evaluates the node groups' subquery only for those).
-    qs = qs.annotate(body_kept=Case(When(body_cache__format=kept_format, then=F("body_cache__body")), default=None,
+    qs = qs.annotate(kept_body=Case(When(body_cache__format=kept_format, then=F("body_cache__body")), default=None,
                                     output_field=TextField()),
                      body_version=F("body_cache__version"))
-    missing = Q(body_kept__isnull=True)
+    missing = Q(kept_body__isnull=True)
+    # Usually not the kept text but its row version's token: the process keeps the texts it has read
+    # (body_cache.kept_texts), and 100 kept texts were a fifth of the statement's time, carried through its page,
+    # joins and sort.
+    qs = qs.annotate(body_kept=F("kept_body") if kept_texts else Case(
+        When(~missing, then=RawSQL("provisioning_instancebody.xmin::text", ())), default=None, output_field=TextField()))
     # The row's JSON in one value (one decode per row): its own JSON columns, then the per-row figures.
     others = (notices["dark"], notices["health"], storage["volumes"], storage["datasets"])
     extra = Cast(Func(*[Case(When(missing, then=part), default=None) for part in (F("items"), F("policy"), F("images"),
@@ -155,13 +163,29 @@ def _body_rows_query(*, org_id, states, total=False, beyond=None, backwards=Fals
         body_total=Subquery(count, output_field=BigIntegerField()) if total else Value(None, BigIntegerField()),
         page_shape=RawSQL("provisioning_instance.waitlist_shape", (), output_field=TextField()), page_at=F("created_at"))
     # Timestamps as the database's text: formatting that is cheaper than building datetimes (_api_time).
-    # body_now: the database clock of this statement (what core.dbclock.db_now would answer), one query less.
-    qs = qs.annotate(body_now=RawSQL("statement_timestamp()::text", ()),
+    # body_now: the database clock of this statement (what core.dbclock.db_now would answer), one query less; a
+    # subquery, so it is formatted once, not once a row.
+    qs = qs.annotate(body_now=RawSQL("(SELECT statement_timestamp()::text)", ()),
                      **{f"body_{c}": Cast(c, TextField()) for c in _TIME_COLUMNS})
-    return qs.values_list(*[f"body_{c}" if c in _TIME_COLUMNS else c for c in _PG_COLUMNS], "page_shape", "page_at")
+    # A kept body shows these itself: they are sent only for the rows whose body is built (formatting ids, amounts
+    # and times, and reading them, was a tenth of the statement).
+    qs = qs.annotate(**{_pg_alias(c): Case(When(missing, then=F(f"body_{c}" if c in _TIME_COLUMNS else c)),
+                                           default=None) for c in _BUILT_ONLY})
+    return qs.values_list(*[_pg_alias(c) for c in _PG_COLUMNS], "page_shape", "page_at")
 
 
 _TIME_COLUMNS = ("created_at", "ready_at", "sla_deadline")
+# What only a body being built reads (_decoded, provisioning.api.rows.instance_body); a kept row's are NULL.
+_BUILT_ONLY = ("name", "state_reason", "zone_id", "zone__slug", "image", "package_renewal", "waitlist", "ready_at",
+               "price_per_hour", "sla_deadline", "sla_event_id", "sla_settled_event_id", "sla_compensation",
+               "organization_id")
+
+
+def _pg_alias(column: str) -> str:
+    """The name a _PG_COLUMNS column has in the page statement."""
+    if column in _BUILT_ONLY:
+        return f"built_{column}"
+    return f"body_{column}" if column in _TIME_COLUMNS else column
 # Stand-ins for the parameters of the compiled statement: the organization, the states, a cursor's row, the page.
 _ORG_SLOT = uuid.UUID(int=0xC0FFEE)
 _AT_SLOT = datetime(1, 1, 1, 0, 0, 0, 7, tzinfo=UTC)
@@ -239,20 +263,20 @@ class _BodyRows:
         qs = Instance.objects.filter(organization_id=self.org_id)
         return (qs.filter(state__in=self.states) if self.states else qs).count()
 
-    def _statement(self, *, total: bool, cursor: str | None):
+    def _statement(self, *, total: bool, cursor: str | None, kept_texts: bool = False):
         one = self.instance_id is not None
         kept_format = body_format()
-        shape = (len(self.states), total, cursor, one, kept_format)
+        shape = (len(self.states), total, cursor, one, kept_format, kept_texts)
         if shape not in self._compiled:
             slots = [f"\x00state-slot-{i}" for i in range(len(self.states))]
             beyond = (_AT_SLOT, _ID_SLOT) if cursor else None
             page_sql, page_params = _body_rows_query(
                 org_id=_ORG_SLOT, states=slots, total=total, beyond=beyond, backwards=cursor == "back",
-                instance_id=_ONE_SLOT if one else None, kept_format=kept_format).query.sql_with_params()
+                instance_id=_ONE_SLOT if one else None, kept_format=kept_format,
+                kept_texts=kept_texts).query.sql_with_params()
             meters, packages = (qs.query.sql_with_params() for qs in instance_cost_totals(
                 RawSQL("SELECT p.id FROM cardmix_page p", ())))
-            columns = ", ".join(_PAGE_FIGURES.get(c, f'p."{f"body_{c}" if c in _TIME_COLUMNS else c}"')
-                                for c in _PG_COLUMNS)
+            columns = ", ".join(_PAGE_FIGURES.get(c, f'p."{_pg_alias(c)}"') for c in _PG_COLUMNS)
             sql = (f"WITH cardmix_page AS MATERIALIZED ({page_sql} LIMIT %s OFFSET %s)"
                    + _FIGURES.format(meters=meters[0], packages=packages[0], columns=columns,
                                      direction="ASC" if cursor == "back" else "DESC"))
@@ -260,20 +284,33 @@ class _BodyRows:
             places = {_ORG_SLOT: 0, **{s: i + 1 for i, s in enumerate(slots)}, _AT_SLOT: len(slots) + 1,
                       _ID_SLOT: len(slots) + 2, _ONE_SLOT: len(slots) + 3, _LIMIT_SLOT: len(slots) + 4,
                       _OFFSET_SLOT: len(slots) + 5}
-            self._compiled[shape] = (_numbered(sql, len(params)), params, places)
+            # Which parameters are slots, and of which value: bound by position on every call.
+            filled = tuple((i, places[p]) for i, p in enumerate(params)
+                           if isinstance(p, (str, uuid.UUID, datetime)) and p in places)
+            self._compiled[shape] = (_numbered(sql, len(params)), params, filled)
         return self._compiled[shape]
 
-    def _run(self, *, total=False, cursor=None, beyond=(None, None), limit, offset=0) -> list:
-        sql, params, places = self._statement(total=total, cursor=cursor)
+    def _run(self, *, total=False, cursor=None, beyond=(None, None), limit, offset=0, kept_texts=False) -> list:
+        sql, params, filled = self._statement(total=total, cursor=cursor, kept_texts=kept_texts)
         values = (self.org_id, *self.states, *beyond, self.instance_id, limit, offset)
-        bound = [values[places[p]] if isinstance(p, (str, uuid.UUID, datetime)) and p in places else p
-                 for p in params]
+        bound = list(params)
+        for i, value in filled:
+            bound[i] = values[value]
         with _prepared_cursor() as cur:
             cur.execute(sql, bound)
             rows = cur.fetchall()
         now = datetime.fromisoformat(rows[0][_PG_NOW]) if rows else None  # the same for every row
-        return [_kept_plain(r, now) if r[_PG_EXTRA] is None else _decoded(r, now)
-                for r in rows]
+        if kept_texts:
+            return [_decoded(r, now, None) if r[_PG_KEPT] is None else
+                    _kept_plain(r, now, body_cut(r[_PG_KEPT])) if r[_PG_EXTRA] is None else
+                    _decoded(r, now, body_cut(r[_PG_KEPT])) for r in rows]
+        keys = [(r[0], r[_PG_VERSION], r[_PG_KEPT]) for r in rows if r[_PG_KEPT] is not None]
+        texts = body_cache.kept_texts(keys) if keys else {}
+        if len(texts) < len(keys):  # a kept body changed between the two reads: the page again, texts and all
+            return self._run(total=total, cursor=cursor, beyond=beyond, limit=limit, offset=offset, kept_texts=True)
+        return [_decoded(r, now, None) if r[_PG_KEPT] is None else
+                _kept_plain(r, now, texts[r[0], r[_PG_VERSION], r[_PG_KEPT]]) if r[_PG_EXTRA] is None else
+                _decoded(r, now, texts[r[0], r[_PG_VERSION], r[_PG_KEPT]]) for r in rows]
 
     def __getitem__(self, page: slice) -> list:
         return self._run(limit=page.stop - page.start, offset=page.start)
@@ -314,24 +351,26 @@ def _api_time(text):
 
 
 _PG_EXTRA = _PG_COLUMNS.index("body_extra")
+_PG_KEPT = _PG_COLUMNS.index("body_kept")
+_PG_VERSION = _PG_COLUMNS.index("body_version")
 
 
-def _kept_plain(r: tuple, now) -> tuple:
+def _kept_plain(r: tuple, now, kept: Kept) -> tuple:
     """_decoded for a row with a kept body and no package, notices or storage (body_extra NULL: most rows): the
     whole body's text (body_cache.plain_body_text), and what the cursor's key and the view read (the timestamp
     stays PostgreSQL's text: _moment reads it)."""
     (pk, _name, kind, state, _reason, _zone_id, _zone_slug, _image, billing, _renewal, _waitlist, created, _ready,
-     _price, _deadline, _sla_event, _sla_settled, _sla_compensation, _org_id, cost, _extra, position, total, _, kept,
+     _price, _deadline, _sla_event, _sla_settled, _sla_compensation, _org_id, cost, _extra, position, total, _, _kept,
      version) = r
     return (pk, None, kind, state, None, None, None, None, None, None, None, billing, None, None, created, None, None,
             None, None, None, None, None, cost, [], None, None, None, None, None, position, total, now, kept, version,
             plain_body_text(kept, cost, position))
 
 
-def _decoded(r: tuple, now) -> tuple:
-    """A row of the PostgreSQL statement (_PG_COLUMNS) as the INSTANCE_BODY_COLUMNS tuple."""
+def _decoded(r: tuple, now, kept: Kept | None) -> tuple:
+    """A row of the PostgreSQL statement (_PG_COLUMNS) as the INSTANCE_BODY_COLUMNS tuple, with its kept text."""
     (pk, name, kind, state, reason, zone_id, zone_slug, image, billing, renewal, waitlist, created, ready, price,
-     deadline, sla_event, sla_settled, sla_compensation, org_id, cost, extra, position, total, _, kept, version) = r
+     deadline, sla_event, sla_settled, sla_compensation, org_id, cost, extra, position, total, _, _kept, version) = r
     # The database driver hands jsonb over as text (Django decodes it in the ORM's converters); orjson reads a page's
     # 100 of them in a quarter of json's time.
     items, policy, images, groups, package, dark, health, volumes, datasets = (

@@ -57,7 +57,7 @@ class InstanceRow(NamedTuple):
     body_position: int | None = None
     body_total: int | None = None
     body_now: object = None  # the database clock of the page's statement (PostgreSQL)
-    body_kept: str | None = None  # the kept body (provisioning/body_cache.py), when it is still current
+    body_kept: object = None  # the kept body (provisioning/body_cache.Kept), when it is still current
     body_version: int | None = None  # its row's version, as the statement read it
     body_text: str | None = None  # the whole body's JSON, when the kept body needed only its cost and position
 

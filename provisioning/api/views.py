@@ -54,21 +54,27 @@ def _context(instances) -> dict:
             "storage": storage_port.storage_bodies(ids) if ids else {}}
 
 
-def _page_bodies(rows, now, *, keep=True) -> list:
-    """The bodies of a page of selectors.instance_list_rows: the per-row figures read off the rows on PostgreSQL
-    (the page's one statement), query by query elsewhere; the bodies it built kept for the next read (`keep`),
-    the others spliced into their kept text (provisioning/body_cache.py)."""
-    if rows[0].body_now is None:  # SQLite (development)
+_BODY_TEXT, _BODY_NOW = InstanceRow._fields.index("body_text"), InstanceRow._fields.index("body_now")
+
+
+def _page_bodies(page, now, *, keep=True) -> list:
+    """The bodies of a page of selectors.instance_list_rows (tuples): the per-row figures read off the rows on
+    PostgreSQL (the page's one statement), query by query elsewhere; the bodies it built kept for the next read
+    (`keep`), the others spliced into their kept text (provisioning/body_cache.py)."""
+    if now is None:  # SQLite (development)
+        rows = [InstanceRow._make(t) for t in page]
+        now = db_now()
         groups, costs = selectors.page_groups_and_costs(rows, now=now)
         context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
                    "packages": billing_port.packages_current(rows), "notices": instance_notices(rows),
                    "storage": storage_port.storage_bodies([r.id for r in rows])}
         return [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
     out, built = [], []
-    for r in rows:
-        if r.body_text is not None:  # the usual row: its kept body with its cost and position (selectors)
-            out.append(orjson.Fragment(r.body_text))
+    for t in page:
+        if t[_BODY_TEXT] is not None:  # the usual row: its kept body with its cost and position (selectors)
+            out.append(orjson.Fragment(t[_BODY_TEXT]))
             continue
+        r = InstanceRow._make(t)
         package = billing_port.package_of_row(r.body_package) if r.body_package else None
         notices = (notices_of_row(kind=r.kind, billing=r.billing, dark=r.body_dark, health=r.body_health)
                    if r.body_dark or r.body_health else [])
@@ -98,7 +104,7 @@ def _action_response(request, instance, code) -> Response:
     """An action's answer (a stop waits for it): the body as GET shows it, from the list's one statement."""
     row = InstanceRow._make(selectors.instance_row(org=request.org, instance_id=instance.pk))
     # Not kept: an action's answer is a body about to change again (stopping → stopped), and a write less for it.
-    return Response(_page_bodies([row], row.body_now or db_now(), keep=False)[0], status=code)
+    return Response(_page_bodies([row], row.body_now, keep=False)[0], status=code)
 
 
 def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:
@@ -128,12 +134,8 @@ class InstanceListCreateView(APIView):
         # Plain rows, not models and one serializer per row: the list is the busiest read (docs/performance.md).
         page = paginator.paginate_queryset(selectors.instance_list_rows(org=request.org, state=states or None),
                                            request, view=self)
-        rows = [InstanceRow._make(t) for t in page]
-        data = []
-        if rows:
-            # On PostgreSQL every per-row figure and the database clock came with the page (one statement).
-            now = rows[0].body_now or db_now()
-            data = _page_bodies(rows, now)
+        # On PostgreSQL every per-row figure and the database clock came with the page (one statement).
+        data = _page_bodies(page, page[0][_BODY_NOW]) if page else []
         return paginator.get_paginated_response(data)
 
     @extend_schema(request=InstanceCreateSerializer, responses={201: docs.InstanceDoc, 202: docs.InstanceDoc})

@@ -7,6 +7,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from core.dbclock import db_now
 from core.renderers import json_text
@@ -153,14 +154,19 @@ def test_a_body_on_its_way_to_running_is_not_kept(client, owner):
     assert _row(client, late)["sla"]["breached"] is True
 
 
+def _text(name: str) -> str:
+    """A kept text as the list writes it, of a body with just an id and the per-row figures."""
+    return body_cache.kept_text({"id": name, **{figure: None for figure in body_cache.FIGURES}})
+
+
 def test_a_body_built_from_an_older_snapshot_is_not_written_back(owner, running):
     rows = _BodyRows(org_id=owner.organization_id, states=[]).page(0, 10)
     version = rows[0][INSTANCE_BODY_COLUMNS.index("body_version")]
     Instance.objects.filter(pk=running.pk).update(name="changed meanwhile")  # a writer after the read
-    body_cache.keep([(str(running.pk), version, "0,0;{}")])
+    body_cache.keep([(str(running.pk), version, _text("old"))])
     assert _kept(running).body is None
-    body_cache.keep([(str(running.pk), _kept(running).version, '0,0;{"id":"x"}')])
-    assert _kept(running).body == '0,0;{"id":"x"}'
+    body_cache.keep([(str(running.pk), _kept(running).version, _text("x"))])
+    assert _kept(running).body == _text("x")
 
 
 def test_another_format_is_built_again(client, running, settings):
@@ -177,6 +183,68 @@ def test_the_plain_figures_shortcut_is_the_figures_json():
         fields = figure_fields(RowFigures(cost, position, None, [], {}))
         assert (json_text(fields[1]), json_text(fields[2])) == body_cache.plain_figures(cost, position)
         assert [json_text(v) for v in (fields[0], *fields[3:])] == ["null", "[]", "[]", "[]"]
+
+
+def test_the_plain_splice_is_the_general_one():
+    kept = body_cache.body_cut(body_cache.kept_text({"id": "x", **{f: None for f in body_cache.FIGURES},
+                                                     "name": "after"}))
+    for cost, position in ((0, None), (None, None), (1_234_567, 3), (-5, None), (-1_000_001, 2), (10**12, 1)):
+        figures = (None, *body_cache.plain_figures(cost, position), None, None, None)
+        assert body_cache.plain_body_text(kept, cost, position) == body_cache.body_text(kept, figures)
+
+
+def test_a_warm_page_reads_no_kept_text_from_the_database(client, owner, running):
+    InstanceFactory(organization=owner.organization, state="stopped")
+    cold = client.get(URL)
+    with CaptureQueriesContext(connection) as ctx:
+        warm = client.get(URL)
+    assert warm.content == cold.content
+    texts_read = [q for q in ctx.captured_queries if "xmin::text, body FROM" in (q["sql"] or "")]
+    assert texts_read == []
+    body_cache._texts.clear()  # another process, or this one after its texts were dropped
+    with CaptureQueriesContext(connection) as ctx:
+        again = client.get(URL)
+    assert again.content == cold.content
+    assert sum("xmin::text, body FROM" in (q["sql"] or "") for q in ctx.captured_queries) == 1
+
+
+def test_a_body_written_again_at_the_same_version_is_not_served_from_memory(client, owner, running):
+    before = _row(client, running)
+    kept = _kept(running)
+    # Another process's write-back at the same version (its format, e.g. a deploy's): same version, new text.
+    InstanceBody.objects.filter(pk=running.pk).update(body=body_cache.kept_text({**before, "name": "kept elsewhere"}))
+    assert _kept(running).version == kept.version
+    after = _row(client, running)
+    assert after == {**before, "name": "kept elsewhere"}
+
+
+def test_a_body_changed_between_the_page_and_its_texts_is_read_again(client, owner, running, monkeypatch):
+    _row(client, running)
+    body_cache._texts.clear()
+    real = body_cache.kept_texts
+
+    def a_writer_first(keys):  # a writer commits between the page's statement and the texts' query
+        Instance.objects.filter(pk=running.pk).update(name="renamed meanwhile")
+        return real(keys)
+
+    monkeypatch.setattr(body_cache, "kept_texts", a_writer_first)
+    reads = []
+    statement = _BodyRows._statement
+    monkeypatch.setattr(_BodyRows, "_statement", lambda self, **kw: reads.append(kw) or statement(self, **kw))
+    row = _row(client, running)
+    assert row["name"] == "renamed meanwhile"  # the page read again: its body built from the new row
+    assert [kw["kept_texts"] for kw in reads] == [False, True]
+
+
+def test_the_process_holds_at_most_texts_held(client, owner, running, monkeypatch):
+    for n in range(3):
+        InstanceFactory(organization=owner.organization, state="stopped", name=f"s{n}")
+    monkeypatch.setattr(body_cache, "TEXTS_HELD", 2)
+    body_cache._texts.clear()
+    cold = client.get(URL)
+    assert len(body_cache._texts) == 2
+    assert client.get(URL).content == cold.content
+    assert len(body_cache._texts) == 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -199,7 +267,7 @@ def test_a_write_back_skips_a_body_a_writer_holds(owner, running, caplog):
         assert held.wait(10)
         with connection.cursor() as cursor:
             cursor.execute("SET lock_timeout = '2s'")  # a write-back that waited would fail, and say so
-        body_cache.keep([(str(running.pk), version, '0,0;{"id":"x"}')])
+        body_cache.keep([(str(running.pk), version, _text("x"))])
         assert _kept(running).body is None  # skipped, not waited for
         assert "instance bodies not kept" not in caplog.text
     finally:
@@ -207,5 +275,5 @@ def test_a_write_back_skips_a_body_a_writer_holds(owner, running, caplog):
         thread.join()
         with connection.cursor() as cursor:
             cursor.execute("RESET lock_timeout")
-    body_cache.keep([(str(running.pk), version, '0,0;{"id":"x"}')])
-    assert _kept(running).body == '0,0;{"id":"x"}'
+    body_cache.keep([(str(running.pk), version, _text("x"))])
+    assert _kept(running).body == _text("x")
