@@ -126,26 +126,24 @@ def _meter_cost_so_far():
 def instance_cost_totals(instance_ids):
     """instance_costs on PostgreSQL for the instances `instance_ids` selects (a subquery, e.g. a list page's ids),
     as two querysets of (instance_id, total) — meters, then packages (each period charged in full when it starts)
-    — for the caller to join and add (an instance with neither costs 0). A list reads its page's costs in its own
-    statement, with one scan of each table for the page instead of two subqueries a row."""
-    meters = (Meter.objects.filter(instance_id__in=instance_ids).order_by().values("instance_id")
-              .annotate(total=Sum(_meter_cost_so_far(), output_field=BigIntegerField())).values("instance_id", "total"))
-    packages = (Package.objects.filter(instance_id__in=instance_ids).order_by().values("instance_id")
-                .annotate(total=Sum("amount")).values("instance_id", "total"))
-    return meters, packages
-
-
-def instance_package_expression(instance_id_ref):
-    """packages_current for one instance id (e.g. OuterRef("pk")) as an expression on PostgreSQL: its latest
-    package period as {"period", "state", "starts_at", "ends_at", "renewal"} (times as text), or NULL."""
-    from django.db.models import JSONField, TextField
+    — for the caller to join and add (an instance with neither costs 0); the packages' also give `latest`, the
+    latest period as packages_current shows it ({"period", "state", "starts_at", "ends_at", "renewal"}, times as
+    text; JSON text). A list reads its page's costs and periods in its own statement, with one scan of each table
+    for the page instead of subqueries a row."""
+    from django.contrib.postgres.aggregates import ArrayAgg
+    from django.db.models import Func, TextField
 
     from core.querysets import json_object
 
-    latest = (Package.objects.filter(instance_id=instance_id_ref).order_by("-period")
-              .values(j=json_object(period="period", state="state", starts_at=Cast("starts_at", TextField()),
-                                   ends_at=Cast("ends_at", TextField()), renewal="renewal"))[:1])
-    return Subquery(latest, output_field=JSONField())
+    meters = (Meter.objects.filter(instance_id__in=instance_ids).order_by().values("instance_id")
+              .annotate(total=Sum(_meter_cost_so_far(), output_field=BigIntegerField())).values("instance_id", "total"))
+    period = json_object(period="period", state="state", starts_at=Cast("starts_at", TextField()),
+                         ends_at=Cast("ends_at", TextField()), renewal="renewal")
+    latest = Func(ArrayAgg(period, order_by="-period"), template="((%(expressions)s)[1])::text",
+                  output_field=TextField())
+    packages = (Package.objects.filter(instance_id__in=instance_ids).order_by().values("instance_id")
+                .annotate(total=Sum("amount"), latest=latest).values("instance_id", "total", "latest"))
+    return meters, packages
 
 
 def transfer_groups(*, org, tz):

@@ -1,4 +1,6 @@
 """Instances, their events and readiness reports, and quotes (SPEC §5)."""
+from functools import lru_cache
+
 import orjson
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -75,6 +77,11 @@ def _page_bodies(page, now, *, keep=True) -> list:
             out.append(orjson.Fragment(t[_BODY_TEXT]))
             continue
         r = InstanceRow._make(t)
+        if r.body_kept is not None and not (r.body_dark or r.body_health or r.body_volumes or r.body_datasets):
+            # Kept, and a package period besides its cost and position (a monthly instance): the rest as kept.
+            figures = (_package_json(r.body_package), *body_cache.plain_figures(r.body_cost, r.body_position))
+            out.append(orjson.Fragment(body_cache.body_text(r.body_kept, figures + (None, None, None))))
+            continue
         package = billing_port.package_of_row(r.body_package) if r.body_package else None
         notices = (notices_of_row(kind=r.kind, billing=r.billing, dark=r.body_dark, health=r.body_health)
                    if r.body_dark or r.body_health else [])
@@ -89,6 +96,17 @@ def _page_bodies(page, now, *, keep=True) -> list:
             built.append((r.id, r.body_version, body_cache.kept_text(body)))
     body_cache.keep(built)
     return out
+
+
+def _package_json(fields: dict | None) -> str:
+    """The body's package figure as JSON text, from the period as the list's statement read it."""
+    return _package_text(tuple(fields.items())) if fields else "null"
+
+
+@lru_cache(maxsize=4096)
+def _package_text(fields: tuple) -> str:
+    # A period's text changes only with the period: the same few on every read of the page.
+    return json_text(figure_fields(RowFigures(0, None, billing_port.package_of_row(dict(fields)), [], {}))[0])
 
 
 # Most rows' figures are one of these: no package, no notices, no storage.
