@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from decimal import Decimal
+from urllib import parse
 
 from django.core import signing
 from django.core.exceptions import FieldDoesNotExist
@@ -21,7 +22,6 @@ from django.utils.translation import gettext, gettext_lazy
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
-from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 CURSOR_MESSAGE = gettext_lazy("Not a cursor of this list: follow the next or previous link as it was given.")
 _SALT = "cardmix.pagination.cursor"
@@ -188,6 +188,20 @@ def keyset_of(queryset):
 
 # --- the paginator ---------------------------------------------------------------------------------
 
+def query_link(url: str, changes: dict) -> str:
+    """`url` with its query parameters changed (None: removed), sorted and encoded as DRF's replace_query_param and
+    remove_query_param write them: their links, in one parse of the URL instead of one a parameter (the links were
+    a tenth of a list page's own work)."""
+    scheme, netloc, path, query, fragment = parse.urlsplit(url)
+    params = parse.parse_qs(query, keep_blank_values=True)
+    for key, value in changes.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = [str(value)]
+    return parse.urlunsplit((scheme, netloc, path, parse.urlencode(sorted(params.items()), doseq=True), fragment))
+
+
 class EnvelopePagination(LimitOffsetPagination):
     """SPEC §5 list envelope, by limit/offset or by cursor."""
 
@@ -269,18 +283,25 @@ class EnvelopePagination(LimitOffsetPagination):
     def _cursor_link(self, token):
         if token is None:
             return None
-        url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
-        return replace_query_param(url, self.cursor_query_param, token)
+        return query_link(self.request.build_absolute_uri(), {self.offset_query_param: None,
+                                                              self.cursor_query_param: token})
 
     def get_next_link(self):
         if self.cursor_mode:
             return self._cursor_link(self._next)
-        return super().get_next_link()
+        if self.offset + self.limit >= self.count:
+            return None
+        return query_link(self.request.build_absolute_uri(), {self.limit_query_param: self.limit,
+                                                              self.offset_query_param: self.offset + self.limit})
 
     def get_previous_link(self):
         if self.cursor_mode:
             return self._cursor_link(self._previous)
-        return super().get_previous_link()
+        if self.offset <= 0:
+            return None
+        offset = self.offset - self.limit
+        return query_link(self.request.build_absolute_uri(), {self.limit_query_param: self.limit,
+                                                              self.offset_query_param: offset if offset > 0 else None})
 
     def get_paginated_response(self, data):
         return Response({"count": self.count, "next": self.get_next_link(), "previous": self.get_previous_link(),

@@ -18,8 +18,8 @@ import hashlib
 import inspect
 import logging
 import threading
-from collections import OrderedDict
 from functools import lru_cache
+from itertools import islice
 from typing import NamedTuple
 
 from django.conf import settings
@@ -142,10 +142,10 @@ def keep(built: list[tuple]) -> None:
     _held({(pk, version, token): body_cut(body) for pk, version, token, body in written})
 
 
-# (instance id, version, row version token) → its Kept, least recently used first; at most TEXTS_HELD of them
-# (~1.3 kB each: ~26 MB a process).
+# (instance id, version, row version token) → its Kept, oldest first; at most TEXTS_HELD of them (~1.3 kB each:
+# ~26 MB a process). Read without the lock (a dict read is atomic); written under it.
 TEXTS_HELD = 20_000
-_texts: OrderedDict = OrderedDict()
+_texts: dict = {}
 _texts_lock = threading.Lock()  # requests run in threads of their own
 
 
@@ -153,17 +153,11 @@ def kept_texts(keys: list[tuple]) -> dict:
     """{(instance id as text, version, token): Kept} for the kept bodies the list's statement found: from this
     process's memory, the others read in one query. A key whose row has been written since (another version, or
     cleared) is left out: the caller reads its page again."""
-    found, missing = {}, []
-    with _texts_lock:
-        for key in keys:
-            text = _texts.get(key)
-            if text is None:
-                missing.append(key)
-            else:
-                _texts.move_to_end(key)
-                found[key] = text
-    if not missing:
+    get = _texts.get
+    found = {key: kept for key in keys if (kept := get(key)) is not None}
+    if len(found) == len(keys):
         return found
+    missing = [key for key in keys if key not in found]
     with connection.cursor() as cursor:
         cursor.execute("SELECT instance_id::text, version, xmin::text, body FROM provisioning_instancebody "
                        "WHERE instance_id = ANY(%s::uuid[]) AND body IS NOT NULL", [[key[0] for key in missing]])
@@ -176,5 +170,6 @@ def kept_texts(keys: list[tuple]) -> dict:
 def _held(texts: dict) -> None:
     with _texts_lock:
         _texts.update(texts)
-        while len(_texts) > TEXTS_HELD:
-            _texts.popitem(last=False)
+        # The oldest out first: one still read is read again from the database, once, and held anew.
+        for key in list(islice(_texts, max(0, len(_texts) - TEXTS_HELD))):
+            del _texts[key]
