@@ -79,24 +79,30 @@ def kept_text(body: dict) -> str:
 
 
 class Kept(NamedTuple):
-    """A kept text cut at its per-row figures: the JSON around them (one piece more than FIGURES) and the kept
-    value at each figure's place; cut once, when the process reads it (body_cut), spliced on every read."""
+    """A kept text cut at its per-row figures: the JSON around them (one piece more than FIGURES), the kept value at
+    each figure's place, and the text around a plain row's two figures (cost so far, waitlist position); cut once,
+    when the process reads it (body_cut), spliced on every read."""
 
     pieces: tuple
     values: tuple
+    plain: tuple
 
 
 def body_cut(kept: str) -> Kept:
     head, _, text = kept.partition(";")
     cuts = [0, *map(int, head.split(",")), len(text)]
-    return Kept(tuple(text[cuts[2 * i]:cuts[2 * i + 1]] for i in range(len(FIGURES) + 1)),
-                tuple(text[cuts[2 * i + 1]:cuts[2 * i + 2]] for i in range(len(FIGURES))))
+    pieces = tuple(text[cuts[2 * i]:cuts[2 * i + 1]] for i in range(len(FIGURES) + 1))
+    values = tuple(text[cuts[2 * i + 1]:cuts[2 * i + 2]] for i in range(len(FIGURES)))
+    # FIGURES order: package, cost so far, waitlist position, notices, volumes, datasets.
+    plain = (pieces[0] + values[0] + pieces[1], pieces[2],
+             pieces[3] + values[3] + pieces[4] + values[4] + pieces[5] + values[5] + pieces[6])
+    return Kept(pieces, values, plain)
 
 
 def body_text(kept: Kept, figures: tuple) -> str:
     """The whole body's JSON from a kept body and the per-row figures as JSON text (FIGURES order; None: the kept
     value stands)."""
-    pieces, values = kept
+    pieces, values, _ = kept
     out = [pieces[0]]
     for i, figure in enumerate(figures):
         out += (values[i] if figure is None else figure, pieces[i + 1])
@@ -111,12 +117,11 @@ def plain_figures(cost, position) -> tuple[str, str]:
 
 def plain_body_text(kept: Kept, cost, position) -> str:
     """body_text for a row whose only figures are its cost so far and waitlist position (most rows)."""
-    (p0, p1, p2, p3, p4, p5, p6), (package, _, _, notices, volumes, datasets) = kept
-    cost = int(cost or 0)
+    before_cost, before_position, after = kept.plain
+    cost = cost or 0
     # format_ucny's digits, written here for the usual non-negative amount (a hundred rows a page).
-    money = f'"{cost // 1_000_000}.{cost % 1_000_000:06d}"' if cost >= 0 else f'"{format_ucny(cost)}"'
-    return "".join((p0, package, p1, money, p2, "null" if position is None else str(int(position)), p3, notices,
-                    p4, volumes, p5, datasets, p6))
+    money = f"{cost // 1_000_000}.{cost % 1_000_000:06d}" if cost >= 0 else format_ucny(int(cost))
+    return f'{before_cost}"{money}"{before_position}{"null" if position is None else int(position)}{after}'
 
 
 def keep(built: list[tuple]) -> None:
