@@ -147,9 +147,10 @@ def keep(built: list[tuple]) -> None:
     _held({(pk, version, token): body_cut(body) for pk, version, token, body in written})
 
 
-# (instance id, version, row version token) → its Kept, oldest first; at most TEXTS_HELD of them (~1.3 kB each:
-# ~26 MB a process). Read without the lock (a dict read is atomic); written under it.
-TEXTS_HELD = 20_000
+# (instance id, version, row version token) → its Kept, oldest first; at most TEXTS_HELD of them (~3 kB each with
+# its key, the text held cut two ways: ~30 MB a process). Read without the lock (a dict read is atomic); written
+# under it.
+TEXTS_HELD = 10_000
 _texts: dict = {}
 _texts_lock = threading.Lock()  # requests run in threads of their own
 
