@@ -302,16 +302,18 @@ class _BodyRows:
             rows = cur.fetchall()
         now = datetime.fromisoformat(rows[0][_PG_NOW]) if rows else None  # the same for every row
         if kept_texts:
-            return [_decoded(r, now, None) if r[_PG_KEPT] is None else
-                    _kept_plain(r, now, body_cut(r[_PG_KEPT])) if r[_PG_EXTRA] is r[_PG_PACKAGE] is None else
-                    _decoded(r, now, body_cut(r[_PG_KEPT])) for r in rows]
-        keys = [(r[0], r[_PG_VERSION], r[_PG_KEPT]) for r in rows if r[_PG_KEPT] is not None]
-        texts = body_cache.kept_texts(keys) if keys else {}
-        if len(texts) < len(keys):  # a kept body changed between the two reads: the page again, texts and all
-            return self._run(total=total, cursor=cursor, beyond=beyond, limit=limit, offset=offset, kept_texts=True)
-        return [_decoded(r, now, None) if r[_PG_KEPT] is None else
-                _kept_plain(r, now, texts[r[0], r[_PG_VERSION], r[_PG_KEPT]]) if r[_PG_EXTRA] is r[_PG_PACKAGE] is None else
-                _decoded(r, now, texts[r[0], r[_PG_VERSION], r[_PG_KEPT]]) for r in rows]
+            kept = {r[0]: body_cut(r[_PG_KEPT]) for r in rows if r[_PG_KEPT] is not None}
+        else:
+            keys = [(r[0], r[_PG_VERSION], r[_PG_KEPT]) for r in rows if r[_PG_KEPT] is not None]
+            texts = body_cache.kept_texts(keys) if keys else {}
+            if len(texts) < len(keys):  # a kept body changed between the two reads: the page again, texts and all
+                return self._run(total=total, cursor=cursor, beyond=beyond, limit=limit, offset=offset,
+                                 kept_texts=True)
+            kept = {key[0]: text for key, text in texts.items()}
+        # A kept row with no notices, storage or package (most rows) needs only its cost and position spliced in.
+        return [_decoded(r, now, None) if r[0] not in kept else
+                _kept_plain(r, now, kept[r[0]]) if r[_PG_EXTRA] is None and r[_PG_PACKAGE] is None else
+                _decoded(r, now, kept[r[0]]) for r in rows]
 
     def __getitem__(self, page: slice) -> list:
         return self._run(limit=page.stop - page.start, offset=page.start)
@@ -359,8 +361,8 @@ _PG_PACKAGE = _PG_COLUMNS.index("body_package")
 
 def _kept_plain(r: tuple, now, kept: Kept) -> tuple:
     """_decoded for a row with a kept body and no package, notices or storage (body_extra and body_package NULL:
-    most rows): the whole body's text (body_cache.plain_body_text), and what the cursor's key and the view read (the timestamp
-    stays PostgreSQL's text: _moment reads it)."""
+    most rows): the whole body's text (body_cache.plain_body_text), and what the cursor's key and the view read
+    (the timestamp stays PostgreSQL's text: _moment reads it)."""
     (pk, _name, kind, state, _reason, _zone_id, _zone_slug, _image, billing, _renewal, _waitlist, created, _ready,
      _price, _deadline, _sla_event, _sla_settled, _sla_compensation, _org_id, cost, _extra, position, total, _, _kept,
      version, _package) = r
