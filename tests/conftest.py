@@ -15,7 +15,7 @@ from hypothesis import settings as hyp_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = os.getpid()
-MARKED = ("pg", "redis", "worker", "browser", "slurm", "compose", "gettext")
+MARKED = ("redis", "worker", "browser", "slurm", "compose", "gettext")
 
 hyp_settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 hyp_settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -40,10 +40,9 @@ def _available() -> dict[str, str | None]:
     from django.conf import settings
 
     why: dict[str, str | None] = {}
-    why["pg"] = None if settings.USING_POSTGRES else "PostgreSQL not configured (DATABASE_URL)"
     redis_url = settings.REDIS_URL
     why["redis"] = None if redis_url and _answers(redis_url, 6379) else "Redis not reachable (REDIS_URL)"
-    why["worker"] = why["pg"] or why["redis"]
+    why["worker"] = why["redis"]
     chromium = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None)
     why["browser"] = None if chromium else "Debian chromium not installed"
     why["slurm"] = None if Path("/usr/sbin/slurmctld").exists() else "slurmctld not installed"
@@ -82,7 +81,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.section("SKIPPED FOR LACK OF SERVICES", sep="!", red=True, bold=True)
         for nodeid in _skipped_marked:
             tr.write_line(f"SKIPPED: {nodeid}", red=True)
-        tr.write_line(f"{len(_skipped_marked)} tests needing PostgreSQL/Redis/worker/browser/slurm/compose/gettext did not run.", red=True)
+        tr.write_line(f"{len(_skipped_marked)} tests needing Redis/worker/browser/slurm/compose/gettext did not run.", red=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -96,8 +95,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     from django.conf import settings
 
     db = settings.DATABASES["default"]
-    if db["ENGINE"] != "django.db.backends.sqlite3":
-        db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{RUN_ID}"
+    db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{RUN_ID}"
 
 
 @pytest.fixture(scope="session", autouse=True)

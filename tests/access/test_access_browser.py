@@ -10,7 +10,7 @@ from tests.access.world import SSHD, loopback_instance, start_jupyter, start_ssh
 from tests.e2e.conftest import Shots
 from tests.factories.tenancy import session_key_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(not os.path.exists(SSHD) or os.geteuid() != 0,
                                  reason="needs openssh-server (bin/system-deps) and root")]
 HELLO_ROW = ("() => [...document.querySelectorAll('#terminal .xterm-rows > div')]"

@@ -16,7 +16,7 @@ from provisioning.services.ports import port_share_create, port_share_revoke
 from tests.access.world import kernel_execute, loopback_instance, start_jupyter, stop
 from tests.factories.tenancy import session_key_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.timeout(180), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from tests.access.world import kernel_execute, loopback_instance, start_jupyter,
 from tests.conftest import AsgiServer
 from tests.factories.tenancy import session_key_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.timeout(180), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.django_db(transaction=True)]
 
 
 class _Echo(BaseHTTPRequestHandler):

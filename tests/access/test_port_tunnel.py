@@ -19,7 +19,7 @@ from provisioning.services.ports import instance_port_add
 from tests.access.world import SSHD, loopback_instance, start_sshd, stop
 from tests.factories.tenancy import session_key_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.timeout(120), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.timeout(120), pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(not os.path.exists(SSHD) or os.geteuid() != 0,
                                  reason="needs openssh-server (bin/system-deps) and root")]
 

@@ -10,7 +10,7 @@ from tests.access.world import loopback_instance
 from tests.factories.provisioning import InstanceFactory
 from tests.factories.tenancy import login_client
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from tests.factories.tenancy import PASSWORD, login_client, make_token
 
 from .conftest import totp_now
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _password_login(client, user):

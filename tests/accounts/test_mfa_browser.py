@@ -10,7 +10,7 @@ from tests.factories.tenancy import PASSWORD
 
 from .conftest import totp_now
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _base(live_server) -> str:

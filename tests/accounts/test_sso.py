@@ -15,7 +15,7 @@ from tests.factories.tenancy import UserFactory, login_client
 
 from .conftest import PERSON, PROVIDER_ID
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _approved(owner, *, kind="email_domain", value="testuni.edu.cn", role="viewer"):

@@ -9,7 +9,7 @@ from tests.factories.tenancy import UserFactory
 
 from .conftest import PERSON
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_sso_sign_in_lands_in_the_domains_organization(e2e_env, live_server, chromium, member_factory, idp_start):

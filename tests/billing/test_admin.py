@@ -10,7 +10,7 @@ from tenancy.models import AuditEvent
 from tests.factories.billing import MeterFactory
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _topup(org, n=0):

@@ -11,7 +11,7 @@ from billing.services import compensation_grant, meter_open, meters_close, trial
 from core.dbclock import db_now
 from tests.factories.billing import fund, set_credit_limit
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 URLS = ["/api/v1/billing/balance/", "/api/v1/billing/transfers/", "/api/v1/billing/usage/"]
 

@@ -16,7 +16,7 @@ from core.dbclock import db_now
 from tests.factories.billing import fund
 from tests.factories.tenancy import MembershipFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from core.dbclock import db_now
 from tests.factories.billing import fund
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 THREADS = 50
 PER_METER = 60_000  # 60 s at 3.6 CNY/card-hour = 1,000 µCNY per second

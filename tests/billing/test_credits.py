@@ -15,7 +15,7 @@ from tenancy.models import AuditEvent
 from tests.factories.billing import fund
 from tests.factories.tenancy import OrganizationFactory, UserFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def balances(org):

@@ -14,7 +14,7 @@ from billing.verify import ledger_verify
 from tests.factories.billing import fund, set_credit_limit
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def balances(org):

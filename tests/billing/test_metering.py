@@ -22,7 +22,7 @@ from core.failpoints import FailpointCrash, armed
 from tests.factories.billing import fund
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 H100 = 1_900_000
 FAILPOINTS = [None, "billing.tick:after_post", "billing.tick:before_commit",

@@ -19,7 +19,7 @@ from billing.services import (
 from core.errors import InsufficientFunds
 from tests.factories.tenancy import OrganizationFactory, UserFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_first_interface_end_to_end(settings):

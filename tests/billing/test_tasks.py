@@ -23,7 +23,6 @@ def _open_backdated(org, seconds):
     return m
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_a_second_tick_does_nothing_while_one_holds_the_lock():
     org = OrganizationFactory()

@@ -24,7 +24,7 @@ from core.dbclock import db_now
 from tests.factories.billing import fund
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 class _Rollback(Exception):

@@ -21,7 +21,7 @@ from tests.factories.billing import fund
 from tests.factories.tenancy import OrganizationFactory
 from tests.races import Aside
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def test_a_credit_emptied_meanwhile_leaves_no_chunk_short_and_every_org_spends_in_order(settings, monkeypatch):

@@ -8,7 +8,7 @@ from billing.verify import ledger_verify, ledger_verify_locked
 from tests.factories.billing import fund
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _age_transfers(seconds: int) -> None:

@@ -14,7 +14,7 @@ from tests.core.test_api_conventions import assert_error
 from tests.factories.billing_products import posted_at
 from tests.factories.inventory import accelerator
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 SPONSORSHIPS = "/api/v1/billing/sponsorships/"
 INVOICES = "/api/v1/billing/invoices/"

@@ -14,7 +14,7 @@ from tests.factories.inventory import accelerator
 from tests.factories.tenancy import UserFactory
 from tests.factories.tenancy import login_client as _client
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 

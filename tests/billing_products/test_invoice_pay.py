@@ -22,7 +22,7 @@ from tests.factories.billing_products import posted_at
 from tests.payments.conftest import localstripe_url, pay, stripe_env  # noqa: F401  (fixtures)
 from tests.races import Aside
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize("role,status", [("owner", 201), ("billing", 201), ("member", 403), ("viewer", 403)])

@@ -24,8 +24,6 @@ from tests.factories.billing import fund
 from tests.factories.billing_products import H100, package_amount
 from tests.factories.tenancy import MembershipFactory, OrganizationFactory
 
-pytestmark = [pytest.mark.pg]
-
 AMOUNT = package_amount(H100)  # 720 h × 2 cards × 1.235 CNY
 
 

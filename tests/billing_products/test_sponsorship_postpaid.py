@@ -29,7 +29,7 @@ from tests.factories.inventory import accelerator
 from tests.factories.tenancy import OrganizationFactory, UserFactory
 from tests.races import assert_organization_not_row_locked
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _proposal(org, hours=10):

@@ -21,7 +21,7 @@ from tests.factories.billing import MeterFactory
 from tests.factories.billing_products import H100, package_amount, posted_at
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 TZ = ZoneInfo("Asia/Shanghai")
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from tests.factories.provisioning import make_fleet
 
-pytestmark = [pytest.mark.worker, pytest.mark.pg, pytest.mark.redis]
+pytestmark = [pytest.mark.worker, pytest.mark.redis]
 
 
 def test_up_prints_the_running_instance_with_its_readiness_and_rm_ends_it(cli, catalog):

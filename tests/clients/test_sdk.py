@@ -81,7 +81,6 @@ def test_an_unreachable_platform_is_service_unavailable():
         Client(token="t", base_url="http://127.0.0.1:9", max_retries=1, sleep=lambda s: None).request("GET", "x/")
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_errors_pages_and_names_against_the_live_server(live_server, member_factory, catalog):
     from tests.factories.provisioning import InstanceFactory, funded, make_fleet

@@ -16,7 +16,7 @@ from tests.console.conftest import login_client
 from tests.e2e.conftest import session_cookie
 from tests.factories.tenancy import ed25519_public_key
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _rsa_public_key() -> str:

@@ -8,7 +8,7 @@ from tests.console.conftest import login_client
 from tests.factories.billing import MeterFactory, backdate_meter, fund, meter_spend
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_dashboard_shows_balances_burn_and_running_instances(web, owner):

@@ -10,7 +10,7 @@ from tests.console.conftest import login_client
 from tests.factories.provisioning import InstanceFactory
 from tests.factories.tenancy import SshKeyFactory, make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _form_of(page: str, marker: str) -> str:

@@ -11,7 +11,7 @@ from tests.e2e.conftest import session_cookie
 from tests.factories.provisioning import InstanceFactory
 from tests.factories.tenancy import SshKeyFactory, make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 DELETE_LAPTOP = "tr:has-text('laptop') button:has-text('Delete')"
 
 

@@ -10,7 +10,7 @@ from tests.console.conftest import login_client
 from tests.console.test_instances import H100_2
 from tests.factories.provisioning import InstanceFactory, funded
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _key(page: str) -> str:

@@ -9,7 +9,7 @@ from provisioning.models import Instance
 from tests.e2e.conftest import Shots, session_cookie
 from tests.factories.provisioning import funded, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 DETAIL = re.compile(r".*/instances/[0-9a-f-]{36}/$")
 
 

@@ -7,7 +7,7 @@ from inventory.models import CustomImage
 from tests.e2e.conftest import Shots, session_cookie
 from tests.factories.provisioning import funded
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_register_then_delete_an_image_in_the_browser(e2e_env, live_server, chromium, member_factory,

@@ -10,7 +10,7 @@ from tests.console.conftest import login_client
 from tests.factories.inventory import custom_image
 from tests.factories.provisioning import InstanceFactory, funded, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_register_pick_and_delete_a_private_image(member_factory, image_registry):

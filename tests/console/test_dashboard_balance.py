@@ -9,7 +9,7 @@ from tests.console.conftest import login_client
 from tests.factories.billing import MeterFactory
 from tests.factories.provisioning import InstanceFactory, funded
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _balance_card(page):

@@ -11,7 +11,7 @@ from tests.console.test_instances import H100_2, _sell_out
 from tests.factories.billing import MeterFactory, meter_spend
 from tests.factories.provisioning import InstanceFactory, container_body
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 H100 = "NVIDIA H100 SXM 80GB"
 
 

@@ -12,7 +12,7 @@ from tenancy.models import AuditEvent
 from tests.console.conftest import login_client
 from tests.factories.provisioning import InstanceFactory, funded
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 BELOW = "below_floor: 180.00 GB/s < 235 GB/s at 8589934592 B"
 
 

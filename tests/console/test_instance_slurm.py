@@ -10,7 +10,7 @@ from hardware import slurm
 from provisioning.models import NodeGroup
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 ITEMS = [{"accelerator": "h100-sxm-80g", "count": 8, "rate": 1_900_000},
          {"accelerator": "ascend-910b", "count": 8, "rate": 2_400_000}]
 

@@ -11,7 +11,7 @@ from tests.console.conftest import login_client
 from tests.factories.inventory import CardAllocationFactory
 from tests.factories.provisioning import InstanceFactory, funded
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 H100_2 = {"name": "train-1", "mode": "items", "kind": "container", "accelerator": "h100-sxm-80g", "count": "2",
           "image_nvidia": "pytorch-2.3-cuda12.3", "image_huawei": "cann-torch-npu", "billing": "on_demand",

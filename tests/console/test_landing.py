@@ -11,7 +11,7 @@ from inventory.models import Card
 from tests.factories.inventory import CardAllocationFactory
 from tests.factories.provisioning import make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _row(page, accelerator, zone):

@@ -5,7 +5,7 @@ import pytest
 from tests.e2e.conftest import Shots, session_cookie
 from tests.factories.provisioning import InstanceFactory, funded, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _inside(inner, outer, slack=0.5) -> bool:

@@ -11,7 +11,7 @@ from tests.console.conftest import login_client
 from tests.factories.billing import MeterFactory, meter_spend
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _ticks(org, inst, n, base):

@@ -5,7 +5,7 @@ from billing.funds import spend
 from console.templatetags.cardmix import fen, per_second, rate
 from tests.factories.billing import set_credit_limit
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 MINUS = "\u2212"
 
 

@@ -12,7 +12,7 @@ from tests.factories.billing import MeterFactory, fund
 from tests.factories.provisioning import InstanceFactory, funded, make_fleet
 from tests.factories.tenancy import ed25519_public_key
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 STATES = ["running", "waitlisted", "stopped", "provisioning", "failed", "terminated"]
 
 

@@ -4,7 +4,7 @@ import pytest
 from tests.e2e.conftest import Shots, session_cookie
 from tests.factories.provisioning import funded, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _create_form(chromium, owner, live_server, name):

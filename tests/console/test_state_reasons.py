@@ -11,7 +11,7 @@ from provisioning.models import InstanceEvent
 from tests.console.conftest import login_client
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 FUNDS = "insufficient_funds: Available funds do not cover the monthly package of 1778.400000 CNY. Top up first."
 # Every reason provisioning/services writes (instances, steps, waitlist, quarantine, reconciler, retention, packages,

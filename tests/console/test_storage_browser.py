@@ -11,7 +11,7 @@ from tests.e2e.conftest import Shots, session_cookie
 from tests.factories.provisioning import funded, make_fleet
 from tests.factories.storage import DISK_PRICE, storage_prices
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 DETAIL = re.compile(r".*/instances/[0-9a-f-]{36}/$")
 
 

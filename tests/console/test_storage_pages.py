@@ -12,7 +12,7 @@ from tests.console.conftest import login_client
 from tests.factories.provisioning import InstanceFactory, funded, make_fleet
 from tests.factories.storage import DatasetFactory, make_volume, storage_prices
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from tenancy.models import Membership, Organization, User
 from tests.console.conftest import login_client
 from tests.factories.tenancy import UserFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 PASSWORD = "correct-horse-battery-9"
 
 

@@ -14,7 +14,7 @@ from tests.factories.billing import MeterFactory
 from tests.factories.provisioning import InstanceFactory
 from tests.factories.tenancy import make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)  # 11:04:05 in Shanghai
 TIME = re.compile(r"\b\d{2}:\d{2}(?::\d{2})?\b")
 

@@ -12,7 +12,7 @@ from tests.console.conftest import login_client
 from tests.factories.inventory import CardAllocationFactory
 from tests.factories.provisioning import InstanceFactory, funded, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 H100_4 = [{"accelerator": "h100-sxm-80g", "count": 4, "rate": 1_900_000}]
 
 

@@ -11,7 +11,7 @@ from inventory.models import Zone
 from tests.console.conftest import login_client
 from tests.factories.provisioning import funded
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_the_create_forms_zones_name_the_fabric_once_and_alike(member_factory):

@@ -57,7 +57,6 @@ def test_idempotency_replays_same_body_and_refuses_different_body(api_client):
     assert api_client.post("/test/things/", {"a": 1}, format="json").json()["n"] == 3
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.urls("tests.core.urls")
 def test_concurrent_duplicates_create_once():

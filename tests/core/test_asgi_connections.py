@@ -12,7 +12,7 @@ from django.db import connection
 
 from tests.conftest import AsgiServer
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 APP_NAME = "cardmix-asgi-pool-test"
 

@@ -15,7 +15,7 @@ from django.core.handlers.asgi import ASGIHandler
 from core.asgi_handler import OneHopASGIHandler
 from tests.factories.tenancy import make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 
 def _get(handler, path: str, secret: str) -> tuple[dict, bytes]:

@@ -10,7 +10,7 @@ from redis.connection import AbstractConnection
 
 from tests.factories.tenancy import make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 REQUESTS = 30
 

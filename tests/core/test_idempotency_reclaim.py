@@ -65,7 +65,6 @@ def running_first():
     NEXT_GATES.clear()
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_a_retry_while_the_first_request_still_runs_is_409(atomic_requests, running_first):
     gate, first = running_first
@@ -78,7 +77,6 @@ def test_a_retry_while_the_first_request_still_runs_is_409(atomic_requests, runn
     assert rows() == 1
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_a_retry_after_the_first_request_died_creates_once(atomic_requests, running_first):
     gate, first = running_first
@@ -97,7 +95,6 @@ def test_a_retry_after_the_first_request_died_creates_once(atomic_requests, runn
     assert advisory_locks_here() == 0
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_a_request_killed_after_writing_its_object_but_before_storing_the_response_creates_once():
     """The object and the stored response commit together: before, the object was committed by the view and
@@ -137,7 +134,6 @@ def test_a_dead_requests_record_is_reclaimed_on_postgresql_and_waits_for_the_ttl
         assert rows() == 0
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("fail,status", [(None, 201), ("400", 400), ("500", 500), ("sql", 500)])
 def test_the_keys_lock_is_released_whatever_the_view_did(atomic_requests, fail, status):

@@ -3,7 +3,6 @@ import pytest
 from django.core.management import call_command
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_seed_demo_is_complete_and_idempotent(catalog):
     from billing.selectors import balance_summary

@@ -15,7 +15,7 @@ from tests.e2e.conftest import Shots, ready_worker, session_cookie
 from tests.factories.inventory import CardAllocationFactory
 from tests.factories.provisioning import funded, make_fleet, wait_for_state
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.redis, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 H100_RATE = 1_900_000
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from .conftest import container_body, wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.pg, pytest.mark.redis, pytest.mark.worker]
+pytestmark = [pytest.mark.faults, pytest.mark.redis, pytest.mark.worker]
 
 FAST_BEAT = {"METER_TICK_SECONDS": "1", "RECONCILE_SECONDS": "1"}
 

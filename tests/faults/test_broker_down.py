@@ -3,7 +3,7 @@ import pytest
 
 from .conftest import container_body, wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.pg, pytest.mark.redis, pytest.mark.worker]
+pytestmark = [pytest.mark.faults, pytest.mark.redis, pytest.mark.worker]
 
 
 def test_create_while_broker_down_reaches_running_after_restart(faults):

@@ -4,7 +4,7 @@ import requests
 
 from .conftest import container_body, wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.pg, pytest.mark.redis, pytest.mark.worker]
+pytestmark = [pytest.mark.faults, pytest.mark.redis, pytest.mark.worker]
 
 
 def _unavailable(response: requests.Response) -> None:

@@ -11,7 +11,7 @@ import requests
 
 from .conftest import WEBHOOK_SECRET, container_body, wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.pg, pytest.mark.redis, pytest.mark.worker]
+pytestmark = [pytest.mark.faults, pytest.mark.redis, pytest.mark.worker]
 
 
 def _crashed(proc) -> bool:

@@ -7,7 +7,7 @@ from hardware.models import AgentCommand, NodeCredential
 from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node, bmc_credential
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_agent_tokens_credentials_and_commands(operator_client, catalog):

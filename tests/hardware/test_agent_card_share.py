@@ -14,7 +14,7 @@ from tests.factories.hardware import agent_node
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 MIB = 1024 * 1024
 
 

@@ -18,7 +18,7 @@ from tests.factories.provisioning import funded, wait_for_state
 
 from .conftest import BIN, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(400),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(400),
               pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/instances/"
 WORKER_ENV = {"AGENT_COMMAND_POLL_SECONDS": "0.05", "AGENT_COMMAND_TIMEOUT_SECONDS": "60",

@@ -17,7 +17,7 @@ from tests.factories.provisioning import container_body, funded, make_fleet, wai
 
 from .conftest import AGENT_PYTHON, free_port, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/instances/"
 # The worker waits on AgentCommand rows: poll them often, and give up well within the test's time.

@@ -237,7 +237,6 @@ def test_nothing_newer_is_handed_out_while_an_older_command_waits_on_its_lease()
     assert [c["id"] for c in claim(client)] == [str(prepare.pk)]  # the release started: the prepare follows
 
 
-@pytest.mark.pg  # row locks
 @pytest.mark.django_db(transaction=True)
 def test_two_claims_of_one_node_at_once_never_hand_out_a_newer_command_first(monkeypatch):
     node, _ = agent_node()
@@ -265,7 +264,6 @@ def test_two_claims_of_one_node_at_once_never_hand_out_a_newer_command_first(mon
     assert AgentCommand.objects.get(pk=prepare.pk).state == "queued"
 
 
-@pytest.mark.pg  # row locks
 @pytest.mark.django_db(transaction=True)
 def test_a_lapsed_lease_whose_start_is_in_flight_still_holds_back_the_command_behind_it():
     """The older command's lease ran out while its start acknowledgement holds its row: the claim's re-queue skips

@@ -27,7 +27,7 @@ from tests.races import Aside
 
 from .conftest import BIN, RawServer, heartbeats_settled, http, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def registered(node):

@@ -10,7 +10,7 @@ from tests.factories.hardware import agent_node
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def test_output_with_nul_is_delivered(live_server, start_agent, tmp_path):

@@ -21,7 +21,7 @@ from tests.factories.storage import storage_prices
 
 from .conftest import AGENT_PYTHON, BIN, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(400),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(400),
               pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/instances/"
 GIB = 1024 ** 3

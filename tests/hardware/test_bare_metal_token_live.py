@@ -29,7 +29,7 @@ from tests.factories.provisioning import container_body, funded, wait_for_state
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(420),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(420),
               pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/instances/"
 HOSTNAME = "bm-node-31.test"

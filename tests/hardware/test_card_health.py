@@ -11,7 +11,7 @@ from inventory.services import cards_set_health
 from tenancy.models import AuditEvent
 from tests.factories.hardware import agent_node
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 CORPUS = Path(__file__).resolve().parent / "health_corpus"
 HEARTBEAT = {"agent_version": "1.6.0", "hostname": "h", "runtime": "process"}
 GPU = {"output": (CORPUS / "nvidia_gpu-healthy-h100.txt").read_text(), "exit_code": 0}

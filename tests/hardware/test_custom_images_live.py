@@ -26,7 +26,7 @@ from tests.registry_server import AVAILABLE, PASSWORD, USER, RegistryServer
 
 from .conftest import BIN, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(not AVAILABLE, reason="needs docker-registry and apache2-utils")]
 

@@ -25,7 +25,7 @@ from tests.factories.provisioning import container_body, funded, wait_for_state
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/instances/"
 HEARTBEAT_S = 0.3  # the agent's pause between heartbeats in these tests (conftest.AgentProcess)

@@ -165,7 +165,6 @@ def test_a_task_that_starts_while_the_agent_is_missing_still_cleans(driver):
     assert fresh(node).state == NodeState.AVAILABLE
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_the_outcome_is_decided_under_the_node_lock(driver):
     """An operator's quarantine committed while the outcome waits for the node's row lock stands."""
@@ -208,7 +207,6 @@ def expire_claim(node):
     Node.objects.filter(pk=node.pk).update(clean_claim_until=db_now() - timedelta(seconds=1))
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_two_tasks_at_once_wipe_the_node_once(driver):
     """A task redelivered while the first still wipes finds the pass taken: it wipes nothing, writes nothing."""
@@ -237,7 +235,6 @@ def test_two_tasks_at_once_wipe_the_node_once(driver):
     assert (drv.wipes, fresh(node).state, fresh(node).clean_claim) == (1, NodeState.AVAILABLE, None)
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_the_pass_is_claimed_under_the_node_lock(driver):
     """An operator's quarantine committed while the task waits for the node's row lock: nothing is wiped."""
@@ -269,7 +266,6 @@ def test_a_claim_whose_worker_died_expires_and_a_later_task_takes_over(driver):
     assert (drv.wipes, fresh(node).clean_claim, fresh(node).clean_claim_until) == (1, None, None)
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_a_pass_taken_over_does_not_write_its_outcome(driver):
     """The first pass outlived its claim and a later task took over: the first one's end changes nothing."""

@@ -27,7 +27,7 @@ from tests.factories.provisioning import container_body, funded, wait_for_state
 
 from .conftest import heartbeats_settled, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/instances/"
 TIMEOUT = 3  # AGENT_HEARTBEAT_TIMEOUT_SECONDS here: the live server sets each heartbeat's deadline with it

@@ -69,7 +69,6 @@ def test_an_operator_change_while_unreachable_stands():
     assert (node.state, node.state_reason) == (NodeState.QUARANTINED, "operator: bad PSU")
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_the_check_decides_under_the_node_lock():
     """An operator's quarantine committed while the check waits for the node's row lock is not overwritten."""
@@ -81,7 +80,6 @@ def test_the_check_decides_under_the_node_lock():
     assert node.state == NodeState.QUARANTINED
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_the_returning_heartbeat_decides_under_the_node_lock():
     """An operator's quarantine of the unreachable node, committed while the heartbeat waits for the lock, stands."""

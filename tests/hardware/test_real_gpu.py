@@ -13,7 +13,7 @@ from tests.factories.hardware import agent_node
 from .conftest import wait_for
 
 REAL_SMI = shutil.which("nvidia-smi")
-pytestmark = [pytest.mark.gpu, pytest.mark.pg, pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.gpu, pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(REAL_SMI is None, reason="no nvidia-smi on this host")]
 
 

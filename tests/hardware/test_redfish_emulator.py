@@ -17,7 +17,7 @@ from tests.factories.hardware import agent_node, bmc_credential
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 FAST = {"power_timeout_s": 30, "agent_timeout_s": 30, "poll_s": 0.2, "agent_options": {"poll_s": 0.05,
                                                                                         "timeout_s": 30}}
 

@@ -15,7 +15,7 @@ from provisioning.tasks import instance_advance
 from tests.factories.inventory import NodeFactory, ZoneFactory, accelerator
 from tests.factories.provisioning import funded
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db, pytest.mark.slurm]
+pytestmark = [pytest.mark.django_db, pytest.mark.slurm]
 URL = "/api/v1/instances/"
 IMAGES = {"nvidia": "pytorch-2.3-cuda12.3", "huawei": "cann-torch-npu"}
 

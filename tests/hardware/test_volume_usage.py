@@ -12,7 +12,7 @@ from tests.factories.inventory import ZoneFactory
 from tests.factories.storage import make_volume
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 GIB = 1024 ** 3
 HEARTBEAT = {"agent_version": "1.5.0", "hostname": "h", "runtime": "process"}
 

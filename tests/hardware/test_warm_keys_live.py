@@ -25,7 +25,7 @@ from tests.factories.tenancy import SshKeyFactory
 
 from .conftest import BIN, free_port, stop_process, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/instances/"
 SSHD = "/usr/sbin/sshd"

@@ -22,8 +22,6 @@ from core.dbclock import db_now
 from tests.factories.billing import fund
 from tests.factories.tenancy import MembershipFactory, login_client
 
-pytestmark = [pytest.mark.pg]
-
 
 def zh(msgid: str) -> str:
     """The catalog's Chinese for `msgid` (fails when the catalog has none: the email would read English)."""

@@ -8,7 +8,7 @@ from django.utils import translation
 from tenancy.models import User
 from tests.factories.tenancy import login_client, make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _lang(response) -> str:

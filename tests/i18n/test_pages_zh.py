@@ -9,7 +9,7 @@ from tests.factories.provisioning import funded, make_fleet
 from tests.factories.tenancy import ed25519_public_key, login_client, make_token
 from tests.i18n.test_zh_journey_browser import IDENTIFIER, PROPER_NAMES, WORD, _catalog, _data_words
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 ANONYMOUS = {"/", "/login/", "/signup/", "/password-reset/", "/accounts/password/reset/done/",
              "/accounts/password/reset/key/done/"}
 PAGES = ["/", "/login/", "/signup/", "/password-reset/", "/accounts/password/reset/done/",

@@ -5,7 +5,7 @@ import pytest
 
 from tests.factories.provisioning import container_body, funded, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 
 

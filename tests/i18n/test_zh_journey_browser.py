@@ -20,7 +20,7 @@ from tenancy.realname.services import realname_approve
 from tests.e2e.conftest import Shots, ready_worker
 from tests.factories.provisioning import make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.browser, pytest.mark.worker,
+pytestmark = [pytest.mark.redis, pytest.mark.browser, pytest.mark.worker,
               pytest.mark.django_db(transaction=True)]
 CATALOG = Path(__file__).resolve().parents[2] / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 WORD = re.compile(r"[A-Za-z][A-Za-z]+")

@@ -7,7 +7,7 @@ from inventory.models import Node
 from tenancy.models import AuditEvent
 from tests.factories.inventory import CardAllocationFactory, NodeFactory, ZoneFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_admin_pages_render_without_secrets(operator_client, catalog):

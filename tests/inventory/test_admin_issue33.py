@@ -10,7 +10,7 @@ from tests.factories.inventory import CardAllocationFactory, NodeFactory
 from tests.factories.provisioning import InstanceFactory
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_admin_times_are_in_the_billing_zone_with_the_zone_shown(operator_client, catalog, settings):

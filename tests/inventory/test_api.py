@@ -10,7 +10,7 @@ from inventory.models import Accelerator, Card, Image, Node, Price
 from tenancy.models import AuditEvent
 from tests.factories.inventory import CardAllocationFactory, NodeFactory, ZoneFactory, accelerator
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 ROLES = ["owner", "admin", "member", "billing", "viewer"]
 

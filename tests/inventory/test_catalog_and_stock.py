@@ -13,7 +13,7 @@ from inventory.choices import CardHealth, NodeState
 from inventory.models import Accelerator, Card, Image, Node, Price, Zone
 from tests.factories.inventory import CardAllocationFactory, NodeFactory, ZoneFactory, accelerator
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_migration_seeds_the_spec_catalog_exactly():

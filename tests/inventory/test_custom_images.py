@@ -12,7 +12,7 @@ from tests.factories.hardware import agent_node
 from tests.factories.inventory import custom_image
 from tests.factories.provisioning import container_body, funded, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/custom-images/"
 
 

@@ -4,7 +4,6 @@ import pytest
 from inventory.models import Image
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_admin_saves_an_image_with_a_dotted_slug(client, member_factory, catalog):
     staff = member_factory().user

@@ -13,8 +13,6 @@ from tenancy.models import AuditEvent
 from tests.factories.inventory import CardAllocationFactory, NodeFactory, ZoneFactory, accelerator
 from tests.factories.tenancy import UserFactory
 
-pytestmark = pytest.mark.pg
-
 
 @pytest.mark.django_db(transaction=True)
 def test_node_state_actions_are_audited_and_undrain_announces_capacity(capacity_events):

@@ -10,7 +10,7 @@ from tests.factories.inventory import CardAllocationFactory, NodeFactory, ZoneFa
 
 from .test_api import ROLES, assert_error
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _world(catalog):

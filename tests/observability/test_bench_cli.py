@@ -18,7 +18,6 @@ def test_api_load_help_lists_the_knobs():
         assert (ROOT / "bench" / "wrk" / script).is_file()
 
 
-@pytest.mark.pg
 @pytest.mark.redis
 @pytest.mark.timeout(1200)
 def test_scale_runs_a_tiny_deployment_and_prints_each_figure():

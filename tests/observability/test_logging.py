@@ -9,7 +9,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from core.logging import RequestIdFilter, instance_id_var, log_context, org_id_var
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

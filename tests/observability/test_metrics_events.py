@@ -16,7 +16,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.factories.provisioning import container_body, funded, make_fleet, wait_for_state
 
-pytestmark = [pytest.mark.pg]
 TOKEN = "observability-scrape-secret"
 WORKER_ENV = {"SIMULATOR_DELAY_SCALE": "0", "SIMULATOR_FAILURE_SCALE": "0"}
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from tests.factories.inventory import CATALOG_EPOCH, ImageFactory, PriceFactory, accelerator
 from tests.factories.provisioning import InstanceFactory, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _count(client, url) -> int:

@@ -10,7 +10,7 @@ from billing.payments.selectors import cash_balance
 from tests.factories.tenancy import session_key_for as _session_cookie
 from tests.payments.conftest import wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 THREE_D_SECURE_CARD = {"number": "4000002500003155", "exp_month": 12, "exp_year": 2034, "cvc": "123"}
 

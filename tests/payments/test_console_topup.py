@@ -9,7 +9,7 @@ from billing.models_payments import TopUp, TopUpState
 from billing.services import cash_credit
 from tests.factories.tenancy import login_client as console_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 PAGE = "/billing/topup/"
 

@@ -17,7 +17,7 @@ from tests.payments.conftest import post_raw, sign
 from tests.payments.test_refunds import _paid_topup, _refund_event, staff_client  # noqa: F401 (a fixture)
 from tests.races import Aside
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 USCC = "91330100716105852F"
 PDF = b"%PDF-1.7\n% a fapiao\n%%EOF\n"

@@ -16,7 +16,7 @@ from core.models import OutboxMessage
 from tests.factories.billing_products import posted_at
 from tests.payments.conftest import pay, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 def test_invoice_is_paid_once_its_topup_is_credited(stripe_env, webhook_to_live_server, localstripe_url,

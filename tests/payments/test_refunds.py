@@ -20,7 +20,7 @@ from tests.factories.tenancy import UserFactory
 from tests.payments.conftest import pay, post_raw, sign, wait_for
 from tests.races import assert_organization_not_row_locked
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def _paid_topup(client, amount="100.00") -> TopUp:

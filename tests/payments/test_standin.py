@@ -13,7 +13,6 @@ from tests.payments.conftest import localstripe_url, stripe_env  # noqa: F401  (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_a_stand_in_top_up_waits_for_the_3d_secure_answer(stripe_env, member_factory):  # noqa: F811
     import stripe

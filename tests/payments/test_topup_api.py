@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from billing.models_payments import TopUp, TopUpState
 from tests.payments.conftest import assert_error
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/billing/topups/"
 

@@ -10,7 +10,7 @@ from django.db import connection
 
 from billing.models_payments import TopUp, TopUpState
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/billing/topups/"
 
 

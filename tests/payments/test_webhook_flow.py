@@ -11,7 +11,7 @@ from billing.payments.reconcile import payments_reconcile
 from billing.payments.selectors import cash_balance
 from tests.payments.conftest import DECLINED_CARD, pay, post_raw, register_webhook, wait_for
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 URL = "/api/v1/billing/topups/"
 

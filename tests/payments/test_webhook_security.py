@@ -13,7 +13,7 @@ from core.failpoints import armed
 from tenancy.models import AuditEvent
 from tests.payments.conftest import assert_error, sign
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/billing/stripe/webhook/"
 SECRET = "whsec_security_tests"

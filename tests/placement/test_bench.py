@@ -128,7 +128,6 @@ def test_a_task_of_one_named_model_is_placed_as_an_item_request():
     assert bench.place_task(fleet, catalog, (2, None), "ours").ok
 
 
-@pytest.mark.pg
 @pytest.mark.timeout(600)
 def test_production_mode_times_placement_decide_on_postgresql():
     import os

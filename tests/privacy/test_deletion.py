@@ -16,7 +16,7 @@ from tests.factories.billing import fund
 from tests.factories.provisioning import InstanceFactory
 from tests.factories.tenancy import PASSWORD, MembershipFactory, SshKeyFactory, login_client, make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 EMAIL, NAME = "zephyrine.quill@example.org", "Zephyrine Quillfeather"
 
 

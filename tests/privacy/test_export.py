@@ -11,7 +11,7 @@ from tests.factories.billing import fund
 from tests.factories.provisioning import InstanceFactory
 from tests.factories.tenancy import SshKeyFactory, login_client, make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/organizations/current/export/"
 
 

@@ -9,7 +9,7 @@ from provisioning.models import Instance, InstanceEvent, NodeGroup, ReadinessRep
 from tests.factories.inventory import CardAllocationFactory, NodeFactory
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _running_instance():

@@ -10,7 +10,7 @@ from tests.factories.provisioning import InstanceFactory, container_body, funded
 from tests.factories.tenancy import SshKeyFactory, make_token
 from tests.provisioning.list_reads import list_queries
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 
 

@@ -19,7 +19,7 @@ from provisioning.selectors import INSTANCE_BODY_COLUMNS, _BodyRows
 from tests.factories.billing import MeterFactory
 from tests.factories.provisioning import InstanceFactory, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/?limit=100"
 
 

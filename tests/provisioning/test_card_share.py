@@ -28,7 +28,6 @@ def test_cpus_and_gib_as_they_are_shown():
     assert card_share(cards=1, card_count=8, cpu_cores=100, memory_mib=2_063_731).memory_gib == 251.91
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_the_quote_shows_the_cpus_and_memory_each_item_gets(client):
     """Before: a quote said nothing of CPU or memory, and a container could take the whole node's."""
@@ -52,7 +51,6 @@ def test_the_quote_shows_the_cpus_and_memory_each_item_gets(client):
     assert sold_out["available"] is False and sold_out["items"][0]["cpus"] is None  # not placed: not known
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_the_console_quote_panel_says_what_the_cards_bring(web):
     from inventory.models import Node
@@ -76,7 +74,6 @@ def web(member_factory):
     return login_client(funded(member_factory(role="owner")))
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_the_agent_driver_sends_each_container_its_share(settings):
     """The prepare payload the agent enforces (its --cpus / --memory, cgroup or rlimit)."""

@@ -14,7 +14,7 @@ from provisioning.services.fleet import fault_force
 from provisioning.tasks import instance_advance
 from tests.factories.provisioning import make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 IMAGES = {"nvidia": "pytorch-2.3-cuda12.3", "huawei": "cann-torch-npu"}
 

@@ -12,7 +12,7 @@ from provisioning.selectors import org_cards_in_use
 from tests.factories.provisioning import container_body, funded, make_fleet
 from tests.factories.tenancy import make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis]
+pytestmark = [pytest.mark.redis]
 # Django's test server listens with a backlog of 10: 40 simultaneous connects would be reset by the
 # kernel before reaching the app. Raised before the (session-wide) live server binds.
 basehttp.WSGIServer.request_queue_size = 128

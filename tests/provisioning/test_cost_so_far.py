@@ -16,7 +16,7 @@ from provisioning.selectors import INSTANCE_BODY_COLUMNS, instance_list_rows
 from tests.factories.billing import MeterFactory
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 HALF = timedelta(milliseconds=500)  # meters open mid-second
 

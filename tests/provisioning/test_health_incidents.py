@@ -35,7 +35,7 @@ from tests.factories.inventory import ZoneFactory
 from tests.factories.provisioning import container_body
 from webhooks.models import WebhookEndpoint, WebhookEvent
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 RATE, CARDS = 1_900_000, 8  # H100 list price, µCNY per card-hour
 CORPUS = Path(__file__).resolve().parents[1] / "hardware" / "health_corpus"

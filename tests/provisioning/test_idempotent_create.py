@@ -9,7 +9,7 @@ from provisioning.api import views
 from provisioning.models import Instance
 from tests.factories.provisioning import container_body, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_an_error_after_the_instance_was_written_keeps_the_key_usable_and_creates_once(client):

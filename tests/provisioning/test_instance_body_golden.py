@@ -19,7 +19,7 @@ from tests.factories.billing import MeterFactory
 from tests.factories.provisioning import InstanceFactory, funded, make_fleet
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 GOLDEN = Path(__file__).parent / "golden" / "instance_bodies.json"
 

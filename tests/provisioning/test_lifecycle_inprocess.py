@@ -12,7 +12,7 @@ from provisioning.services.fleet import fault_force
 from provisioning.tasks import instance_advance
 from tests.factories.provisioning import container_body, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 
 

@@ -12,7 +12,7 @@ from provisioning.models import InstanceBody
 from tests.factories.provisioning import InstanceFactory, make_fleet
 from tests.provisioning.list_reads import list_queries
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/instances/"
 

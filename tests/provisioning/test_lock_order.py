@@ -18,7 +18,7 @@ from tenancy.lock_objects import organization_lock
 from tests.factories.provisioning import InstanceFactory, container_body, make_fleet
 from tests.races import Aside
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def _lock_timeout(ms: int) -> None:

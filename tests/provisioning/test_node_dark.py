@@ -28,7 +28,7 @@ from tests.factories.hardware import agent_node
 from tests.factories.inventory import NodeFactory, ZoneFactory
 from tests.factories.provisioning import container_body
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 RATE, CARDS = 1_900_000, 8  # H100 list price, µCNY per card-hour
 HEARTBEAT = {"agent_version": "1.3.1", "hostname": "h", "runtime": "process"}

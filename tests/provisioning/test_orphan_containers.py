@@ -13,7 +13,7 @@ from provisioning.services.reconciler import reconcile
 from tests.factories.hardware import agent_node
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _group(instance, node, cards, released=False):

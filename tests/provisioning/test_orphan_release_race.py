@@ -16,7 +16,7 @@ from tests.factories.provisioning import InstanceFactory
 from tests.provisioning.test_orphan_containers import _heartbeat
 from tests.races import Aside
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def test_a_claim_in_flight_on_the_container_s_card_gets_no_release_queued(owner):

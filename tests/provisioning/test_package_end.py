@@ -17,7 +17,7 @@ from tests.factories.billing import fund
 from tests.factories.provisioning import container_body, make_fleet
 
 # transaction=True: the package-end hook runs when the renewal task's transaction commits.
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 URL = "/api/v1/instances/"
 
 

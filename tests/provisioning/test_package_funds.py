@@ -14,7 +14,7 @@ from provisioning.tasks import instance_advance
 from tests.factories.billing import fund
 from tests.factories.provisioning import container_body, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_a_package_the_funds_no_longer_cover_fails_the_instance_without_compensation(client, owner):

@@ -12,7 +12,7 @@ from tests.factories.billing import fund
 from tests.factories.provisioning import InstanceFactory, container_body, make_fleet
 from tests.factories.tenancy import login_client
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 
 

@@ -10,7 +10,7 @@ from provisioning.models import Instance
 from provisioning.services.demand import demand_learn, demand_workload
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 H100, ASCEND = "h100-sxm-80g", "ascend-910b"
 
 

@@ -19,7 +19,7 @@ from tests.factories.inventory import NodeFactory, accelerator
 from tests.factories.provisioning import InstanceFactory, make_fleet
 from tests.races import Aside
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 H100 = "h100-sxm-80g"
 
 

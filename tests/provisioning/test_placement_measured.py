@@ -8,7 +8,7 @@ from provisioning.tasks import instance_advance
 from tests.console.conftest import login_client
 from tests.factories.provisioning import InstanceFactory, container_body, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 QUOTES = "/api/v1/quotes/"
 

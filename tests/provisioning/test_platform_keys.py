@@ -11,8 +11,6 @@ from provisioning.platform_keys import COMMENT, authorized_keys, platform_privat
 from provisioning.tasks import instance_advance
 from tests.factories.provisioning import InstanceFactory, container_body, make_fleet
 
-pytestmark = [pytest.mark.pg]
-
 
 @pytest.mark.django_db
 def test_the_key_is_made_once_sealed_and_its_halves_match():

@@ -20,7 +20,7 @@ from provisioning.services.reconciler import reconcile
 from tests.factories.provisioning import container_body, make_fleet
 from tests.races import Aside
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def test_the_reconcilers_release_reaches_the_agent(client, settings):

@@ -16,7 +16,7 @@ from provisioning.services.reconciler import reconcile
 from provisioning.tasks import instance_advance
 from tests.factories.provisioning import container_body, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 
 

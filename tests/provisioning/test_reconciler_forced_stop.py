@@ -16,7 +16,7 @@ from provisioning.tasks import instance_advance
 from tests.factories.provisioning import container_body, make_fleet
 from tests.races import Aside
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def test_a_start_right_after_a_forced_stop_keeps_its_new_placement(client, owner):

@@ -9,7 +9,7 @@ from inventory.models import Node
 from provisioning.models import ReadinessReport
 from tests.factories.provisioning import InstanceFactory, container_body, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from provisioning.models import NodeGroup
 from tests.factories.provisioning import InstanceFactory, make_fleet
 from tests.factories.tenancy import SshKeyFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _blob(key) -> bytes:

@@ -28,7 +28,7 @@ from tests.factories.provisioning import funded, wait_for_state
 from tests.factories.tenancy import make_token
 from tests.hardware.conftest import free_port, start_agent, wait_for  # noqa: F401 (start_agent: a fixture)
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True)]
 WORKER_ENV = {"AGENT_COMMAND_POLL_SECONDS": "0.05", "AGENT_COMMAND_TIMEOUT_SECONDS": "60",
               "SIMULATOR_DELAY_SCALE": "0", "SIMULATOR_FAILURE_SCALE": "0"}

@@ -15,7 +15,7 @@ from provisioning.services.instances import instance_start, instance_stop
 from provisioning.tasks import instance_advance
 from tests.factories.provisioning import make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 TWO_ITEMS = {"name": "two", "kind": "container", "image": "pytorch-2.3-cuda12.3",
              "items": [{"accelerator": "h100-sxm-80g", "count": 2}, {"accelerator": "a800-sxm-80g", "count": 2}]}
 

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories.provisioning import InstanceFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 # BEGIN; the instance; the clock; the meter; accounts with the credit limit; the spend keys; the transfer; the
 # balances; the charge detail; the meter posted and closed; the card incidents; the instance; its event; the

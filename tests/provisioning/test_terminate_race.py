@@ -18,7 +18,7 @@ from provisioning.services.instances import instance_terminate
 from provisioning.tasks import instance_advance
 from tests.factories.provisioning import container_body, make_fleet
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/instances/"
 TWO_ITEMS = {"name": "two", "kind": "container", "image": "pytorch-2.3-cuda12.3",
              "items": [{"accelerator": "h100-sxm-80g", "count": 2}, {"accelerator": "a800-sxm-80g", "count": 2}]}

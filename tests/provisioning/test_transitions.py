@@ -45,7 +45,6 @@ def test_forbidden(src, dst):
     assert not can_transition(src, dst)
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 @pytest.mark.parametrize(("src", "dst"), [("pending", "provisioning"), ("checking", "running"),
                                           ("stopped", "starting"), ("failed", "terminating")])
@@ -59,7 +58,6 @@ def test_transition_records_an_event(src, dst):
     assert InstanceEvent.objects.filter(instance=inst).count() == 1
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 @pytest.mark.parametrize(("src", "dst"), FORBIDDEN[:6])
 def test_illegal_transition_raises_409_and_changes_nothing(src, dst):

@@ -9,7 +9,7 @@ from provisioning.models import ReadinessReport
 from tests.factories.provisioning import container_body, make_fleet, wait_for_cards_released, wait_for_state
 
 # Worker start-up and the steps are slow on a loaded machine; pytest-timeout's default is 180 s.
-pytestmark = [pytest.mark.worker, pytest.mark.pg, pytest.mark.redis, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.worker, pytest.mark.redis, pytest.mark.timeout(600)]
 URL = "/api/v1/instances/"
 WORKER_ENV = {"SIMULATOR_DELAY_SCALE": "0", "SIMULATOR_FAILURE_SCALE": "0"}
 

@@ -13,7 +13,7 @@ from tests.factories.provisioning import container_body, make_fleet
 
 from .helpers import URL
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _running(client) -> str:

@@ -13,7 +13,7 @@ from tests.factories.provisioning import container_body, make_fleet
 
 from .helpers import HOUR, URL, leaks, move, retests_run, set_ago
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _create(client, slug="h100-sxm-80g", count=8, **extra) -> dict:

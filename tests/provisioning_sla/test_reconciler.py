@@ -14,7 +14,7 @@ from tests.factories.provisioning import container_body, make_fleet
 
 from .helpers import URL, hours, leaks, move
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _create(client, count=2) -> str:

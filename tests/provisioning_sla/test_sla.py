@@ -17,7 +17,7 @@ from tests.factories.provisioning import container_body, make_fleet
 
 from .helpers import HOUR, SECOND, URL, hours, set_ago, sla_transfers
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize(("lateness", "expected"), [

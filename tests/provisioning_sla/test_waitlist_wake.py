@@ -18,7 +18,7 @@ from tests.factories.provisioning import container_body, funded, make_fleet
 
 from .helpers import H100_RATE, URL
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 H100 = "h100-sxm-80g"
 

@@ -34,7 +34,7 @@ from tests.factories.tenancy import SshKeyFactory
 
 from .helpers import URL
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 IMAGE = "pytorch-2.3-cuda12.3"
 

@@ -33,7 +33,7 @@ from tests.factories.provisioning import (
 
 from .helpers import HOUR, SECOND, URL, WORKER_ENV, hours, leaks, set_ago, sla_transfers
 
-pytestmark = [pytest.mark.worker, pytest.mark.pg, pytest.mark.redis]
+pytestmark = [pytest.mark.worker, pytest.mark.redis]
 
 
 def _create(client, count=8, **extra) -> str:

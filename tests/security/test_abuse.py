@@ -5,7 +5,7 @@ import pytest
 from django.core import mail
 from django.urls import reverse
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 PASSWORD = "a-long-enough-passphrase-42"
 
 

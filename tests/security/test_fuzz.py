@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 MAX_EXAMPLES = int(os.environ.get("SECURITY_FUZZ_EXAMPLES", "20"))
 NEGATIVE_EXAMPLES = int(os.environ.get("SECURITY_FUZZ_NEGATIVE_EXAMPLES", "8"))

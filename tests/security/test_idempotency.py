@@ -135,7 +135,6 @@ def ctx(member_factory, token_client_for, catalog, stripe_env, request):
     return {"actor": actor, "client": token_client_for(actor), "request": request}
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", CREATING)
 def test_same_key_replays_and_other_body_is_422(name, ctx):
@@ -166,7 +165,6 @@ def test_same_key_replays_and_other_body_is_422(name, ctx):
     assert count() <= before + 2
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_key_is_scoped_to_the_credential(ctx, token_client_for):
     """The same key from another token of the same user is a different request (scope includes credential)."""
@@ -179,7 +177,6 @@ def test_key_is_scoped_to_the_credential(ctx, token_client_for):
     assert count() == before + 2
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("name", CREATING)
 def test_concurrent_duplicates_create_one_object(name, ctx):

@@ -8,7 +8,7 @@ from . import registry
 from .conftest import assert_envelope
 from .urlwalk import walk
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 ROUTES = walk()
 BY_NAME = {r.name: r for r in ROUTES}

@@ -7,7 +7,7 @@ import pytest
 
 from .conftest import assert_envelope
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 ROLES = ["owner", "admin", "member", "billing", "viewer"]
 EVERY = set(ROLES)

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from . import registry
 from .conftest import assert_envelope
 from .test_isolation import ROUTES, _skipped, _snapshot
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 UNKNOWN = "zz_not_a_field"
 WRITES = ("post", "put", "patch", "delete")
 

@@ -90,7 +90,6 @@ def _csp(response) -> dict[str, list[str]]:
     return {d.split()[0]: d.split()[1:] for d in header.split("; ")}
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_console_pages_have_a_strict_csp(world, console_client_for, settings):
     from core.security import _origin
@@ -195,7 +194,6 @@ def _console_pages(world):
     return urls
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_every_console_form_needs_the_csrf_token(world, settings):
     from tenancy.middleware import SESSION_ORG_KEY
@@ -233,7 +231,6 @@ def test_every_console_form_needs_the_csrf_token(world, settings):
     print(f"\nCSRF: {len(targets)} console form targets refused without the token")
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_api_session_writes_need_csrf_but_tokens_do_not(world):
     from tests.factories.tenancy import make_token
@@ -251,7 +248,6 @@ def test_api_session_writes_need_csrf_but_tokens_do_not(world):
 
 # --- passwords, lockout, throttles -------------------------------------------------------------------
 
-@pytest.mark.pg
 @pytest.mark.django_db
 @pytest.mark.parametrize("password", ["short1", "password1234", "12345678901234", "signup-user@example.com"])
 def test_signup_refuses_weak_passwords(client, password):
@@ -262,7 +258,6 @@ def test_signup_refuses_weak_passwords(client, password):
     assert not User.objects.filter(email="signup-user@example.com").exists()
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_login_lockout_after_failures(member_factory, settings):
     """django-axes locks username + IP after AXES_FAILURE_LIMIT failures, even for the right password."""
@@ -282,7 +277,6 @@ def test_login_lockout_after_failures(member_factory, settings):
     assert ok.status_code == 302
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_signup_and_login_are_throttled_per_ip(monkeypatch, member_factory, settings):
     from tenancy.throttles import LoginRateThrottle, SignupRateThrottle
@@ -305,7 +299,6 @@ def test_signup_and_login_are_throttled_per_ip(monkeypatch, member_factory, sett
         reverse("console:login"), {"username": m.user.email, "password": "no"}).status_code == 429
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_api_is_throttled_per_token(monkeypatch, member_factory, token_client_for):
     from tenancy.throttles import TokenRateThrottle
@@ -321,7 +314,6 @@ def test_api_is_throttled_per_token(monkeypatch, member_factory, token_client_fo
     assert second.get("/api/v1/organizations/current/").status_code == 200  # per token, not per user
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_topup_csp_follows_the_stripe_js_setting(world, console_client_for, settings):
     settings.STRIPE_JS_URL = "https://js.stripe.com/v3/"
@@ -338,7 +330,6 @@ def test_topup_csp_follows_the_stripe_js_setting(world, console_client_for, sett
     assert "stripe" not in client.get(reverse("console:dashboard"))["Content-Security-Policy"]
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_behind_a_proxy_lockout_and_audit_key_on_the_client_not_the_proxy(member_factory, settings):
     """NUM_PROXIES=1: the address the proxy appended is the client; what the client wrote before it is not."""
@@ -363,7 +354,6 @@ def test_behind_a_proxy_lockout_and_audit_key_on_the_client_not_the_proxy(member
     assert AuditEvent.objects.get(action="user.signup").ip == "203.0.113.51"
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_without_proxies_x_forwarded_for_is_ignored(member_factory, settings):
     from tests.factories.tenancy import PASSWORD
@@ -378,7 +368,6 @@ def test_without_proxies_x_forwarded_for_is_ignored(member_factory, settings):
     assert locked.status_code in (403, 429)
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_a_garbage_forwarded_address_falls_back_to_the_peer(settings):
     """NUM_PROXIES set higher than the real proxy count lets the client write the chosen entry: it must be

@@ -13,7 +13,7 @@ from tests.factories.provisioning import InstanceFactory, container_body, funded
 from tests.factories.storage import DISK_PRICE, DatasetFactory, make_volume, storage_prices
 from tests.factories.tenancy import make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 VOLUMES = "/api/v1/volumes/"
 
 

@@ -14,8 +14,6 @@ from tests.factories.inventory import ZoneFactory
 from tests.factories.storage import make_volume
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg]
-
 
 @pytest.mark.django_db
 def test_shared_mounts_into_many_a_disk_into_one():

@@ -22,7 +22,7 @@ from tests.factories.inventory import ZoneFactory
 from tests.factories.storage import make_volume
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 PRICE = 140  # µCNY per GiB-hour (tests/factories/storage.py DISK_PRICE)
 THIRTY_DAYS = 30 * 86400

@@ -16,7 +16,7 @@ from tests.factories.billing import fund
 from tests.factories.inventory import ZoneFactory
 from tests.factories.storage import make_volume
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def broke_org_with_volume(member_factory):

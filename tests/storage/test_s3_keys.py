@@ -19,7 +19,7 @@ from tests.factories.billing import fund
 from tests.factories.inventory import ZoneFactory
 from tests.factories.storage import make_volume
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 def s3_as(url, key_id, secret):
     return boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=key_id,

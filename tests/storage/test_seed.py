@@ -3,7 +3,7 @@ zone, and the H100 demo instance's disk, shared volume and ImageNet mount; a sec
 import pytest
 from django.core.management import call_command
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_seed_demo_seeds_storage_once(catalog):

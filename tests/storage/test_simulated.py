@@ -13,7 +13,7 @@ from tests.factories.inventory import NodeFactory, ZoneFactory
 from tests.factories.storage import make_volume
 from tests.factories.tenancy import OrganizationFactory
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_usage_climbs_toward_a_stable_fraction_and_never_shrinks():

@@ -17,7 +17,7 @@ from tests.factories.tenancy import SshKeyFactory, UserFactory, ed25519_public_k
 
 from .conftest import assert_error
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 PASSWORD = "plum-tangerine-river-42"
 
 

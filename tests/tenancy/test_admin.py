@@ -8,7 +8,7 @@ from django.utils import timezone
 from tenancy.models import ApiToken, AuditEvent, Membership, TrialClaim
 from tests.factories.tenancy import MembershipFactory, UserFactory, make_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_api_token_admin_hides_the_hash_and_revokes_only_through_the_service(operator_client):

@@ -11,7 +11,7 @@ from django.urls import reverse
 from tenancy.models import ApiToken, AuditEvent, SshKey
 from tests.factories.tenancy import PASSWORD, ed25519_public_key
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 PAGES = ["console:organizations", "console:members", "console:tokens", "console:ssh_keys", "console:check_email"]
 
 

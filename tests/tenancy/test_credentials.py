@@ -16,7 +16,7 @@ from tests.factories.tenancy import ed25519_public_key, make_token
 
 from .conftest import assert_error
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 ORG = "/api/v1/organizations/current/"
 
 

@@ -71,7 +71,6 @@ def test_check_character_table_and_mask():
 
 # --- Submissions ----------------------------------------------------------------------------------
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_an_individual_submits_the_number_is_sealed_and_shown_masked(member_factory, token_client_for):
     owner = unverified(member_factory(role="owner"))
@@ -95,7 +94,6 @@ def test_an_individual_submits_the_number_is_sealed_and_shown_masked(member_fact
     assert_error(again, 409, "invalid_state")
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 @pytest.mark.parametrize("body, field", [
     ({"kind": "individual", "legal_name": "李雷", "id_number": "11010519491231002"}, "id_number"),
@@ -117,7 +115,6 @@ def test_bad_submissions_name_the_field_and_keep_nothing(member_factory, token_c
     assert not RealNameVerification.objects.filter(organization=owner.organization).exists()
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_approval_verifies_the_organization_and_emails_owners(member_factory, operator_client,
                                                               django_capture_on_commit_callbacks):
@@ -146,7 +143,6 @@ def test_approval_verifies_the_organization_and_emails_owners(member_factory, op
         realname_approve(verification_id=v.pk, actor=operator_client.user)
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_a_rejection_carries_its_reason_and_allows_a_new_submission(member_factory, settings):
     owner = unverified(member_factory(role="owner"))
@@ -164,7 +160,6 @@ def test_a_rejection_carries_its_reason_and_allows_a_new_submission(member_facto
     assert 'data-realname-state="pending"' in page and 'id="realname-form"' not in page
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_console_form_errors_and_roles(member_factory):
     owner = unverified(member_factory(role="owner"))
@@ -191,7 +186,6 @@ def provider_check(verification, id_number):
     return {"verdict": "approved" if ok else "rejected", "reason": "No such person.", "reference": "chk-1"}
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_the_provider_hook_decides_or_leaves_it_to_an_operator(member_factory, settings):
     settings.REALNAME_PROVIDER = "tests.tenancy.test_realname.provider_check"
@@ -220,7 +214,6 @@ def _create(client, slug, kind="container", count=1):
                                               "items": [{"accelerator": slug, "count": count}]}, format="json")
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_an_unverified_organization_is_refused_h100_h800_and_bare_metal(member_factory, token_client_for, catalog):
     from tests.factories.provisioning import funded, make_fleet
@@ -251,7 +244,6 @@ def test_an_unverified_organization_is_refused_h100_h800_and_bare_metal(member_f
     assert _create(client, "h100-sxm-80g").status_code == 201
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_the_console_create_form_says_verification_is_required(member_factory, catalog):
     from tests.factories.provisioning import funded, make_fleet
@@ -267,7 +259,6 @@ def test_the_console_create_form_says_verification_is_required(member_factory, c
     assert not owner.organization.instances.exists()
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_unverified_top_ups_stop_at_100_cny_in_all(member_factory, settings):
     from billing.models_payments import TopUp
@@ -292,7 +283,6 @@ def test_unverified_top_ups_stop_at_100_cny_in_all(member_factory, settings):
     assert topup_row_create(org=org, actor=owner.user, amount=500_000_000).amount == 500_000_000
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_the_top_up_api_answers_verification_required(member_factory, token_client_for):
     owner = unverified(member_factory(role="owner"))

@@ -47,7 +47,6 @@ def _trial(email) -> int:
     return balances_of(org)["trial"]
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_other_spellings_of_a_gmail_mailbox_get_no_second_trial(settings):
     """Before: ada+1@gmail.com and a.da@gmail.com after ada@gmail.com each got the trial credit again."""
@@ -67,7 +66,6 @@ def test_other_spellings_of_a_gmail_mailbox_get_no_second_trial(settings):
         assert _trial(other) == 10_000_000, other
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_signing_up_as_ada_plus_one_after_ada_verifies_without_a_trial(client, settings):
     """Through the console: sign-up and the verification link."""
@@ -83,7 +81,6 @@ def test_signing_up_as_ada_plus_one_after_ada_verifies_without_a_trial(client, s
     assert TrialClaim.objects.filter(mailbox="ada@gmail.com").count() == 1
 
 
-@pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_keys_existing_claims_by_mailbox_oldest_first():
     """Claims made before the key: the first of a mailbox holds it (a later spelling that already got a second

@@ -4,7 +4,7 @@ import pytest
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 from webhooks.services import event_publish
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/webhooks/"
 PUBLIC = "https://93.184.216.34/hooks"  # a public literal address: no DNS needed
 

@@ -4,7 +4,7 @@ import pytest
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 from webhooks.services import event_publish
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_add_endpoint_then_see_and_resend_a_delivery(member_factory, session_client_for):

@@ -13,7 +13,7 @@ from webhooks.delivery import delivery_attempt
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from webhooks.services import endpoint_create, event_publish, secret_rotate
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def _publish(org, key="k1", type="instance.running"):

@@ -7,7 +7,7 @@ from standardwebhooks.webhooks import Webhook
 from tests.factories.provisioning import container_body, make_fleet, wait_for_state
 from tests.provisioning.conftest import _deterministic_simulator, client, owner  # noqa: F401
 
-pytestmark = [pytest.mark.worker, pytest.mark.pg, pytest.mark.redis]
+pytestmark = [pytest.mark.worker, pytest.mark.redis]
 ENV = {"SIMULATOR_DELAY_SCALE": "0", "SIMULATOR_FAILURE_SCALE": "0", "WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}
 
 

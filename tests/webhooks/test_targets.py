@@ -57,7 +57,6 @@ def test_the_allow_list_admits_a_loopback_receiver(production):
         target_check("http://127.0.0.2:8123/x")  # only the named host
 
 
-@pytest.mark.pg
 @pytest.mark.django_db
 def test_registration_refuses_a_private_target_in_production(production, member_factory, token_client_for):
     client = token_client_for(member_factory(role="owner"))

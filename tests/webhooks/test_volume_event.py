@@ -8,7 +8,7 @@ from tests.storage.test_retention import broke_org_with_volume, sweep  # noqa: F
 from webhooks.models import WebhookEvent
 from webhooks.services import endpoint_create
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 def test_each_retention_warning_is_one_event(member_factory, settings, sweep):  # noqa: F811
