@@ -16,8 +16,8 @@ Then one committed tick runs in a thread while this process stops instances one 
 stop request calls (provisioning instance_stop: its own transaction, the meters' close and final postings inside)
 and records how long each stop took; first 100 stops with no tick running, for reference.
 
-Goals (issue 26): tick ≤ 2× the baseline at every size, tick(largest)/tick(smallest) ≤ 1.1 × the size
-ratio (100k/10k ≤ 11×), p99 of a close during the largest tick ≤ 100 ms.
+Goals (the scale goals, SPEC §13): tick ≤ 2× the baseline at every size, tick(largest)/tick(smallest) ≤ 1.1 ×
+the size ratio (100k/10k ≤ 11×), p99 of a close during the largest tick ≤ 100 ms.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cardmix python -m bench.metering --meters 10000 100000
 """

@@ -1,4 +1,5 @@
-"""Scale: issue 26's figures at 10k nodes and 100k running instances, measured in one run as a deployment runs.
+"""Scale: the scale goals' figures (SPEC §13) at 10k nodes and 100k running instances, measured in one run as
+a deployment runs.
 
 Creates a scratch PostgreSQL database next to DATABASE_URL's (dropped at the end unless --keep), migrates it and
 builds, in bulk (`INSERT … SELECT`, no per-row round trips): --orgs funded organizations with --instances open
@@ -62,7 +63,7 @@ SIZES = {
     "tiny": {"nodes": 40, "instances": 400, "orgs": 40, "decisions": 50, "tick_seconds": 4,
              "stops_during": 1},
 }
-# Issue 26's goals.
+# The scale goals (SPEC §13).
 GOAL_PLACEMENT_P99_MS = 2.0
 GOAL_TICK_RATIO = 2.0
 GOAL_STOP_P99_MS = 100.0

@@ -80,7 +80,7 @@ urlpatterns += [
     path("billing/fapiao/<uuid:id>/pdf/", billing_fapiao.fapiao_pdf, name="billing_fapiao_pdf"),
 ]
 
-# --- console: dashboard, instances, billing overview (issue 11) ---
+# --- console: dashboard, instances, billing overview ---
 from .views import billing as billing_views  # noqa: E402
 from .views import instance_access, instance_retry, instances  # noqa: E402
 
@@ -107,7 +107,7 @@ urlpatterns += [
     path("billing/ledger/<str:instance_id>/<str:day>/", billing_views.ledger_day, name="billing_ledger_day"),
 ]
 
-# --- teams: invitations by email, organizations created from the console (issue 33) ---
+# --- teams: invitations by email, organizations created from the console ---
 from .views import teams  # noqa: E402
 
 urlpatterns += [
@@ -116,7 +116,7 @@ urlpatterns += [
     path("account/organizations/new/", teams.organization_new, name="organization_new"),
 ]
 
-# --- storage: volumes and the dataset library (issue 27) ---
+# --- storage: volumes and the dataset library ---
 from .views import storage as storage_views  # noqa: E402
 
 urlpatterns += [
@@ -125,7 +125,7 @@ urlpatterns += [
     path("storage/volumes/<str:volume_id>/delete/", storage_views.volume_delete, name="volume_delete"),
 ]
 
-# --- custom images: the organization's private images, Save as image (issue 28) ---
+# --- custom images: the organization's private images, Save as image ---
 from .views import images as image_views  # noqa: E402
 
 urlpatterns += [

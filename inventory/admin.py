@@ -227,7 +227,7 @@ class NodeForm(forms.ModelForm):
 @admin.register(Node)
 class NodeAdmin(ServiceRefusalMixin, admin.ModelAdmin):
     # What operators act on first (state, card counts, why), then where and what the node is: at 1280 px with
-    # both admin sidebars the columns after the eighth or so scroll out of view (issue 33).
+    # both admin sidebars the columns after the eighth or so scroll out of view.
     list_display = ["hostname", "state", "cards_free", "cards_allocated", "cards_failed", "state_reason", "zone",
                     "accelerator", "card_count", "driver", "state_changed_at"]
     list_filter = ["state", "zone", "accelerator", "driver"]

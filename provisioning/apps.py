@@ -11,7 +11,8 @@ def _on_capacity(**_kwargs):
     """inventory freed capacity: wake waitlisted instances in the worker (never in the caller's request).
 
     Only when something waits: every stop frees cards, and a worker task that finds an empty queue cost ~14 ms of
-    a worker per stop (issue 26). One waitlisted by a transaction still open now is woken by the beat's pass."""
+    a worker per stop (the scale goals, SPEC §13). One waitlisted by a transaction still open now is woken by
+    the beat's pass."""
     from .selectors import waitlist_nonempty
     from .tasks import waitlist_wake
 

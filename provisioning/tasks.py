@@ -54,7 +54,7 @@ def waitlist_wake() -> int:
     return wake()
 
 
-# --- SLA, reconciler, expiry, auto-stop (issue 10: services/sla.py, reconciler.py, retention.py, autostop.py) ---
+# --- SLA, reconciler, expiry, auto-stop (services/sla.py, reconciler.py, retention.py, autostop.py) ---
 
 @shared_task(name="provisioning.sla_settle")
 def sla_settle_task(instance_id: str):

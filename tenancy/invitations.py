@@ -1,4 +1,4 @@
-"""Invitations by email and organizations created by customers (issue 33: Teams).
+"""Invitations by email and organizations created by customers (Teams, SPEC §2).
 
 An invitation is a signed, timestamped link (like the verification link, no row): it names the organization, the
 address, the role, who invited and a nonce. Accepting it checks, under the organization's lock, that the inviter may

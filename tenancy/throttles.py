@@ -68,7 +68,7 @@ class TokenRateThrottle(WindowCounterThrottle):
         return self.cache_format % {"scope": self.scope, "ident": token.pk}
 
     def allow_request(self, request, view):
-        # Faults (issue 14): a cache (Redis) outage must not take the authenticated API down with it;
+        # Faults: a cache (Redis) outage must not take the authenticated API down with it;
         # the per-token limit is a fairness guard, so it fails open. Login/sign-up limits fail closed (503).
         from redis.exceptions import RedisError
 

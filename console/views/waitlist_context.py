@@ -1,5 +1,5 @@
 """What a waitlisted instance's page says beside its queue position: when the request expires, how long such
-requests waited lately, and card types or zones that are free now (issue 33)."""
+requests waited lately, and card types or zones that are free now."""
 from inventory.selectors import accelerators_orderable, current_prices, stock_by_zone, zone_list
 from provisioning import selectors
 from provisioning.choices import InstanceState as S

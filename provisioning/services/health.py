@@ -1,5 +1,5 @@
-"""Health while running (issue 29): what a card's degraded or failed signal (hardware/card_health.py, heard through
-hardware's card health listeners) does to the running instance holding it.
+"""Health while running (SPEC §10): what a card's degraded or failed signal (hardware/card_health.py, heard
+through hardware's card health listeners) does to the running instance holding it.
 
 - degraded: an incident opens (one per instance and card), the instance page warns its users, the item's meter is
   flagged (charged, and the statement says so); the card itself is not placed again (its health).

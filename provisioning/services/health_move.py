@@ -1,7 +1,7 @@
-"""The one-click move of a running container off a failed card (issue 29): its groups holding a failed card are
-placed on healthy cards in the same zone by the node-dark move (dark.groups_move: provisioning again, its own SLA
-window, volumes kept attached); the old container's release is queued on its node at once, before the new placement
-(which may land on the same node and first card: the same container name)."""
+"""The one-click move of a running container off a failed card (SPEC §10): its groups holding a failed card
+are placed on healthy cards in the same zone by the node-dark move (dark.groups_move: provisioning again, its
+own SLA window, volumes kept attached); the old container's release is queued on its node at once, before the
+new placement (which may land on the same node and first card: the same container name)."""
 from django.db import transaction
 from django.utils.translation import gettext
 

@@ -37,8 +37,8 @@ def health_incidents_sweep() -> dict[str, int]:
 
 
 def _missing_incidents() -> int:
-    # From the few unhealthy held cards to their running instances, in one statement (issue 26: not the fleet's
-    # running instances through Python, 1.7 s at 100k).
+    # From the few unhealthy held cards to their running instances, in one statement (the scale goals,
+    # SPEC §13: not the fleet's running instances through Python, 1.7 s at 100k).
     running_ids = Instance.objects.filter(state=S.RUNNING, ready_at__isnull=False).values("pk")
     held = list(CardAllocation.objects.live().filter(
         holder_kind=HolderKind.INSTANCE, holder_id__in=running_ids,

@@ -1,4 +1,4 @@
-"""A card that its agent reports failed while its instance is being provisioned or checked (issue 29).
+"""A card that its agent reports failed while its instance is being provisioned or checked (SPEC §10).
 
 The health listener (services/health.py) acts only on running instances: before hand-over there is no charge to stop
 and nobody to move. What the customer should see instead is that readiness failed, as it would if the test itself had

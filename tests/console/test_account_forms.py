@@ -1,4 +1,4 @@
-"""SSH keys, members and tokens pages (issue 33): which part of a key is wrong, no controls on the sole owner,
+"""SSH keys, members and tokens pages: which part of a key is wrong, no controls on the sole owner,
 read-only tokens by default with a validated expiry day and a Copy button, long names refused out loud, hybrid
 item errors by accelerator and all of them."""
 import base64

@@ -1,4 +1,4 @@
-"""The create form in headless Chromium (issue 33): one render submitted from two tabs creates one instance, a
+"""The create form in headless Chromium: one render submitted from two tabs creates one instance, a
 fresh render warns about the name; the price and a Create button stay in view at every scroll position; the
 quote says what the organization can afford before Create."""
 import re

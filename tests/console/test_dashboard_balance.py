@@ -1,4 +1,4 @@
-"""Issue 33, dashboard: the balances are one card with the runway, and the trial credit says when it expires."""
+"""The dashboard: the balances are one card with the runway, and the trial credit says when it expires."""
 import re
 
 import pytest

@@ -81,7 +81,7 @@ def test_service_refusals_read_as_sentences_in_the_console_not_in_the_api(web, o
         text = _sentences(page)
         assert f"Bare metal {H100} takes whole nodes: count must be a multiple of 8." in text
         assert "item 0" not in text.lower() and "Item 1" not in text
-    # Two items: each wrong item is reported (not only the first), by its accelerator, never "Item 2" (issue 33).
+    # Two items: each wrong item is reported (not only the first), by its accelerator, never "Item 2".
     two = {**H100_2, "kind": "bare_metal", "count": "8", "accelerator2": "ascend-910b", "count2": "3"}
     for page in (web.post("/instances/quote/", two).content.decode(), web.post("/instances/new/", two).content.decode()):
         text = _sentences(page)

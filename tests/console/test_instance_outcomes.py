@@ -1,4 +1,4 @@
-"""Issue 33, bugs 6 and 8: what an instance page says once something is over — a failed readiness per node with
+"""What an instance page says once something is over — a failed readiness per node with
 sizes in GiB and a Retry beside Terminate, no SSH command while terminating, a stopped instance's steps not all
 green, and after a restart only the latest run's readiness reports (with their times)."""
 import re

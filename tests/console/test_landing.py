@@ -1,4 +1,4 @@
-"""Issue 33, landing page: anonymous visitors see the live price and stock per card type and zone, the monthly
+"""The landing page: anonymous visitors see the live price and stock per card type and zone, the monthly
 price with its discount, the trial, and Sign up as the main button."""
 import re
 

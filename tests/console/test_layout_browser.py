@@ -1,5 +1,5 @@
-"""Issue 33, layout in headless Chromium at 1280 px: the spend chart's labels stay inside it and off its bars
-(bug 10), and the admin's node list shows free / allocated / failed / state reason without scrolling (bug 11)."""
+"""Layout in headless Chromium at 1280 px: the spend chart's labels stay inside it and off its bars, and the
+admin's node list shows free / allocated / failed / state reason without scrolling."""
 import pytest
 
 from tests.e2e.conftest import Shots, session_cookie

@@ -1,4 +1,4 @@
-"""Issue 33, bug 7: the ledger sums metered usage per instance and day with a drill-down to its lines, an SLA credit
+"""The ledger sums metered usage per instance and day with a drill-down to its lines, an SLA credit
 names the instance it compensates (linked), and posted charges and live costs are labelled as what they are."""
 import re
 

@@ -1,4 +1,4 @@
-"""Issue 33, Teams: invite by email with a signed link (the account is created on acceptance, the email goes through
+"""Teams: invite by email with a signed link (the account is created on acceptance, the email goes through
 the configured backend) and create an organization from the console."""
 import re
 

@@ -1,5 +1,5 @@
-"""Issue 33, waitlist: a waitlisted instance's page shows when its request expires, how long such requests waited
-lately, card types or zones free now, and calls cancelling "Leave the waitlist"."""
+"""The waitlist page: a waitlisted instance's page shows when its request expires, how long such requests
+waited lately, card types or zones free now, and calls cancelling "Leave the waitlist"."""
 import re
 from datetime import timedelta
 

@@ -1,4 +1,4 @@
-"""Issue 33, bug 10: a zone's fabric reads the same wherever it shows ("InfiniBand 400 Gb/s"), in the demo seed and
+"""A zone's fabric reads the same wherever it shows ("InfiniBand 400 Gb/s"), in the demo seed and
 after the data migration, not "Infiniband 400 Gb/s" beside "InfiniBand NDR 400G"."""
 import importlib
 import re

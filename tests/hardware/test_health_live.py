@@ -1,8 +1,8 @@
-"""Health while running, end to end (issue 29's done-when): the built agent as a process against the live server,
-a real Celery worker running the steps, and a stand-in nvidia-smi (and dmesg) whose card 2 falls off the bus
-mid-run (Xid 79). Within one heartbeat the user sees the failure on the instance page and by email, billing stops
-for that card from that second (ledger exact), and the card is never placed again until an operator marks it
-healthy in the admin (audited)."""
+"""Health while running (SPEC §10), end to end as its users see it: the built agent as a process against the
+live server, a real Celery worker running the steps, and a stand-in nvidia-smi (and dmesg) whose card 2 falls
+off the bus mid-run (Xid 79). Within one heartbeat the user sees the failure on the instance page and by
+email, billing stops for that card from that second (ledger exact), and the card is never placed again until
+an operator marks it healthy in the admin (audited)."""
 import json
 import time
 

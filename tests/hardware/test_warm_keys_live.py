@@ -1,4 +1,4 @@
-"""A warm bare-metal node's hand-over, end to end (issue 29): the built agent as a process (docker runtime, the fake
+"""A warm bare-metal node's hand-over, end to end: the built agent as a process (docker runtime, the fake
 CLI) whose root's authorized_keys sits in a temporary dir that a real Debian sshd on loopback reads, the live server,
 a real Celery worker and a warm pool of one.
 

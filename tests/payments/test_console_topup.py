@@ -89,7 +89,7 @@ def test_page_query_count_does_not_grow_with_topups(member_factory):
 
 
 def test_on_the_embedded_development_keys_pay_is_disabled_and_the_page_says_why(member_factory, settings):
-    # Issue 33: under `make run` without a stand-in the page said "unavailable" and Pay looked enabled.
+    # Once, under `make run` without a stand-in, the page said "unavailable" and Pay looked enabled.
     settings.STRIPE_API_KEY, settings.STRIPE_API_BASE, settings.STRIPE_STANDIN = "sk_test_cardmix_dev", "", False
     html = console_for(member_factory(role="owner")).get(PAGE).content.decode()
     error = re.search(r'<p id="topup-error"[^>]*>([^<]*)</p>', html)

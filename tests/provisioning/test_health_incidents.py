@@ -359,8 +359,9 @@ def test_a_card_failing_while_its_instance_stops_credits_nothing_beyond_the_stop
 
 
 def test_the_sweep_reads_from_the_unhealthy_cards_not_from_every_running_instance(db):
-    """Issue 26: a periodic job bounded by its work. With every card healthy the sweep is two short statements,
-    whatever the number of running instances (it read them all into an IN list: 1.7 s at 100k)."""
+    """The scale goals (SPEC §13): a periodic job bounded by its work. With every card healthy the sweep is
+    two short statements, whatever the number of running instances (it read them all into an IN list: 1.7 s at
+    100k)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

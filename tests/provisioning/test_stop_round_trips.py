@@ -1,7 +1,8 @@
-"""What a stop request costs is its round trips to PostgreSQL (issue 26: p99 ≤ 100 ms while a tick runs, and every
-statement waits for a CPU on a busy machine). The stop of a running instance with an open meter reads the clock
-once, takes no savepoint, finds and locks the organization's accounts with its credit limit in one statement,
-closes the meter in the UPDATE that posts it, and marks its outbox row sent in one statement after the publish."""
+"""What a stop request costs is its round trips to PostgreSQL (the scale goals, SPEC §13: p99 ≤ 100 ms while a
+tick runs, and every statement waits for a CPU on a busy machine). The stop of a running instance with an open
+meter reads the clock once, takes no savepoint, finds and locks the organization's accounts with its credit
+limit in one statement, closes the meter in the UPDATE that posts it, and marks its outbox row sent in one
+statement after the publish."""
 from datetime import timedelta
 
 import pytest

@@ -197,8 +197,8 @@ def test_a_pass_over_requests_that_do_not_fit_reads_the_fleet_once(client):
 
 
 def test_freed_cards_send_a_wake_only_when_something_waits(client, django_capture_on_commit_callbacks):
-    """Every stop frees cards; the wake task it sent found an empty queue almost always (issue 26: ~14 ms of a
-    worker per stop). It is sent only when an instance waits."""
+    """Every stop frees cards; the wake task it sent found an empty queue almost always (the scale goals,
+    SPEC §13: ~14 ms of a worker per stop). It is sent only when an instance waits."""
     from celery.signals import before_task_publish
 
     sent = []

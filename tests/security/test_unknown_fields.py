@@ -1,4 +1,4 @@
-"""Unknown fields are refused everywhere (issue 27): every write method of every API URL pattern, called by the
+"""Unknown fields are refused everywhere (SPEC §5): every write method of every API URL pattern, called by the
 owner of the object's organization with a body holding one field the endpoint does not know, answers 400
 validation_error naming that field, and changes nothing. Walks the same URL table as the isolation test, so a new
 endpoint is covered without being listed here (the agent endpoints, node-token auth, are skipped with the rest)."""

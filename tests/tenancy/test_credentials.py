@@ -193,8 +193,9 @@ def test_issue_token_command_creates_verified_user_with_trial(trial_calls, capsy
 
 
 def test_a_token_is_checked_in_one_statement_with_its_whole_membership(member_factory):
-    """Every API request authenticates (issue 26: a stop request's round trips): the token, its user, organization
-    and membership come from one statement, and the membership is complete (no column left to load later)."""
+    """Every API request authenticates (the scale goals, SPEC §13: a stop request's round trips): the token,
+    its user, organization and membership come from one statement, and the membership is complete (no column
+    left to load later)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

@@ -1,4 +1,4 @@
-"""Issue 33, bug 11: the admin's times are in the console's zone with the zone shown, and a card's holder is the
+"""The admin's times are in the console's zone with the zone shown, and a card's holder is the
 instance's name and organization, linked, not a bare uuid."""
 import re
 from datetime import UTC, datetime
