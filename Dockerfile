@@ -12,8 +12,10 @@ COPY provisioning ./provisioning
 COPY console ./console
 RUN pip install --no-cache-dir .
 COPY . .
-RUN SECRET_KEY=build-only-not-secret python manage.py collectstatic --noinput \
- && SECRET_KEY=build-only-not-secret python manage.py compile_translations --force
+# (Build-time values only: neither command opens the database, but production settings require both.)
+RUN export SECRET_KEY=build-only-not-secret DATABASE_URL=postgres://build-only@localhost/none \
+ && python manage.py collectstatic --noinput \
+ && python manage.py compile_translations --force
 # (compile_translations: the Chinese catalog's .mo from locale/*.po, in Python; the .mo files are not committed)
 # var/ssh-gateway: the gateway's host-key volume starts out owned by cardmix (docker-compose.yml).
 RUN useradd --system --home /app cardmix && mkdir -p /app/var/ssh-gateway && chown -R cardmix /app

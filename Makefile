@@ -26,7 +26,9 @@ messages: $(STAMP)
 	bin/system-deps
 	bin/messages
 
+# Without DATABASE_URL: the embedded PostgreSQL in var/postgres/ (core/embedded_postgres.py), which runall stops.
 run: $(STAMP) translations
+	$(PY) manage.py dbserver start
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runall
@@ -60,4 +62,5 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
+	-test -x $(PY) && $(PY) manage.py dbserver stop
 	rm -rf var/ .pytest_cache .hypothesis

