@@ -9,7 +9,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
-from django.db.models import Case, F, Value, When
 
 from core.errors import ServiceError
 
@@ -98,14 +97,10 @@ def balances_apply(deltas: dict[int, int]) -> None:
     deltas = {k: v for k, v in deltas.items() if v}
     if not deltas:
         return
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cur:
-            cur.execute("UPDATE billing_account AS a SET balance = a.balance + v.d "
-                        "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, d) WHERE a.id = v.id",
-                        [list(deltas), list(deltas.values())])
-        return
-    Account.objects.filter(pk__in=deltas).update(
-        balance=F("balance") + Case(*[When(pk=k, then=Value(v)) for k, v in deltas.items()]))
+    with connection.cursor() as cur:
+        cur.execute("UPDATE billing_account AS a SET balance = a.balance + v.d "
+                    "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, d) WHERE a.id = v.id",
+                    [list(deltas), list(deltas.values())])
 
 
 def legs_post(legs: list[Leg], *, locked: bool = False, fresh: bool = False) -> list[Transfer]:

@@ -124,7 +124,7 @@ def _meter_cost_so_far():
 
 
 def instance_cost_totals(instance_ids):
-    """instance_costs on PostgreSQL for the instances `instance_ids` selects (a subquery, e.g. a list page's ids),
+    """instance_costs for the instances `instance_ids` selects (a subquery, e.g. a list page's ids),
     as two querysets of (instance_id, total) — meters, then packages (each period charged in full when it starts)
     — for the caller to join and add (an instance with neither costs 0); the packages' also give `latest`, the
     latest period as packages_current shows it ({"period", "state", "starts_at", "ends_at", "renewal"}, times as

@@ -129,10 +129,7 @@ def meter_tick(*, now=None, watch: bool = True) -> dict:
         if not held:
             return {"skipped": True}
         now = now or db_now()
-        if connection.vendor == "postgresql":
-            stats = _tick_pg(now)
-        else:
-            stats = _tick_portable(now)
+        stats = _tick_chunks(now)
         if watch:
             from .watch import funds_flags_clear_idle, funds_watch_open
 
@@ -141,7 +138,7 @@ def meter_tick(*, now=None, watch: bool = True) -> dict:
     return stats
 
 
-def _tick_pg(now) -> dict:
+def _tick_chunks(now) -> dict:
     """Chunk after chunk in meter id order, each its own transaction, until a chunk comes back short."""
     stats = dict.fromkeys(STATS, 0)
     params = {"now": now, "chunk": CHUNK, "revenue": platform_id(AccountKind.TICK_REVENUE),
@@ -182,27 +179,3 @@ def _chunk(params, after) -> tuple[int, tuple, dict]:
         "meters": posted, "transfers": transfers, "charges": details, "write_offs": write_offs,
         "charged": int(charged), "written_off": int(written_off)}
 
-
-def _tick_portable(now) -> dict:
-    """SQLite (development): post each open meter through meter_post, in one transaction."""
-    from .metering import meter_post
-    from .models import Meter, Transfer, WriteOff
-    from .rating import whole_seconds
-
-    stats = dict.fromkeys(STATS, 0)
-    with transaction.atomic():
-        for meter in Meter.objects.filter(closed_at__isnull=True).order_by("pk").select_for_update():
-            before = (meter.posted_through_seconds, meter.posted_amount, meter.written_off_amount)
-            meter_post(meter, seconds=whole_seconds(meter.opened_at, now))
-            if meter.posted_through_seconds != before[0]:
-                stats["meters"] += 1
-                stats["charged"] += meter.posted_amount - before[1]
-                stats["written_off"] += meter.written_off_amount - before[2]
-                stats["transfers"] += Transfer.objects.filter(
-                    key__startswith=f"meter:{meter.pk}:{meter.posted_through_seconds}:").count()
-                stats["charges"] += meter.posted_amount > before[1]
-                stats["write_offs"] += WriteOff.objects.filter(
-                    key=f"meter:{meter.pk}:{meter.posted_through_seconds}").count()
-        failpoint("billing.tick:after_post")
-        failpoint("billing.tick:before_commit")
-    return stats

@@ -91,10 +91,10 @@ def meter_detail_verify() -> list[str]:
 def ledger_verify(*, full: bool = True) -> list[str]:
     """[] when every materialised balance equals credits − debits and all balances sum to zero.
 
-    `full=False`: incremental from the stored checkpoint (PostgreSQL), which it advances."""
+    `full=False`: incremental from the stored checkpoint, which it advances."""
     # One statement = one consistent snapshot of accounts and transfers while posting continues.
     problems, total = [], 0
-    incremental = not full and connection.vendor == "postgresql"
+    incremental = not full
     with connection.cursor() as cur:
         if incremental:
             cur.execute(INCREMENTAL_SQL, {"settle": settings.VERIFY_SETTLE_SECONDS})

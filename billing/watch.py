@@ -5,7 +5,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, Sum
 from django.utils.translation import gettext
 
@@ -62,11 +62,6 @@ WHERE flagged OR greatest(available, 0) * 3600 / b < %(warn)s
 
 def funds_watch_open(*, now=None) -> dict:
     """funds_watch for every organization with open meters, set-based (the tick's watch)."""
-    from django.db import connection
-
-    if connection.vendor != "postgresql":  # `make run`'s SQLite: no arrays; a demo fleet's few organizations
-        open_orgs = set(Meter.objects.filter(closed_at__isnull=True).values_list("organization_id", flat=True))
-        return _funds_act(funds_snapshot(open_orgs), now=now or db_now(), overdue=None)
     with connection.cursor() as cur:
         cur.execute(WATCH_SQL, {"kinds": [str(k) for k in SPEND_ORDER], "warn": settings.LOW_BALANCE_WARNING_SECONDS})
         snapshot = {org_id: (int(available), int(burn)) for org_id, available, burn in cur.fetchall()}

@@ -5,11 +5,10 @@ Same key + same body → the original status and body; a different body → 422
 `idempotency_key_reused`; a duplicate still running → 409 `idempotency_in_progress`. The record is
 claimed by a unique insert in its own transaction, so concurrent duplicates create one object.
 
-A request that died (worker killed) leaves its record `in_progress`. On PostgreSQL the request that
-works on a key holds a session advisory lock on it until the view returns; the server drops the lock
-with the dead process's connection. So a retry that takes the lock and finds an `in_progress` record
-knows its owner is gone and claims the key afresh, and one that cannot take it answers 409. SQLite
-(development) has no such lock: there a dead request's key answers 409 until IDEMPOTENCY_TTL.
+A request that died (worker killed) leaves its record `in_progress`. The request that works on a key
+holds a session advisory lock on it until the view returns; the server drops the lock with the dead
+process's connection. So a retry that takes the lock and finds an `in_progress` record knows its owner
+is gone and claims the key afresh, and one that cannot take it answers 409.
 """
 import contextlib
 import functools
@@ -17,7 +16,7 @@ import hashlib
 import json
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 from rest_framework.response import Response
@@ -57,12 +56,9 @@ def _expired(record: IdempotencyRecord) -> bool:
 
 @contextlib.contextmanager
 def _working_on(scope: dict):
-    """Hold the key's session lock while the body runs; yields whether we have it (None: SQLite, no lock).
+    """Hold the key's session lock while the body runs; yields whether we have it.
 
     Taken before the record is inserted, so no one ever sees our record without our lock."""
-    if connection.vendor != "postgresql":
-        yield None
-        return
     name = "idempotency:" + json.dumps(scope, sort_keys=True)
     held = try_advisory_lock(name)
     try:
@@ -72,10 +68,10 @@ def _working_on(scope: dict):
             advisory_unlock(name)
 
 
-def _claim(scope: dict, body_hash: str, *, owner_gone: bool) -> tuple[IdempotencyRecord, bool]:
+def _claim(scope: dict, body_hash: str) -> tuple[IdempotencyRecord, bool]:
     """Insert the in-progress record, or return the existing live one (created=False).
 
-    `owner_gone`: we hold the key's lock, so an in-progress record with our body is a dead request's."""
+    Called holding the key's lock, so an in-progress record with our body is a dead request's."""
     for _ in range(3):
         try:
             with transaction.atomic():
@@ -84,8 +80,7 @@ def _claim(scope: dict, body_hash: str, *, owner_gone: bool) -> tuple[Idempotenc
             existing = IdempotencyRecord.objects.filter(**scope).first()
             if existing is None:
                 continue
-            stale = (owner_gone and existing.state == IdempotencyRecord.State.IN_PROGRESS
-                     and existing.body_hash == body_hash)
+            stale = existing.state == IdempotencyRecord.State.IN_PROGRESS and existing.body_hash == body_hash
             if stale or _expired(existing):
                 existing.delete()  # the key may be used afresh
                 continue
@@ -128,10 +123,7 @@ def idempotent(redact: tuple[str, ...] = (), atomic: bool = True):
             }
             body_hash = canonical_hash(request.data)
             with _working_on(scope) as held:
-                if held is False:
-                    record, created = _peek(scope), False
-                else:
-                    record, created = _claim(scope, body_hash, owner_gone=bool(held))
+                record, created = _claim(scope, body_hash) if held else (_peek(scope), False)
                 return _respond(record, created, body_hash, redact,
                                 lambda: view_method(self, request, *args, **kwargs), atomic=atomic)
 
@@ -159,10 +151,7 @@ def idempotent_call(*, org_id, credential: str, method: str, path: str, key: str
              "key": key}
     body_hash = canonical_hash(body)
     with _working_on(scope) as held:
-        if held is False:
-            record, created = _peek(scope), False
-        else:
-            record, created = _claim(scope, body_hash, owner_gone=bool(held))
+        record, created = _claim(scope, body_hash) if held else (_peek(scope), False)
         if not created:
             if record.body_hash != body_hash:
                 raise IdempotencyKeyReused(gettext("This Idempotency-Key was used with a different request body."))

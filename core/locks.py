@@ -22,11 +22,8 @@ def _session_lock_id(name: str) -> int:
 def try_advisory_xact_lock(name: str) -> bool:
     """Take a transaction-scoped advisory lock; False if another session holds it.
 
-    Call inside transaction.atomic(). SQLite (development) has a single writer anyway and
-    always answers True.
+    Call inside transaction.atomic().
     """
-    if connection.vendor != "postgresql":
-        return True
     with connection.cursor() as cur:
         cur.execute("SELECT pg_try_advisory_xact_lock(%s)", [_lock_id(name)])
         return bool(cur.fetchone()[0])
@@ -35,15 +32,13 @@ def try_advisory_xact_lock(name: str) -> bool:
 def advisory_xact_lock(name: str) -> None:
     """Wait for a transaction-scoped advisory lock (held until the transaction ends): serialises work on a set of
     rows that has no one row to lock (e.g. an organization's fapiao against its payments). Call inside
-    transaction.atomic(); SQLite (development, one writer) needs none."""
-    if connection.vendor != "postgresql":
-        return
+    transaction.atomic()."""
     with connection.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_id(name)])
 
 
 def try_advisory_lock(name: str) -> bool:
-    """PostgreSQL only: take a session-level advisory lock, held until `advisory_unlock(name)` or until the
+    """Take a session-level advisory lock, held until `advisory_unlock(name)` or until the
     connection ends (so a killed process lets go of it); False if another session holds it. Not for use
     behind a transaction-pooling proxy (PgBouncer), which hands the session to others."""
     with connection.cursor() as cur:
@@ -72,10 +67,7 @@ def _unlock(key: int) -> None:
 def advisory_lock_held(name: str):
     """Hold a session-level advisory lock for the block: yields True, or False when another session holds
     it. For work that must commit as it goes (e.g. an agent command its node polls for), where a
-    transaction-scoped lock cannot be used. SQLite (development, one writer) always yields True."""
-    if connection.vendor != "postgresql":
-        yield True
-        return
+    transaction-scoped lock cannot be used."""
     # The key of try_advisory_xact_lock(name): a process still using the transaction lock excludes this one.
     with connection.cursor() as cur:
         cur.execute("SELECT pg_try_advisory_lock(%s)", [_lock_id(name)])

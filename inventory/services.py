@@ -379,10 +379,8 @@ def placement_changes_prune(*, older_than: timedelta = timedelta(minutes=10)) ->
 
     One marker row records the highest deleted row and transaction ids: a worker that may not have
     read a deleted row (its last read saw fewer rows, or waited on a transaction up to that id)
-    rebuilds from the whole fleet; any other worker had already read them all. No-op off PostgreSQL.
+    rebuilds from the whole fleet; any other worker had already read them all.
     """
-    if connection.vendor != "postgresql":
-        return 0
     table = PlacementChange._meta.db_table
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"""

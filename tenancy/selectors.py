@@ -66,7 +66,7 @@ def token_authenticate(*, token_hash: str) -> tuple[ApiToken, Membership] | None
     Expiry is compared with the database clock; a token whose user left the organization
     (no membership) or was deactivated does not authenticate.
     """
-    sql, params, hash_at, converters, parts = _token_statement(connection.vendor)
+    sql, params, hash_at, converters, parts = _token_statement()
     params = list(params)
     params[hash_at] = token_hash
     with connection.cursor() as cursor:
@@ -87,9 +87,9 @@ def token_authenticate(*, token_hash: str) -> tuple[ApiToken, Membership] | None
     return token, membership
 
 
-@lru_cache(maxsize=4)
-def _token_statement(vendor: str):
-    """The token check as one statement compiled once per database vendor (every API request makes it: building
+@lru_cache(maxsize=1)
+def _token_statement():
+    """The token check as one statement compiled once per process (every API request makes it: building
     and compiling the query cost it 1.7-2.2 ms of CPU, ten times its execution): the token, its user, organization
     and membership, every column, joined. → (sql, params, the hash's place in them, converters by column, and per
     model its field names and first column)."""

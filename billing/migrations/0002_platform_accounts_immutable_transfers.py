@@ -1,4 +1,4 @@
-"""Platform accounts with their fixed negative ids, and (PostgreSQL) a trigger refusing UPDATE/DELETE of transfers."""
+"""Platform accounts with their fixed negative ids, and a trigger refusing UPDATE/DELETE of transfers."""
 from django.db import migrations
 
 PLATFORM_IDS = {"payments_clearing": -1, "compute_revenue": -2, "promotions": -3, "expired_credit": -4,
@@ -25,20 +25,10 @@ def create_platform_accounts(apps, schema_editor):
                                 ignore_conflicts=True)
 
 
-def add_trigger(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(TRIGGER)
-
-
-def drop_trigger(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(UNTRIGGER)
-
-
 class Migration(migrations.Migration):
     dependencies = [("billing", "0001_initial")]
 
     operations = [
         migrations.RunPython(create_platform_accounts, migrations.RunPython.noop),
-        migrations.RunPython(add_trigger, drop_trigger),
+        migrations.RunSQL([TRIGGER], [UNTRIGGER]),  # in lists: each script sent whole, not split at semicolons
     ]

@@ -6,14 +6,9 @@ TABLES = ("billing_meter", "billing_account")
 
 
 def fillfactor(value):
-    def apply(apps, schema_editor):
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        for table in TABLES:
-            schema_editor.execute(f"ALTER TABLE {table} SET (fillfactor = {value})")
-    return apply
+    return [f"ALTER TABLE {table} SET (fillfactor = {value})" for table in TABLES]
 
 
 class Migration(migrations.Migration):
     dependencies = [("billing", "0006_drop_redundant_fk_indexes")]
-    operations = [migrations.RunPython(fillfactor(70), fillfactor(100))]
+    operations = [migrations.RunSQL(fillfactor(70), fillfactor(100))]

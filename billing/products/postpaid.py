@@ -10,7 +10,7 @@ first: what is left to pay on an invoice is its amount due less the cash paid in
 from datetime import date, datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -124,16 +124,13 @@ def invoices_issue_due() -> int:
 
 PAYABLE = (TopUpState.CREATED, TopUpState.FAILED)  # the customer can still confirm it (a failed one with another card)
 # A top-up row without its PaymentIntent yet is being started for as long as the request that made it holds the
-# row's session advisory lock (PostgreSQL): that request takes it in the transaction that commits the row, so the
+# row's session advisory lock: that request takes it in the transaction that commits the row, so the
 # row is never seen without it, and keeps it until its Stripe call has returned. The server drops the lock with
 # a dead request's connection, so the next Pay takes the same row over at once: same amount, same Stripe
 # idempotency key (`cardmix-topup-<id>`), so if the dead request had reached Stripe the same PaymentIntent comes
 # back, and nobody can be asked to pay twice. A row is left alone for INVOICE_PAY_TAKEOVER_GRACE_SECONDS anyway
-# (a request of a version without the lock, during a rolling deploy). SQLite (development) has no such lock:
-# there the row is taken over once it is older than INVOICE_PAY_STARTING_SECONDS (waiting on Stripe: 3 tries of
-# stripe-python's 80 s timeout).
+# (a request of a version without the lock, during a rolling deploy).
 INVOICE_PAY_TAKEOVER_GRACE_SECONDS = 5
-INVOICE_PAY_STARTING_SECONDS = 300
 
 
 def _starting_lock_name(topup_id) -> str:
@@ -151,11 +148,9 @@ def _starting_lock_take(topup_id, held: list) -> bool:
 
 def _starter_gone(topup: TopUp, held: list) -> bool:
     """Whether the request that made this top-up row (still without its PaymentIntent) is gone, so this one
-    takes it over; on PostgreSQL we then hold the row's lock (in `held`)."""
+    takes it over; we then hold the row's lock (in `held`)."""
     # created_at is the app server's clock (auto_now_add): compare it with the same clock
     age = timezone.now() - topup.created_at
-    if connection.vendor != "postgresql":
-        return age > timedelta(seconds=INVOICE_PAY_STARTING_SECONDS)
     return age > timedelta(seconds=INVOICE_PAY_TAKEOVER_GRACE_SECONDS) and _starting_lock_take(topup.pk, held)
 
 
@@ -200,8 +195,7 @@ def invoice_pay(*, org, invoice_id, actor=None, request=None) -> TopUp:
                 return current
             if topup is None:
                 topup = topup_row_create(org=org, actor=actor, amount=amount, request=request)
-                if connection.vendor == "postgresql":
-                    _starting_lock_take(topup.pk, held)  # before the row commits: nobody sees it unlocked
+                _starting_lock_take(topup.pk, held)  # before the row commits: nobody sees it unlocked
                 invoice.topup_id = topup.pk
                 invoice.save(update_fields=["topup_id"])
                 audit_record(action="invoice.pay", org=org, actor=actor, target=invoice, request=request,

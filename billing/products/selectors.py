@@ -1,7 +1,6 @@
 """Reads of the billing products, always scoped to one organization (another tenant's id → 404)."""
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection
 from django.db.models import BigIntegerField, Case, DateTimeField, Func, OuterRef, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext
@@ -30,11 +29,9 @@ def sponsorship_get(*, org, id) -> SponsorshipProposal:
 
 
 def invoice_list(*, org):
-    """The organization's invoices, newest month first; on PostgreSQL each open one carries `paid_since_end`
+    """The organization's invoices, newest month first; each open one carries `paid_since_end`
     (see cash_paid_since), so a page's amounts left to pay cost no query per row."""
     invoices = Invoice.objects.filter(organization=org).order_by("-period", "-id")
-    if connection.vendor != "postgresql":
-        return invoices  # postpaid.invoice_outstanding reads it per row instead
     at = _MonthAfter(OuterRef("period"), Value(settings.BILLING_TIME_ZONE))
     return invoices.annotate(paid_since_end=Case(
         When(state=InvoiceState.OPEN, then=_paid_since(OuterRef("organization_id"), at)), default=None,
@@ -42,7 +39,7 @@ def invoice_list(*, org):
 
 
 class _MonthAfter(Func):
-    """The first instant after the month that starts on a date column, in a named time zone (PostgreSQL)."""
+    """The first instant after the month that starts on a date column, in a named time zone."""
 
     output_field = DateTimeField()
 

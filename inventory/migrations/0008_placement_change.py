@@ -2,11 +2,8 @@
 
 from django.db import migrations, models
 
-from core.migration_sql import postgresql_only
-
 # Every change to what placement sees on a node (a node, its cards, their allocations) appends a
-# PlacementChange row in the same transaction; see inventory.models.PlacementChange. PostgreSQL only:
-# elsewhere placement reads the whole snapshot per decision.
+# PlacementChange row in the same transaction; see inventory.models.PlacementChange.
 TRIGGERS = r"""
 CREATE FUNCTION inventory_placement_change() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -105,5 +102,5 @@ class Migration(migrations.Migration):
                 'indexes': [models.Index(fields=['xid'], name='placement_change_xid')],
             },
         ),
-        postgresql_only(TRIGGERS, DROP),
+        migrations.RunSQL([TRIGGERS], [DROP]),  # in lists: each script sent whole, not split at semicolons
     ]

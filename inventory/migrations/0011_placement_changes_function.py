@@ -3,11 +3,9 @@
 # As one ad-hoc statement it was planned on every decision (0.7 ms) and joined the changed nodes to the
 # whole node table (a sequential scan: 1.5 ms at 10k nodes). A PL/pgSQL function keeps its statements'
 # plans for the session, and looks the changed nodes up by primary key; declared STABLE, all its
-# statements read the calling statement's snapshot, as the single statement did. PostgreSQL only.
+# statements read the calling statement's snapshot, as the single statement did.
 
 from django.db import migrations
-
-from core.migration_sql import postgresql_only
 
 FUNCTION = r"""
 CREATE OR REPLACE FUNCTION inventory_placement_changes(
@@ -61,5 +59,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        postgresql_only(FUNCTION, DROP),
+        migrations.RunSQL([FUNCTION], [DROP]),  # in lists: each script sent whole, not split at semicolons
     ]

@@ -7,11 +7,8 @@
 # decision, for an answer the marker index gives in microseconds. And PL/pgSQL's plan cache kept re-planning its
 # five statements on every call (their custom plans looked cheaper than the generic ones): a quarter of the
 # function's time; the generic plans are the same index walks. The settings hold only while the function runs.
-# PostgreSQL only.
 
 from django.db import migrations
-
-from core.migration_sql import postgresql_only
 
 SIGNATURE = "inventory_placement_changes(bigint, bigint[], uuid[], text, text)"
 
@@ -23,8 +20,8 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        postgresql_only(f"ALTER FUNCTION {SIGNATURE} SET enable_seqscan = off",
-                        f"ALTER FUNCTION {SIGNATURE} RESET enable_seqscan"),
-        postgresql_only(f"ALTER FUNCTION {SIGNATURE} SET plan_cache_mode = force_generic_plan",
-                        f"ALTER FUNCTION {SIGNATURE} RESET plan_cache_mode"),
+        migrations.RunSQL(f"ALTER FUNCTION {SIGNATURE} SET enable_seqscan = off",
+                          f"ALTER FUNCTION {SIGNATURE} RESET enable_seqscan"),
+        migrations.RunSQL(f"ALTER FUNCTION {SIGNATURE} SET plan_cache_mode = force_generic_plan",
+                          f"ALTER FUNCTION {SIGNATURE} RESET plan_cache_mode"),
     ]

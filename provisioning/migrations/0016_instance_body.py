@@ -2,13 +2,10 @@
 # instance, made with it, and triggers that mark the kept body stale in the writer's own transaction whenever
 # something it shows changes. A trigger cannot be forgotten by a new code path the way a Python hook could:
 # every writer (services, the admin, bulk updates, raw SQL) goes through them. They only ever UPDATE existing
-# rows: an instance being deleted (its groups first) must not get its row back. PostgreSQL only (SQLite, the
-# development database, builds every body).
+# rows: an instance being deleted (its groups first) must not get its row back.
 
 import django.db.models.deletion
 from django.db import migrations, models
-
-from core.migration_sql import postgresql_only
 
 # The columns of each table the kept body is built from (the instance's per-row figures are never kept).
 INSTANCE_COLUMNS = ("name", "kind", "state", "state_reason", "items", "policy", "zone_id", "image", "images",
@@ -116,5 +113,5 @@ class Migration(migrations.Migration):
                 ('body', models.TextField(blank=True, null=True)),
             ],
         ),
-        postgresql_only(FORWARD, BACKWARD),
+        migrations.RunSQL([FORWARD], [BACKWARD]),  # in lists: each script sent whole, not split at semicolons
     ]

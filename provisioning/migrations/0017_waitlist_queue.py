@@ -2,12 +2,9 @@
 # shape (selectors.waitlist_shape: kind, zone, accelerators and counts — or the policy) kept as a generated column,
 # and each queue in FIFO order in a partial index. A page's positions then come from a walk of the queues its
 # waitlisted rows are in, not from computing every waitlisted instance's shape on every read. The column is
-# PostgreSQL's alone (generated from the row, never written by Django: the model does not name it); SQLite, the
-# development database, computes positions in Python.
+# generated from the row, never written by Django: the model does not name it.
 
 from django.db import migrations
-
-from core.migration_sql import postgresql_only
 
 FORWARD = """
 CREATE FUNCTION cardmix_waitlist_shape(kind text, zone uuid, items jsonb, policy jsonb) RETURNS text
@@ -41,5 +38,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        postgresql_only(FORWARD, BACKWARD),
+        migrations.RunSQL([FORWARD], [BACKWARD]),  # in lists: each script sent whole, not split at semicolons
     ]

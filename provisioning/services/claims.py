@@ -20,7 +20,7 @@ from ..placement import AcceleratorInfo, PlacementResult, place
 from .capacity import free_snapshot, prefers_measured
 from .cluster import cluster_slot_free
 from .demand import demand_workload
-from .placement_index import live_index_supported, placement_fleet, placement_forget
+from .placement_index import placement_fleet, placement_forget
 from .retest import retests_for_degraded
 
 CLAIM_ATTEMPTS = 5
@@ -29,12 +29,11 @@ CLAIM_ATTEMPTS = 5
 def placement_decide(request, catalog: dict[str, AcceleratorInfo]) -> PlacementResult:
     """Place a request over the free cards this transaction sees now (nothing is taken).
 
-    On PostgreSQL over the process's incrementally kept index (services/placement_index.py), scored for
-    the learned demand (services/demand.py); elsewhere, and for requests that prefer measured nodes, over a
-    fresh snapshot of the asked-for types.
+    Over the process's incrementally kept index (services/placement_index.py), scored for the learned demand
+    (services/demand.py); for requests that prefer measured nodes, over a fresh snapshot of the asked-for types.
     """
     measured = prefers_measured(request)
-    if live_index_supported() and not measured:
+    if not measured:
         with placement_fleet() as fleet, PLACEMENT_SECONDS.time():
             return fleet.place(request, catalog)
     # Bare-metal and multi-node requests prefer the best-measured nodes (busbw): the kept index carries none, so

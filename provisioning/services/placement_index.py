@@ -6,8 +6,6 @@ process keeps a Fleet and, before every decision, reads the nodes changed since 
 are written by triggers in the same transaction as every allocation, card or node change, so nothing
 can change without the index seeing it. The claim still locks and re-checks the chosen cards: a stale
 view can cost a retry, never a double booking.
-
-Off PostgreSQL (no triggers) every decision reads the whole snapshot, as before.
 """
 from __future__ import annotations
 
@@ -73,11 +71,6 @@ def _live() -> LiveFleet:
         if live is None:
             live = _INDEXES[key] = LiveFleet()
     return live
-
-
-def live_index_supported() -> bool:
-    """Whether the change log exists here (PostgreSQL: its triggers)."""
-    return connection.vendor == "postgresql"
 
 
 @contextmanager

@@ -26,6 +26,29 @@ def _rsa_pem() -> str:
                              serialization.NoEncryption()).decode()
 
 
+def _admin(sql: str) -> None:
+    """Run `sql` on the test run's PostgreSQL server, outside any database the tests use."""
+    import psycopg
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    params = {"dbname": "postgres", "user": db["USER"], "password": db["PASSWORD"] or None,
+              "host": db["HOST"] or db.get("OPTIONS", {}).get("host"), "port": db["PORT"] or None}
+    with psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def _idp_database(name: str) -> dict:
+    """A new, empty database for the IdP on the test run's server; its Django settings (ENGINE aside)."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _admin(f'CREATE DATABASE "{name}"')
+    return {"NAME": name, "USER": db["USER"], "PASSWORD": db["PASSWORD"], "HOST": db["HOST"], "PORT": db["PORT"],
+            "OPTIONS": {k: v for k, v in db.get("OPTIONS", {}).items() if k == "host"}}
+
+
 class IdpProcess(LoggedProcess):
     """django-oauth-toolkit (OIDC on) in its own process on a free loopback port, with one person and one client."""
 
@@ -41,7 +64,8 @@ class IdpProcess(LoggedProcess):
         self.tmp = tempfile.TemporaryDirectory(prefix="cardmix-idp-")
         self.log_path = Path(self.tmp.name) / "idp.log"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))}
-        self.env.update(IDP_DB=str(Path(self.tmp.name) / "idp.sqlite3"), IDP_RSA_KEY=_rsa_pem(),
+        self.db = _idp_database(f"cardmix_idp_{os.getpid()}_{self.port}")
+        self.env.update(IDP_DB=json.dumps(self.db), IDP_RSA_KEY=_rsa_pem(),
                         IDP_USERS=json.dumps(people), IDP_CLIENT_ID=self.client_id,
                         IDP_CLIENT_SECRET=self.client_secret, IDP_REDIRECT_URIS=" ".join(redirect_uris))
 
@@ -62,6 +86,7 @@ class IdpProcess(LoggedProcess):
     def stop(self) -> None:
         self.stop_group()
         self.tmp.cleanup()
+        _admin(f'DROP DATABASE IF EXISTS "{self.db["NAME"]}" WITH (FORCE)')
 
     def configure(self, settings) -> None:
         """Point Cardmix's SSO settings (OIDC_PROVIDERS' form) at this provider."""

@@ -1,6 +1,6 @@
 """The tick's aggregated postings (one transfer per organization and source account, the per-meter detail in
 MeterCharge) give the same money as posting every meter on its own (meter_post: per-meter transfers, the path the
-tick took before and SQLite still takes): balances, meters, per-meter charges, write-offs, what each source account
+tick took before, and a meter's close still takes): balances, meters, per-meter charges, write-offs, what each source account
 paid, and the monthly statement, to the µCNY, whatever the credits, limits, rates and tick times."""
 import uuid
 from collections import defaultdict
@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from billing import tick
 from billing.credits import compensation_grant, grant_credit, trial_grant
+from billing.metering import meter_post
 from billing.models import Account, BillingProfile, Meter, MeterCharge, Transfer, WriteOff
 from billing.products.statements import statement_build
+from billing.rating import whole_seconds
 from billing.services import meter_open
 from billing.verify import ledger_verify
 from billing.zone import billing_tz
@@ -59,6 +61,13 @@ def _snapshot(orgs, meters) -> dict:
         "statements": statements,
         "verify": ledger_verify(),
     }
+
+
+def _post_each_meter(now) -> None:
+    """The reference: every open meter posted on its own through meter_post, in one transaction."""
+    with transaction.atomic():
+        for meter in Meter.objects.filter(closed_at__isnull=True).order_by("pk").select_for_update():
+            meter_post(meter, seconds=whole_seconds(meter.opened_at, now))
 
 
 def _world(ticks, t0, post, orgs, meters) -> dict:
@@ -111,15 +120,15 @@ def test_aggregated_postings_match_posting_every_meter_on_its_own(spec, ticks, c
                 Meter.objects.filter(pk=m.pk).update(billable_until_seconds=until)  # auto-stop: the rest written off
             meters.append(m.pk)
 
-    aggregated = _world(ticks, t0, lambda now: tick._tick_pg(now), orgs, meters)
-    per_meter = _world(ticks, t0, lambda now: tick._tick_portable(now), orgs, meters)
+    aggregated = _world(ticks, t0, lambda now: tick._tick_chunks(now), orgs, meters)
+    per_meter = _world(ticks, t0, _post_each_meter, orgs, meters)
 
     assert aggregated["verify"] == [] and per_meter["verify"] == []
     assert aggregated == per_meter
     # and the aggregated world wrote one metered transfer per source account and chunk, not one per meter
     # (checked on a committed run of the same ticks)
     for seconds in ticks:
-        tick._tick_pg(t0 + timedelta(seconds=seconds))
+        tick._tick_chunks(t0 + timedelta(seconds=seconds))
     charged = MeterCharge.objects.filter(meter_id__in=meters).aggregate(s=Sum("amount"))["s"] or 0
     theirs = Transfer.objects.filter(code="meter", debit_account__organization__in=orgs)
     assert charged == (theirs.aggregate(s=Sum("amount"))["s"] or 0)

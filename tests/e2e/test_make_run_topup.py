@@ -1,7 +1,8 @@
-"""`make run` on embedded defaults, in headless Chromium: the demo user tops up 50 CNY end to end (issue 33).
+"""`make run` on embedded defaults, in headless Chromium: the demo user tops up 50 CNY end to end.
 
-The platform starts the way `make run` starts it (migrate, seed_demo, runall) on a temporary SQLite var dir and a
-free port, with none of the test run's PostgreSQL, Redis or Stripe settings: runall starts localstripe as the
+The platform starts the way `make run` starts it (dbserver start, migrate, seed_demo, runall) in a temporary var
+dir — its own embedded PostgreSQL there — and on a free port, with none of the test run's PostgreSQL, Redis or
+Stripe settings: runall starts localstripe as the
 Stripe stand-in, the page's PaymentIntent is confirmed through localstripe's Stripe.js stand-in, and localstripe's
 webhook credits cash.
 """
@@ -35,7 +36,7 @@ def make_run(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
     env["CARDMIX_VAR_DIR"] = str(tmp_path / "var")
     py = sys.executable
-    for step in (["migrate", "--noinput"], ["seed_demo"]):
+    for step in (["dbserver", "start"], ["migrate", "--noinput"], ["seed_demo"]):
         done = subprocess.run([py, "manage.py", *step], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
@@ -59,12 +60,14 @@ def make_run(tmp_path):
     try:
         yield url, log_path, gateway_port
     finally:
-        os.kill(proc.pid, signal.SIGTERM)  # runall stops web, worker, beat and localstripe itself
+        os.kill(proc.pid, signal.SIGTERM)  # runall stops web, worker, beat, localstripe and the database itself
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+        # Stopped already unless runall died first; either way no server outlives the test.
+        subprocess.run([py, "manage.py", "dbserver", "stop"], cwd=ROOT, env=env, capture_output=True, timeout=60)
 
 
 def _ssh_banner(port: int, timeout: float = 30.0) -> bytes:

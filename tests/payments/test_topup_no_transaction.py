@@ -1,7 +1,7 @@
 """A top-up with an Idempotency-Key still calls Stripe with no transaction open (services.topup_create): the
 key's one-transaction rule must not wrap a network call. Before, the whole view ran in one transaction, so
-the PaymentIntent request held it open (on SQLite, `make run`, the database's only write lock), and a Stripe
-failure rolled back the failed top-up and its audit event."""
+the PaymentIntent request held it open, and a Stripe failure rolled back the failed top-up and its audit
+event."""
 from unittest import mock
 
 import pytest

@@ -1,4 +1,4 @@
-"""`python -m tests.accounts.idp.server PORT`: migrate the IdP's SQLite database, create the person and the
+"""`python -m tests.accounts.idp.server PORT`: migrate the IdP's own database, create the person and the
 client application named by the environment (IDP_USERS as JSON, IDP_CLIENT_ID, IDP_CLIENT_SECRET,
 IDP_REDIRECT_URIS), then serve on 127.0.0.1:PORT (threaded: Cardmix calls its token endpoint while a browser
 waits)."""

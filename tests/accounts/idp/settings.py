@@ -1,4 +1,5 @@
 """The loopback identity provider's settings (not Cardmix's): django-oauth-toolkit with OpenID Connect."""
+import json
 import os
 from pathlib import Path
 
@@ -15,7 +16,8 @@ MIDDLEWARE = ["django.contrib.sessions.middleware.SessionMiddleware", "django.mi
 TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "DIRS": [HERE / "templates"],
               "APP_DIRS": True, "OPTIONS": {"context_processors": ["django.template.context_processors.request",
                                                                    "django.contrib.auth.context_processors.auth"]}}]
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ["IDP_DB"]}}
+# Its own database on the test run's PostgreSQL server (tests/accounts/conftest.py makes and drops it).
+DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql", **json.loads(os.environ["IDP_DB"])}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGIN_URL = "/login/"
