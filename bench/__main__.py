@@ -3,7 +3,7 @@
 Each benchmark prints its own output as it runs (its JSON on stdout, its table on stderr); the
 table at the end picks the ratio each one judges by. Quick sizes are for seeing the figures move,
 not for the closing numbers of an issue: run a benchmark on its own at its default size for those
-(docs/performance.md says how). Needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL) for the
+(docs/performance/README.md says how). Needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL) for the
 database benchmarks, and wrk for the API one; a benchmark whose service is missing is reported
 as skipped.
 

@@ -3,7 +3,7 @@
 CPython's cyclic collector runs a young collection every 700 net allocations and now and then a full one over every
 object of the process: Django's modules, classes and URL patterns, ~175k objects that live as long as the process.
 An instance list page (100 bodies, ~20k short-lived containers) paid about a fifth of its CPU for collections
-that found nothing of the app to free (docs/performance.md). Here the objects of start-up are frozen (never
+that found nothing of the app to free (docs/performance/README.md). Here the objects of start-up are frozen (never
 traversed again) and the young generation is collected every GC_GEN0_THRESHOLD allocations instead.
 """
 import gc

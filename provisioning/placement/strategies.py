@@ -22,7 +22,7 @@ def score(strategy: str, index: FreeIndex, key: Key, count: int, model: Fragment
         # Three terms, in cards: (1) type pressure — a card taken from an accelerator that constrained
         # requests need costs up to a whole node (PRESSURE_WEIGHT), so flexible requests go elsewhere;
         # (2) leftover, as best-fit: under churn it beat pure FGD on the openb trace (see
-        # docs/placement-benchmark.md); (3) FGD's growth of expected stranded cards (usually < 1
+        # docs/architecture/placement.md); (3) FGD's growth of expected stranded cards (usually < 1
         # card), which breaks the remaining near-ties toward slices the workload can still use.
         value = PRESSURE_WEIGHT * count * model.pressure.get(acc, 0.0) + left + model.delta(free, count)
         return (round(value, 9), left, size)  # rounded so equal choices stay exact ties

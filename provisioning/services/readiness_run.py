@@ -22,7 +22,7 @@ def driver_call(group, method, *args, **kwargs):
     node's call, no group to add it to).
 
     Logs one JSON line per call (instance_id, step, driver, node, duration, exit code): with the
-    instance's events this answers "why was instance X slow to become ready" (docs/performance.md).
+    instance's events this answers "why was instance X slow to become ready" (docs/operations/observability.md).
     """
     start = time.perf_counter()
     out = None

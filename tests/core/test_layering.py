@@ -1,4 +1,4 @@
-"""Dependencies between the apps point one way (README "Layout", docs/architecture.md): an app imports only
+"""Dependencies between the apps point one way (docs/architecture/overview.md): an app imports only
 the apps below it. Every import counts, the ones inside functions too — a lazy import is still a dependency.
 A lower app that must make a higher one act calls a hook registry the higher app fills in its `ready()`."""
 

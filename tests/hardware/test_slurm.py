@@ -102,7 +102,7 @@ def test_the_header_submits_to_the_partition_under_the_account(slurm_cluster, se
     """The header the API shows is one sbatch takes: both heterogeneous components land in the partition under
     the organization's account. slurmctld checks AllowAccounts on the jobs it is given — one under another account
     is held with the reason naming the allowed one. (Without slurmdbd it cannot tie any job to an account, so the
-    controller holds ours too, "account not known": the README says an operator needs slurmdbd.)"""
+    controller holds ours too, "account not known": docs/operations/hardware.md says an operator needs slurmdbd.)"""
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster["conf"]))
     settings.SLURM_SCONTROL = slurm_cluster["scontrol"]
     gpu = SimpleNamespace(hostname="gpu-a02.test", card_count=8, accelerator=SimpleNamespace(vendor="nvidia"))
