@@ -1,22 +1,12 @@
 """Reads for billing: balances, ledger lines, usage and costs, always scoped to one organization."""
 import uuid
 
-from django.db.models import (
-    BigIntegerField,
-    Case,
-    DurationField,
-    ExpressionWrapper,
-    F,
-    OuterRef,
-    Q,
-    Subquery,
-    Sum,
-    Value,
-    When,
-)
-from django.db.models.functions import Cast, Coalesce, Extract, Floor, Greatest, Least, Now
+from django.db.models import BigIntegerField, Case, F, OuterRef, Q, Subquery, Sum, Value, When
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce
 
 from core.dbclock import db_now
+from core.querysets import ParsedJSONField
 
 from .choices import TransferCode
 from .models import Meter
@@ -110,40 +100,29 @@ def usage_list(*, org, start, end):
             .order_by("-opened_at", "-pk"))
 
 
-def _meter_cost_so_far():
-    """A meter's cost so far as an expression, to the second of the statement's clock: the same integer arithmetic
-    as posting_plan, floor(rate × cards × through / 3600) − accounted, where through is the whole seconds elapsed,
-    capped at the auto-stop second, never below what was posted."""
-    elapsed = ExpressionWrapper(Now() - F("opened_at"), output_field=DurationField())
-    seconds = Cast(Floor(Extract(elapsed, "epoch")), BigIntegerField())
-    through = Greatest(Least(seconds, Coalesce("billable_until_seconds", seconds)), F("posted_through_seconds"))
-    unposted = Greatest(F("rate") * F("cards") * through / 3600 - F("posted_amount") - F("written_off_amount"),
-                        Value(0))
-    return (F("posted_amount") - F("credited_amount")
-            + Case(When(closed_at__isnull=True, then=unposted), default=Value(0)))
+# A meter's cost so far, to the second of the statement's clock: the same integer arithmetic as posting_plan,
+# floor(rate × cards × through / 3600) − accounted, where through is the whole seconds elapsed, capped at the
+# auto-stop second, never below what was posted (tests/provisioning/test_cost_so_far.py holds it to instance_costs).
+# (least() passes over a NULL cap.)
+_METERS_COST = """(SELECT COALESCE(sum(m.posted_amount - m.credited_amount + CASE WHEN m.closed_at IS NULL THEN greatest(
+    m.rate * m.cards * greatest(least(floor(extract(epoch FROM statement_timestamp() - m.opened_at))::bigint,
+                                      m.billable_until_seconds), m.posted_through_seconds) / 3600
+    - m.posted_amount - m.written_off_amount, 0) ELSE 0 END), 0)
+  FROM billing_meter m WHERE m.instance_id = {instance_id})"""
+_PACKAGES_COST = "(SELECT COALESCE(sum(p.amount), 0) FROM billing_package p WHERE p.instance_id = {instance_id})"
+_LATEST_PACKAGE = """(SELECT json_build_object('period', p.period, 'state', p.state, 'starts_at', p.starts_at::text,
+                                 'ends_at', p.ends_at::text, 'renewal', p.renewal)
+  FROM billing_package p WHERE p.instance_id = {instance_id} ORDER BY p.period DESC LIMIT 1)"""
 
 
-def instance_cost_totals(instance_ids):
-    """instance_costs for the instances `instance_ids` selects (a subquery, e.g. a list page's ids),
-    as two querysets of (instance_id, total) — meters, then packages (each period charged in full when it starts)
-    — for the caller to join and add (an instance with neither costs 0); the packages' also give `latest`, the
-    latest period as packages_current shows it ({"period", "state", "starts_at", "ends_at", "renewal"}, times as
-    text; JSON text). A list reads its page's costs and periods in its own statement, with one scan of each table
-    for the page instead of subqueries a row."""
-    from django.contrib.postgres.aggregates import ArrayAgg
-    from django.db.models import Func, TextField
-
-    from core.querysets import json_object
-
-    meters = (Meter.objects.filter(instance_id__in=instance_ids).order_by().values("instance_id")
-              .annotate(total=Sum(_meter_cost_so_far(), output_field=BigIntegerField())).values("instance_id", "total"))
-    period = json_object(period="period", state="state", starts_at=Cast("starts_at", TextField()),
-                         ends_at=Cast("ends_at", TextField()), renewal="renewal")
-    latest = Func(ArrayAgg(period, order_by="-period"), template="((%(expressions)s)[1])::text",
-                  output_field=TextField())
-    packages = (Package.objects.filter(instance_id__in=instance_ids).order_by().values("instance_id")
-                .annotate(total=Sum("amount"), latest=latest).values("instance_id", "total", "latest"))
-    return meters, packages
+def instance_cost_expressions(instance_id: str) -> dict:
+    """instance_costs and packages_current as expressions for a list's page statement, for the instance whose id is
+    the SQL `instance_id` (a column of that statement): {"cost": µCNY so far (its meters, and each package period
+    charged in full when it starts), "package": its latest period as packages_current shows it ({"period", "state",
+    "starts_at", "ends_at", "renewal"}, times as text; JSON), NULL when none}."""
+    cost = f"({_METERS_COST.format(instance_id=instance_id)} + {_PACKAGES_COST.format(instance_id=instance_id)})::bigint"
+    return {"cost": RawSQL(cost, (), output_field=BigIntegerField()),
+            "package": RawSQL(_LATEST_PACKAGE.format(instance_id=instance_id), (), output_field=ParsedJSONField())}
 
 
 def transfer_groups(*, org, tz):

@@ -179,10 +179,8 @@ class SequenceKeyset:
 
 
 def keyset_of(queryset):
-    """The keyset view of what a view hands the paginator: itself when it is one, a QuerySetKeyset for a queryset,
-    a SequenceKeyset for a list."""
-    if hasattr(queryset, "page_after"):
-        return queryset
+    """The keyset view of what a view hands the paginator: a QuerySetKeyset for a queryset, a SequenceKeyset for a
+    list."""
     return QuerySetKeyset(queryset) if hasattr(queryset, "query") else SequenceKeyset(queryset)
 
 
@@ -234,9 +232,6 @@ class EnvelopePagination(LimitOffsetPagination):
             return self._paginate_cursor(cursors[0], request)
         self.limit = self.get_limit(request)
         self.offset = self.get_offset(request)
-        if hasattr(self.keyset, "page_and_count"):  # one statement for the page and the count
-            rows, self.count = self.keyset.page_and_count(self.offset, self.limit)
-            return rows
         self.count = self.keyset.count()
         if self.count == 0 or self.offset > self.count:
             return []

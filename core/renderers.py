@@ -11,8 +11,7 @@ _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | 
 
 
 def json_bytes(data) -> bytes:
-    """`data` as the API writes it (compact). orjson.Fragment values go in as they are: JSON this wrote earlier
-    (provisioning/body_cache.py)."""
+    """`data` as the API writes it (compact)."""
     out = orjson.dumps(data, default=_FALLBACK.default, option=_OPTIONS)  # NON_STR_KEYS: validation details by index
     # Both start with the byte 0xE2, which most answers lack: one memchr scan (a two-byte search was a twentieth of
     # the instance list's CPU).

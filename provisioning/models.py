@@ -382,22 +382,3 @@ class PortShare(models.Model):
 
     def __str__(self):
         return f"share of {self.instance_id}:{self.port}"
-
-
-class InstanceBody(models.Model):
-    """The instance's API body as the list last built it, kept until something it shows changes (a read model).
-
-    PostgreSQL triggers (migration 0016) create the row with the instance and, in the writer's transaction, bump
-    `version` and clear `body` whenever a column the body shows changes: the instance's own, its node groups', or
-    a node's, zone's or accelerator's it is placed on. The list builds the bodies it finds cleared and writes them
-    back only if `version` has not moved since it read them (provisioning/body_cache.py). Per-row figures that
-    change without such a write (cost so far, waitlist position, package, notices, storage) are never kept."""
-
-    instance = models.OneToOneField(Instance, primary_key=True, on_delete=models.CASCADE, related_name="body_cache")
-    version = models.BigIntegerField(default=0)
-    # provisioning.body_cache.body_format() of the code and settings that built `body` (another one: built again).
-    format = models.CharField(max_length=64, blank=True)
-    body = models.TextField(null=True, blank=True)  # noqa: DJ001 — NULL: cleared by a trigger, to be built again
-
-    def __str__(self):
-        return f"body of {self.instance_id} (v{self.version})"

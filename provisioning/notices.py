@@ -5,8 +5,10 @@ from the node's state, so it shows the moment the node is marked and goes the mo
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models.expressions import RawSQL
 from django.utils.translation import gettext
 
+from core.querysets import ParsedJSONField
 from hardware.models import NodeCredential
 from hardware.services import UNREACHABLE_REASON
 from inventory.choices import NodeState
@@ -68,32 +70,31 @@ def _card_notice(hostname: str, index: int, started_at, failed_at, detail: str, 
                 "card": card, "detail": detail, "paid": paid, "then": then}}
 
 
-def instance_notice_expressions(instance_id_ref) -> dict:
-    """What instance_notices reads, for one instance id (e.g. OuterRef("pk")) as expressions on PostgreSQL, so the
-    list reads them in its page's statement: {"dark": JSON array of {h, t} (hostname, last heartbeat as text) of
-    its live groups on marked nodes, "health": JSON array of {h, i, s, f, d} of its open incidents, by start and
-    card}, NULL when none. Each is read per row only when the platform has any marked node / open incident at all
-    (checked once per statement)."""
-    from django.db.models import Case, Exists, F, Q, TextField, When
-    from django.db.models.functions import Cast
+# What instance_notices reads, as JSON in the list's page statement (a query on provisioning_instance), for its
+# running rows: "dark", [{h, t}] (hostname, last heartbeat as text) of its live groups on nodes marked silent, and
+# "health", [{h, i, s, f, d}] (hostname, card index, started, failed, detail) of its open incidents; NULL when none.
+# Each is read a row only when the platform has any such node / incident at all (checked once a statement).
+_SILENT = "n.state = %s AND starts_with(n.state_reason, %s)"
+_DARK = f"""CASE WHEN provisioning_instance.state = 'running'
+  AND EXISTS (SELECT 1 FROM inventory_node n WHERE {_SILENT}) THEN (
+  SELECT json_agg(json_build_object('h', n.hostname, 't', c.last_heartbeat_at::text))
+  FROM provisioning_nodegroup g JOIN inventory_node n ON n.id = g.node_id
+    JOIN hardware_nodecredential c ON c.node_id = n.id
+  WHERE g.instance_id = provisioning_instance.id AND g.released_at IS NULL AND {_SILENT}) END"""
+_HEALTH = """CASE WHEN provisioning_instance.state = 'running'
+  AND EXISTS (SELECT 1 FROM provisioning_healthincident WHERE ended_at IS NULL) THEN (
+  SELECT json_agg(json_build_object('h', n.hostname, 'i', c."index", 's', h.started_at::text,
+                                    'f', h.failed_at::text, 'd', h.detail) ORDER BY h.started_at, h.card_id)
+  FROM provisioning_healthincident h JOIN inventory_card c ON c.id = h.card_id
+    JOIN inventory_node n ON n.id = c.node_id
+  WHERE h.instance_id = provisioning_instance.id AND h.ended_at IS NULL) END"""
 
-    from core.querysets import json_rows
 
-    from .models import HealthIncident, NodeGroup
-
-    dark = json_rows(NodeGroup.objects.live().filter(instance_id=instance_id_ref,
-                                                     node__agent_credential__node_id__in=_dark_node_ids()),
-                     key="instance_id", h=F("node__hostname"),
-                     t=Cast("node__agent_credential__last_heartbeat_at", TextField()))
-    health = json_rows(HealthIncident.objects.filter(instance_id=instance_id_ref, ended_at__isnull=True),
-                       key="instance_id", ordering=("started_at", "card_id"), h=F("card__node__hostname"),
-                       i=F("card__index"), s=Cast("started_at", TextField()), f=Cast("failed_at", TextField()),
-                       d=F("detail"))
-    any_dark = Exists(NodeCredential.objects.filter(node_id__in=_dark_node_ids()))
-    any_open = Exists(HealthIncident.objects.filter(ended_at__isnull=True))
-    running = Q(state=S.RUNNING)  # of the outer query's instance
-    return {"dark": Case(When(running & any_dark, then=dark), default=None),
-            "health": Case(When(running & any_open, then=health), default=None)}
+def instance_notice_expressions() -> dict:
+    """{"dark": …, "health": …} above, as expressions for the list's page statement."""
+    silent = (NodeState.UNREACHABLE.value, UNREACHABLE_REASON)
+    return {"dark": RawSQL(_DARK, silent * 2, output_field=ParsedJSONField()),
+            "health": RawSQL(_HEALTH, (), output_field=ParsedJSONField())}
 
 
 def notices_of_row(*, kind: str, billing: str, dark, health) -> list:
@@ -109,7 +110,6 @@ def notices_of_row(*, kind: str, billing: str, dark, health) -> list:
 
 
 def _dark_node_ids():
-    # A subquery: the page's one statement joins the marked nodes instead of reading them first.
     return NodeCredential.objects.filter(node__state=NodeState.UNREACHABLE,
                                          node__state_reason__startswith=UNREACHABLE_REASON).values("node_id")
 

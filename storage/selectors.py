@@ -2,10 +2,12 @@
 import uuid
 
 from django.db.models import Prefetch, Q
+from django.db.models.expressions import RawSQL
 from django.utils.translation import gettext
 
 from core.dbclock import db_now
 from core.errors import NotFoundError, ValidationFailed
+from core.querysets import ParsedJSONField
 
 from .choices import VolumeState
 from .models import Dataset, DatasetMount, StoragePrice, Volume, VolumeAttachment
@@ -69,29 +71,27 @@ def volumes_for_instances(instance_ids) -> dict:
     return out
 
 
-def instance_storage_expressions(instance_id_ref, *, org_id) -> dict:
-    """volumes_for_instances and datasets_for_instances for one instance id (e.g. OuterRef("pk")) of the
-    organization `org_id` as expressions on PostgreSQL, so a list reads them in its page's statement: {"volumes":
-    JSON array (by mount path), "datasets": JSON array (by slug)}, NULL when none; read only when the
-    organization has a volume / a mounted dataset at all (checked once per statement).
-    api.serializers.attachment_row_body / dataset_row_body build the bodies."""
-    from django.db.models import Case, Exists, F, TextField, When
-    from django.db.models.functions import Cast
-
-    from core.querysets import json_rows
-
-    volumes = json_rows(VolumeAttachment.objects.live().filter(instance_id=instance_id_ref), key="instance_id",
-                        ordering=("mount_path",), volume=Cast("volume_id", TextField()), name=F("volume__name"),
-                        kind=F("volume__kind"), mount_path="mount_path", size_gib=F("volume__size_gib"),
-                        usage_gib=Cast("volume__usage_gib", TextField()), over_quota=F("volume__over_quota"),
-                        rate=F("volume__rate"), attached_at=Cast("attached_at", TextField()))
-    datasets = json_rows(DatasetMount.objects.live().filter(instance_id=instance_id_ref), key="instance_id",
-                         ordering=("dataset__slug",), dataset=F("dataset__slug"), name=F("dataset__name"),
-                         kind=F("dataset__kind"), size_gib=F("dataset__size_gib"))
-    has_volumes = Exists(Volume.objects.filter(organization_id=org_id))
-    has_datasets = Exists(DatasetMount.objects.live().filter(organization_id=org_id))
-    return {"volumes": Case(When(has_volumes, then=volumes), default=None),
-            "datasets": Case(When(has_datasets, then=datasets), default=None)}
+def instance_storage_expressions(instance_id: str, *, org_id) -> dict:
+    """volumes_for_instances and datasets_for_instances as JSON for a list's page statement, for the instance whose
+    id is the SQL `instance_id` (a column of that statement) of the organization `org_id`: {"volumes": JSON array
+    (by mount path), "datasets": JSON array (by slug)}, NULL when none; read a row only when the organization has a
+    volume / a mounted dataset at all (checked once a statement). api.serializers.attachment_row_body /
+    dataset_row_body build the bodies."""
+    volumes = f"""CASE WHEN EXISTS (SELECT 1 FROM storage_volume WHERE organization_id = %s) THEN (
+      SELECT json_agg(json_build_object(
+        'volume', v.id::text, 'name', v.name, 'kind', v.kind, 'mount_path', a.mount_path, 'size_gib', v.size_gib,
+        'usage_gib', v.usage_gib::text, 'over_quota', v.over_quota, 'rate', v.rate, 'attached_at', a.attached_at::text)
+        ORDER BY a.mount_path)
+      FROM storage_volumeattachment a JOIN storage_volume v ON v.id = a.volume_id
+      WHERE a.instance_id = {instance_id} AND a.detached_at IS NULL) END"""
+    datasets = f"""CASE WHEN EXISTS (
+      SELECT 1 FROM storage_datasetmount WHERE organization_id = %s AND unmounted_at IS NULL) THEN (
+      SELECT json_agg(json_build_object('dataset', d.slug, 'name', d.name, 'kind', d.kind,
+                                                    'size_gib', d.size_gib) ORDER BY d.slug)
+      FROM storage_datasetmount m JOIN storage_dataset d ON d.id = m.dataset_id
+      WHERE m.instance_id = {instance_id} AND m.unmounted_at IS NULL) END"""
+    return {"volumes": RawSQL(volumes, (org_id,), output_field=ParsedJSONField()),
+            "datasets": RawSQL(datasets, (org_id,), output_field=ParsedJSONField())}
 
 
 def datasets_for_instance(*, instance_id) -> list[DatasetMount]:

@@ -4,7 +4,6 @@ The list reads `values_list` tuples (no model objects, only the columns the body
 each body with `instance_body`; `InstanceSerializer` turns a model instance into the same rows, so
 the list and the detail cannot drift apart (tests/provisioning/test_instance_body_golden.py).
 """
-from datetime import datetime
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -38,7 +37,7 @@ class InstanceRow(NamedTuple):
     billing: str
     package_renewal: str
     waitlist: bool
-    created_at: object  # datetime, or the API's text on the list path (selectors._api_time)
+    created_at: object
     ready_at: object
     price_per_hour: int
     sla_deadline: object
@@ -46,20 +45,15 @@ class InstanceRow(NamedTuple):
     sla_settled_event_id: object
     sla_compensation: int
     organization_id: object  # its Slurm account (hardware.slurm.account_name)
-    # The list's page query adds these (selectors.instance_list_rows); a model's row leaves them unset.
-    body_cost: int = 0
-    body_groups: list | None = None
-    body_package: dict | None = None
-    body_dark: list | None = None
-    body_health: list | None = None
-    body_volumes: list | None = None
-    body_datasets: list | None = None
-    body_position: int | None = None
-    body_total: int | None = None
-    body_now: object = None  # the database clock of the page's statement (PostgreSQL)
-    body_kept: object = None  # the kept body (provisioning/body_cache.Kept), when it is still current
-    body_version: int | None = None  # its row's version, as the statement read it
-    body_text: str | None = None  # the whole body's JSON, when the kept body needed only its cost and position
+    # The list's page statement adds these (selectors.instance_list_rows); a model's row leaves them unset.
+    group_rows: list | None = None
+    dark: list | None = None
+    health: list | None = None
+    volumes: list | None = None
+    datasets: list | None = None
+    cost: int = 0
+    package: dict | None = None
+    now: str | None = None  # the database clock of the page's statement, as text
 
     @property
     def pk(self):
@@ -67,8 +61,8 @@ class InstanceRow(NamedTuple):
 
 
 class GroupRow(NamedTuple):
-    """One live node group with the node columns the body shows; after the instance id, the order is
-    `selectors.GROUP_BODY_COLUMNS`."""
+    """One live node group with the node columns the body shows; after the instance id, the order of the list's
+    group arrays (`selectors._GROUPS`)."""
 
     instance_id: object
     item_index: int
@@ -95,7 +89,7 @@ def row_of(instance) -> InstanceRow:
 
 
 def group_row_from(instance_id, columns) -> GroupRow:
-    """A row from one element of the page query's group array (selectors.GROUP_BODY_COLUMNS, in order)."""
+    """A row from one element of the page query's group array (selectors._GROUPS)."""
     return GroupRow(instance_id, *columns)
 
 
@@ -119,11 +113,6 @@ def _per_second(price_per_hour: int) -> str:
     return format_price_per_second(price_per_hour)
 
 
-def _moment(value) -> datetime:
-    # The list's rows carry timestamps already in the API's text form (selectors._api_time).
-    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
-
-
 def _slurm_partition(row: InstanceRow, groups) -> dict | None:
     if len({g.vendor for g in groups}) < 2:  # hardware_port answers None for anything but a hybrid
         return None
@@ -140,41 +129,17 @@ def _package(package) -> dict | None:
             "ends_at": package.ends_at, "renewal": package.renewal}
 
 
-class RowFigures(NamedTuple):
-    """One row's per-row figures as the list's statement read them (instead of the page's dicts by id)."""
-
-    cost: int
-    position: int | None
-    package: object
-    notices: list
-    storage: dict
-
-
 @lru_cache(maxsize=1024)
 def _money(amount: int) -> str:
     # Rates and prices repeat across rows.
     return format_ucny(amount)
 
 
-def figure_fields(figures: RowFigures) -> tuple:
-    """The body's per-row figures, in provisioning.body_cache.FIGURES order: what a kept body leaves out."""
-    return (_package(figures.package), format_ucny(int(figures.cost or 0)), figures.position, figures.notices,
-            figures.storage.get("volumes", []), figures.storage.get("datasets", []))
-
-
-def keepable(row: InstanceRow) -> bool:
-    """Whether the body may be kept (body_cache): on the way to running, its SLA breach turns on the clock."""
-    return row.state not in _IN_FLIGHT
-
-
-def instance_body(row: InstanceRow, groups, *, costs: dict | None = None, positions: dict | None = None, now,
-                  packages=None, notices=None, storage=None, figures: RowFigures | None = None) -> dict:
+def instance_body(row: InstanceRow, groups, *, costs: dict, positions: dict, now, packages: dict,
+                  notices: dict, storage: dict) -> dict:
     """The instance body from its row and its live group rows (ordered by item index, id), with the per-row
-    figures from the page's dicts by instance id, or from `figures`."""
-    if figures is None:
-        pk = row.id
-        figures = RowFigures(costs.get(pk, 0), positions.get(pk), (packages or {}).get(pk),
-                             (notices or {}).get(pk, []), (storage or {}).get(pk, {}))
+    figures from the page's dicts by instance id."""
+    pk = row.id
     nodes = [{"node": g.hostname, "item_index": g.item_index, "accelerator": g.accelerator,
               "cards": g.card_indices, "state": g.state} for g in groups]
     ssh = ssh_entries(row.kind, groups)
@@ -184,18 +149,18 @@ def instance_body(row: InstanceRow, groups, *, costs: dict | None = None, positi
     elif state in _IN_FLIGHT:
         # On the way to running the current window has no ready_at yet (one left from an earlier run
         # is not this window's): late once the deadline has passed.
-        breached = now is not None and now > _moment(deadline)
+        breached = now is not None and now > deadline
     elif state == InstanceState.FAILED:
         # Failed on the way to running (ready_at cleared by every start), or after this window was met: a node that
         # went dark past its timeout (services/dark.py).
-        breached = row.ready_at is None or _moment(row.ready_at) > _moment(deadline)
+        breached = row.ready_at is None or row.ready_at > deadline
     elif row.ready_at is not None:
-        breached = _moment(row.ready_at) > _moment(deadline)
+        breached = row.ready_at > deadline
     else:
         breached = False
     granted = sla_granted(row)
     price = int(row.price_per_hour)
-    package, cost, position, notices, volumes, datasets = figure_fields(figures)
+    stored = storage.get(pk, {})
     return {
         "id": str(row.id),
         "name": row.name,
@@ -211,22 +176,22 @@ def instance_body(row: InstanceRow, groups, *, costs: dict | None = None, positi
         "images": row.images,
         "billing": row.billing,
         "package_renewal": row.package_renewal,
-        "package": package,
+        "package": _package(packages.get(pk)),
         "waitlist": row.waitlist,
         "created_at": row.created_at,
         "ready_at": row.ready_at,
         "price_per_hour": _money(price),
         "price_per_second": _per_second(price),
-        "cost_so_far": cost,
+        "cost_so_far": format_ucny(int(costs.get(pk, 0))),
         "ssh": ssh,
         "ssh_gateway": gateway_entry(row.id, row.name, ssh),  # one address for the fleet (provisioning/gateway/)
         "sla": {"deadline": deadline, "breached": breached or granted > 0,  # granted: services/sla.py
                 "compensation": format_ucny(granted) if granted else None},
-        "waitlist_position": position,
+        "waitlist_position": positions.get(pk),
         "slurm_partition": _slurm_partition(row, groups) if len(groups) > 1 else None,
         "actions": list(_actions(state)),
-        "notices": notices,  # e.g. its node stopped answering (provisioning/notices.py)
+        "notices": notices.get(pk, []),  # e.g. its node stopped answering (provisioning/notices.py)
         # storage: attached volumes (mount path, size, usage, price) and read-only datasets (storage_port.py)
-        "volumes": volumes,
-        "datasets": datasets,
+        "volumes": stored.get("volumes", []),
+        "datasets": stored.get("datasets", []),
     }

@@ -88,7 +88,7 @@ class StateFilterSerializer(StrictSerializer):
 class InstanceSerializer(serializers.Serializer):
     """The instance body of the detail endpoints and the console. Context: costs, positions, now, packages.
 
-    The body itself is built by rows.instance_body, the list's fast path, from this instance's rows.
+    The body itself is built by rows.instance_body, as the list's are, from this instance's rows.
     """
 
     def to_representation(self, instance):

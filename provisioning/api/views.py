@@ -1,23 +1,19 @@
 """Instances, their events and readiness reports, and quotes (SPEC §5)."""
-from functools import lru_cache
-
-import orjson
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.dbclock import db_now
+from core.dbclock import db_now, db_time
 from core.idempotency import idempotent
 from core.pagination import LimitOffsetEnvelopePagination, list_parameters
-from core.renderers import json_text
 from core.serializers import body_refuse_unknown
 from storage.api.serializers import AttachmentInputSerializer
 from tenancy.permissions import require
 
-from .. import body_cache, selectors
-from ..choices import InstanceState
+from .. import selectors
+from ..choices import BillingMode, InstanceState
 from ..notices import instance_notices, notices_of_row
 from ..services import billing_port, storage_port
 from ..services.health_move import instance_move_healthy
@@ -27,14 +23,7 @@ from ..services.quotes import quote_compute
 from ..services.specs import spec_from_data
 from ..services.volumes import instance_volume_attach, instance_volume_detach
 from . import schema_docs as docs
-from .rows import (
-    InstanceRow,
-    RowFigures,
-    figure_fields,
-    group_row_from,
-    instance_body,
-    keepable,
-)
+from .rows import InstanceRow, group_row_from, instance_body
 from .serializers import (
     InstanceCreateSerializer,
     InstanceEventSerializer,
@@ -56,73 +45,27 @@ def _context(instances) -> dict:
             "storage": storage_port.storage_bodies(ids) if ids else {}}
 
 
-_BODY_TEXT, _BODY_NOW = InstanceRow._fields.index("body_text"), InstanceRow._fields.index("body_now")
-
-
-def _page_bodies(page, now, *, keep=True) -> list:
-    """The bodies of a page of selectors.instance_list_rows (tuples): the per-row figures read off the rows on
-    PostgreSQL (the page's one statement), query by query elsewhere; the bodies it built kept for the next read
-    (`keep`), the others spliced into their kept text (provisioning/body_cache.py)."""
-    if now is None:  # SQLite (development)
-        rows = [InstanceRow._make(t) for t in page]
-        now = db_now()
-        groups, costs = selectors.page_groups_and_costs(rows, now=now)
-        context = {"costs": costs, "positions": selectors.waitlist_positions(rows), "now": now,
-                   "packages": billing_port.packages_current(rows), "notices": instance_notices(rows),
-                   "storage": storage_port.storage_bodies([r.id for r in rows])}
-        return [instance_body(r, [group_row_from(r.id, g) for g in groups[r.id]], **context) for r in rows]
-    out, built = [], []
-    for t in page:
-        if t[_BODY_TEXT] is not None:  # the usual row: its kept body with its cost and position (selectors)
-            out.append(orjson.Fragment(t[_BODY_TEXT]))
-            continue
-        r = InstanceRow._make(t)
-        if r.body_kept is not None and not (r.body_dark or r.body_health or r.body_volumes or r.body_datasets):
-            # Kept, and a package period besides its cost and position (a monthly instance): the rest as kept.
-            figures = (_package_json(r.body_package), *body_cache.plain_figures(r.body_cost, r.body_position))
-            out.append(orjson.Fragment(body_cache.body_text(r.body_kept, figures + (None, None, None))))
-            continue
-        package = billing_port.package_of_row(r.body_package) if r.body_package else None
-        notices = (notices_of_row(kind=r.kind, billing=r.billing, dark=r.body_dark, health=r.body_health)
-                   if r.body_dark or r.body_health else [])
-        storage = storage_port.storage_body_of_row(r.body_volumes, r.body_datasets)
-        figures = RowFigures(r.body_cost, r.body_position, package, notices, storage)
-        if r.body_kept is not None:  # kept (provisioning/body_cache.py): only the per-row figures are new
-            out.append(orjson.Fragment(body_cache.body_text(r.body_kept, _figure_json(figures))))
-            continue
-        body = instance_body(r, [group_row_from(r.id, g) for g in r.body_groups], now=now, figures=figures)
-        out.append(body)
-        if keep and r.body_version is not None and keepable(r):
-            built.append((r.id, r.body_version, body_cache.kept_text(body)))
-    body_cache.keep(built)
-    return out
-
-
-def _package_json(fields: dict | None) -> str:
-    """The body's package figure as JSON text, from the period as the list's statement read it."""
-    return _package_text(tuple(fields.items())) if fields else "null"
-
-
-@lru_cache(maxsize=4096)
-def _package_text(fields: tuple) -> str:
-    # A period's text changes only with the period: the same few on every read of the page.
-    return json_text(figure_fields(RowFigures(0, None, billing_port.package_of_row(dict(fields)), [], {}))[0])
-
-
-# Most rows' figures are one of these: no package, no notices, no storage.
-_EMPTY_JSON = {None: "null", (): "[]"}
-
-
-def _figure_json(figures: RowFigures) -> tuple:
-    return tuple(_EMPTY_JSON[None] if value is None else _EMPTY_JSON[()] if value == [] else json_text(value)
-                 for value in figure_fields(figures))
+def _page_bodies(page) -> list:
+    """The bodies of a page of selectors.instance_list_rows (tuples): every figure from the row itself, but the
+    waitlist positions (one query for the page's waitlisted rows)."""
+    rows = [InstanceRow._make(t) for t in page]
+    if not rows:
+        return []
+    context = {"costs": {r.id: r.cost for r in rows}, "positions": selectors.waitlist_positions(rows),
+               "now": db_time(rows[0].now),
+               "packages": {r.id: billing_port.package_of_row(r.package) for r in rows
+                            if r.package and r.billing == BillingMode.MONTHLY},
+               "notices": {r.id: notices_of_row(kind=r.kind, billing=r.billing, dark=r.dark, health=r.health)
+                           for r in rows if r.dark or r.health},
+               "storage": {r.id: storage_port.storage_body_of_row(r.volumes, r.datasets)
+                           for r in rows if r.volumes or r.datasets}}
+    return [instance_body(r, [group_row_from(r.id, g) for g in r.group_rows or ()], **context) for r in rows]
 
 
 def _action_response(request, instance, code) -> Response:
-    """An action's answer (a stop waits for it): the body as GET shows it, from the list's one statement."""
-    row = InstanceRow._make(selectors.instance_row(org=request.org, instance_id=instance.pk))
-    # Not kept: an action's answer is a body about to change again (stopping → stopped), and a write less for it.
-    return Response(_page_bodies([row], row.body_now, keep=False)[0], status=code)
+    """An action's answer (a stop waits for it): the body as the list shows it, read as the list reads a page."""
+    (body,) = _page_bodies(selectors.instance_list_rows(org=request.org, instance_id=instance.pk))
+    return Response(body, status=code)
 
 
 def _instance_response(request, instance, code=status.HTTP_200_OK) -> Response:
@@ -152,9 +95,7 @@ class InstanceListCreateView(APIView):
         # Plain rows, not models and one serializer per row: the list is the busiest read (docs/performance.md).
         page = paginator.paginate_queryset(selectors.instance_list_rows(org=request.org, state=states or None),
                                            request, view=self)
-        # On PostgreSQL every per-row figure and the database clock came with the page (one statement).
-        data = _page_bodies(page, page[0][_BODY_NOW]) if page else []
-        return paginator.get_paginated_response(data)
+        return paginator.get_paginated_response(_page_bodies(page))
 
     @extend_schema(request=InstanceCreateSerializer, responses={201: docs.InstanceDoc, 202: docs.InstanceDoc})
     @idempotent()

@@ -60,8 +60,8 @@ def packages_current(instances) -> dict:
 
 
 def package_of_row(fields: dict):
-    """A package period as billing.selectors.instance_cost_totals' `latest` reads it (the list's statement), with
-    the attributes the instance body shows (rows._package)."""
+    """A package period as billing.selectors.instance_cost_expressions' `package` reads it (the list's statement),
+    with the attributes the instance body shows (rows._package)."""
     from types import SimpleNamespace
 
     from core.dbclock import db_time

@@ -10,9 +10,10 @@ from billing.models import Meter
 from billing.rating import cumulative_charge, whole_seconds
 from billing.selectors import instance_costs
 from billing.tick import meter_tick
-from core.dbclock import db_now
+from core.dbclock import db_now, db_time
 from core.money import format_ucny
-from provisioning.selectors import INSTANCE_BODY_COLUMNS, instance_list_rows
+from provisioning.api.rows import InstanceRow
+from provisioning.selectors import instance_list_rows
 from tests.factories.billing import MeterFactory
 from tests.factories.provisioning import InstanceFactory
 
@@ -101,10 +102,10 @@ def test_sql_and_python_costs_agree_to_the_microcny(owner, rate, cards, age, pos
                          billable_until_seconds=None if cap is None else max(cap, through))
     if closed:
         Meter.objects.filter(pk=meter.pk).update(closed_at=meter.opened_at + timedelta(seconds=through))
-    (row,) = instance_list_rows(org=org)[0:1]  # the list's one statement, costs computed in SQL
-    statement_now = row[INSTANCE_BODY_COLUMNS.index("body_now")]  # that statement's clock
+    row = InstanceRow._make(instance_list_rows(org=org).get())  # the list's statement, costs computed in SQL
+    statement_now = db_time(row.now)  # that statement's clock
     python = instance_costs([inst.pk], now=statement_now)[inst.pk]
-    assert row[INSTANCE_BODY_COLUMNS.index("body_cost")] == python
+    assert row.cost == python
     expected = accounted - written
     if not closed:
         age = whole_seconds(meter.opened_at, statement_now)  # age, unless the machine took a second

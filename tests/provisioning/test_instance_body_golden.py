@@ -129,8 +129,7 @@ def test_list_and_detail_bodies_match_the_golden_file(client, fleet_of_states):
         assert bodies[part] == golden[part], part
     for key, body in bodies["detail"].items():
         assert body == golden["detail"][key], key
-    # Read again, the list splices its figures into the bodies the first read kept (provisioning/body_cache.py),
-    # and writes exactly the same bytes.
+    # Read again, the list writes exactly the same bytes.
     assert client.get(f"{URL}?limit=100").content == cold.content
     # The list row and the detail body of an instance are the same document.
     assert {row["id"]: row for row in bodies["list"]["results"]} == bodies["detail"]
