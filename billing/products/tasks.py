@@ -1,4 +1,4 @@
-"""Thin Celery tasks of the billing products (beat entries in config/settings/base.py)."""
+"""Thin Celery tasks of the billing products (beat entries in config/settings/beat.py)."""
 from celery import shared_task
 
 

@@ -12,14 +12,15 @@ if not os.environ.get("SECRET_KEY"):
 if not os.environ.get("DATABASE_URL"):  # the embedded server is the demo's, never a deployment's
     raise ImproperlyConfigured("CARDMIX_ENV=production needs DATABASE_URL (postgres://user:password@host:5432/name).")
 
-from .base import *  # noqa: E402,F401,F403
-from .base import env  # noqa: E402
+from core.settings_registry import read  # noqa: E402
 
+from .base import *  # noqa: E402,F401,F403
+
+# --- HTTPS (ALLOWED_HOSTS defaults to localhost here: config/settings/django.py) ---------------------------------
 DEBUG = False
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost"])
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+SECURE_SSL_REDIRECT = read("SECURE_SSL_REDIRECT")  # declared in config/settings/django.py
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+SECURE_HSTS_SECONDS = read("SECURE_HSTS_SECONDS")
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_SECURE = True
@@ -28,7 +29,7 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
-# --- security (tests/security/test_web.py) -----------------------------------------------------
+# --- Cookies and browser isolation (tests/security/test_web.py) ------------------------------------------------
 # The console reads the CSRF token from the form / <body hx-headers>, never from the cookie.
 CSRF_COOKIE_HTTPONLY = True
 SESSION_COOKIE_HTTPONLY = True

@@ -32,7 +32,7 @@ class Command(BaseCommand):
     help = "Run web + worker + beat + SSH gateway (development). Ctrl-C stops them all."
 
     def add_arguments(self, parser):
-        parser.add_argument("--addr", default=os.environ.get("CARDMIX_ADDR", "127.0.0.1:8000"))
+        parser.add_argument("--addr", default=settings.CARDMIX_ADDR)
 
     def handle(self, *args, addr, **options):
         py = sys.executable
@@ -44,7 +44,7 @@ class Command(BaseCommand):
         if standin:
             procs["localstripe"], stripe_env = standin
             child_env.update(stripe_env)
-        concurrency = os.environ.get("WORKER_CONCURRENCY", "2")
+        concurrency = str(settings.WORKER_CONCURRENCY)
         commands = {
             "web": [py, "-m", "uvicorn", "config.asgi:application", "--host", host or "127.0.0.1", "--port", port,
                     "--lifespan", "off"],
