@@ -7,7 +7,10 @@ from rest_framework.utils.encoders import JSONEncoder
 _FALLBACK = JSONEncoder()
 # As DRF writes them (JavaScript-safe), which orjson leaves raw.
 _SEPARATORS = ((b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
-_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_NON_STR_KEYS
+# UTC_Z: datetimes and dates as DRF's encoder writes them (isoformat, "+00:00" as "Z"), in C — the instance list
+# has three a row (tests/core/test_renderers.py holds the two to the same text). orjson 3.13 writes some times of
+# day wrongly (00:00:00.010000 as "00:00:00.10000"): the API returns none.
+_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_NON_STR_KEYS
 
 
 def json_bytes(data) -> bytes:
@@ -28,7 +31,7 @@ def json_text(data) -> str:
 class FastJSONRenderer(JSONRenderer):
     """JSONRenderer's compact output for the types the API returns, byte for byte but for the spelling of some floats
     (orjson writes 0.00006103515625 where json writes 6.103515625e-05: the same value); what orjson does not know (lazy
-    translations, Decimal, datetimes as DRF formats them, querysets…) goes through DRF's own encoder."""
+    translations, Decimal, timedeltas, querysets…) goes through DRF's own encoder."""
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if data is None:

@@ -50,3 +50,14 @@ def test_the_same_bytes_for_the_types_drf_encodes_itself():
     fast, drf = _both(data)
     assert fast == drf
     assert FastJSONRenderer().render(None) == b""
+
+
+ZONES = st.sampled_from([None, datetime.UTC, datetime.timezone(datetime.timedelta(hours=8)),
+                         datetime.timezone(datetime.timedelta(hours=-5, minutes=-30))])
+
+
+@given(st.datetimes(timezones=ZONES) | st.dates())
+def test_datetimes_and_dates_as_drf_writes_them(value):
+    """orjson writes them itself (OPT_UTC_Z): the same text as DRF's encoder, microseconds and offsets included."""
+    fast, drf = _both({"at": value})
+    assert fast == drf
