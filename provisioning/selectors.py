@@ -41,7 +41,8 @@ def instance_list(*, org, state: str | None = None):
 # its volumes and datasets (storage), its cost so far and latest package period (billing), and the statement's
 # clock (as text: parsed once, not once a row).
 INSTANCE_BODY_COLUMNS = (
-    "id", "name", "kind", "state", "state_reason", "items", "policy", "zone_id", "zone__slug", "image", "images",
+    "id", "name", "kind", "state", "state_reason", "items_json", "policy_json", "zone_id", "zone__slug", "image",
+    "images_json",
     "billing", "package_renewal", "waitlist", "created_at", "ready_at", "price_per_hour", "sla_deadline",
     "sla_event_id", "sla_settled_event_id", "sla_compensation", "organization_id",
     "group_rows", "dark", "health", "volumes", "datasets", "cost", "package", "now")
@@ -63,7 +64,10 @@ def instance_list_rows(*, org, state: str | None = None, instance_id=None):
     if instance_id is not None:
         qs = qs.filter(pk=instance_id)
     # Plain SQL, not the ORM's expressions: built from those, the statement took longer to compile than to run.
-    return (qs.annotate(group_rows=RawSQL(_GROUPS, (), output_field=ParsedJSONField()),
+    # The jsonb columns as json: parsed by the driver (core/db_loaders.py: orjson), not by JSONField's json.loads.
+    as_json = {f"{c}_json": RawSQL(f"provisioning_instance.{c}::json", (), output_field=ParsedJSONField())
+               for c in ("items", "policy", "images")}
+    return (qs.annotate(group_rows=RawSQL(_GROUPS, (), output_field=ParsedJSONField()), **as_json,
                         **instance_notice_expressions(),
                         **instance_storage_expressions("provisioning_instance.id", org_id=org.pk),
                         **instance_cost_expressions("provisioning_instance.id"), now=Cast(Now(), TextField()))
