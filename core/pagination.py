@@ -16,9 +16,8 @@ from urllib import parse
 
 from django.core import signing
 from django.core.exceptions import FieldDoesNotExist
-from django.db.models import Count, Q, Window
+from django.db.models import Q
 from django.db.models.expressions import OrderBy
-from django.db.models.query import ModelIterable, ValuesIterable, ValuesListIterable
 from django.utils.translation import gettext, gettext_lazy
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
@@ -62,10 +61,6 @@ def _unpack(packed):
 
 
 # --- keysets: what a list must offer to be read by cursor -------------------------------------------
-
-# The row kinds page_and_count can add the count to: model instances, values() dicts, values_list() tuples.
-_COUNTABLE = (ModelIterable, ValuesIterable, ValuesListIterable)
-
 
 class QuerySetKeyset:
     """A queryset read by keyset on its own ordering (plus the primary key, when its ordering does not end in a
@@ -120,26 +115,6 @@ class QuerySetKeyset:
 
     def page(self, offset: int, limit: int) -> list:
         return list(self.queryset[offset:offset + limit])
-
-    def page_and_count(self, offset: int, limit: int) -> tuple[list, int]:
-        """A page and the list's count in one statement: count(*) OVER () beside each row (PostgreSQL counts the
-        rows before LIMIT and computes the page's columns only for the rows it returns); a page past the end
-        counts on its own."""
-        qs = self.queryset
-        if qs.query.distinct or qs.query.combinator or qs._iterable_class not in _COUNTABLE:
-            # DISTINCT runs after the window (it would count duplicates); flat and named rows have no place for it.
-            count = qs.count()
-            return (list(qs[offset:offset + limit]) if count and offset < count else []), count
-        qs = qs.annotate(page_total=Window(Count("*")))
-        rows = list(qs[offset:offset + limit])
-        if not rows:
-            return [], self.count() if offset else 0
-        first = rows[0]
-        if isinstance(first, dict):  # values()
-            return rows, [row.pop("page_total") for row in rows][0]
-        if isinstance(first, tuple):  # values_list(): the count comes last
-            return [row[:-1] for row in rows], first[-1]
-        return rows, first.page_total
 
     def page_after(self, after: tuple | None, backwards: bool, limit: int) -> list:
         """Up to `limit` rows beyond `after` (None: from the start), in list order or, backwards, reversed."""
@@ -257,9 +232,6 @@ class EnvelopePagination(LimitOffsetPagination):
             return self._paginate_cursor(cursors[0], request)
         self.limit = self.get_limit(request)
         self.offset = self.get_offset(request)
-        if hasattr(self.keyset, "page_and_count"):  # a queryset: one statement
-            rows, self.count = self.keyset.page_and_count(self.offset, self.limit)
-            return rows
         self.count = self.keyset.count()
         if self.count == 0 or self.offset > self.count:
             return []
